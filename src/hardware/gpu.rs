@@ -1,0 +1,251 @@
+//! One GPU: peak compute per precision, memory size and bandwidth, and achievable efficiencies.
+
+use serde::{Deserialize, Serialize};
+
+use super::interconnect::InterconnectSpec;
+use crate::units::{Bytes, BytesPerSec, FlopsPerSec, parse_bandwidth, parse_bytes, parse_flops_rate};
+use crate::violation::{Collector, Violations};
+
+/// Dense tensor-core peaks as written in a preset (`"989.4 TFLOP/s"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeakSpec {
+    /// BF16 dense peak (for GPUs without BF16, the FP16 figure).
+    pub bf16: String,
+    /// FP16 dense peak; defaults to the BF16 figure.
+    #[serde(default)]
+    pub fp16: Option<String>,
+    /// FP8 dense peak, absent when the GPU has no FP8 tensor cores.
+    #[serde(default)]
+    pub fp8: Option<String>,
+    /// FP4 dense peak (NVFP4/MXFP4), absent when the GPU has none.
+    #[serde(default)]
+    pub fp4: Option<String>,
+    /// Whether the tensor cores scale MX blocks in hardware (Blackwell and later).
+    #[serde(default)]
+    pub block_scaled: bool,
+}
+
+/// Achievable fractions of peak, as written in a preset.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EfficiencySpec {
+    /// Fraction of the 16-bit peak a large, well-shaped GEMM reaches.
+    pub gemm_16bit: f64,
+    /// Fraction of the FP8 peak a large FP8 GEMM reaches.
+    #[serde(default)]
+    pub gemm_8bit: Option<f64>,
+    /// Fraction of the FP4 peak a large FP4 GEMM reaches.
+    #[serde(default)]
+    pub gemm_4bit: Option<f64>,
+    /// Fraction of the 16-bit peak a long-sequence fused attention forward reaches.
+    pub attention_forward: f64,
+    /// Same for the backward, counting its FLOPs as 2.5x the forward (FlashAttention convention).
+    pub attention_backward: f64,
+    /// Fraction of the memory bandwidth a streaming (element-wise) kernel reaches.
+    pub memory: f64,
+}
+
+/// A GPU as written in a preset file. Unknown keys are rejected.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GpuSpec {
+    /// Short name used on the command line (`h100-sxm`).
+    pub name: String,
+    /// Human-readable name.
+    #[serde(default)]
+    pub display_name: Option<String>,
+    /// Where the figures come from.
+    #[serde(default)]
+    pub source: Option<String>,
+    /// Memory capacity usable by the program (`"80 GB"`).
+    pub memory: String,
+    /// Memory bandwidth (`"3.35 TB/s"`).
+    pub memory_bandwidth: String,
+    /// Streaming multiprocessors (compute units), for wave quantization.
+    pub sm_count: i64,
+    /// Tensor-core peaks.
+    pub peak: PeakSpec,
+    /// Achievable fractions of peak.
+    pub efficiency: EfficiencySpec,
+    /// The links of the typical system this GPU is sold in.
+    pub interconnect: InterconnectSpec,
+}
+
+/// The numeric class a GEMM runs in, which picks its peak and efficiency.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PrecisionClass {
+    /// BF16 or FP16 tensor cores.
+    Bits16,
+    /// FP8 tensor cores (per-tensor or block-scaled).
+    Bits8,
+    /// FP4 tensor cores (NVFP4, MXFP4).
+    Bits4,
+}
+
+/// Validated efficiencies.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Efficiency {
+    /// Large-GEMM fraction of the 16-bit peak.
+    pub gemm_16bit: f64,
+    /// Large-GEMM fraction of the FP8 peak.
+    pub gemm_8bit: f64,
+    /// Large-GEMM fraction of the FP4 peak.
+    pub gemm_4bit: f64,
+    /// Attention forward fraction of the 16-bit peak.
+    pub attention_forward: f64,
+    /// Attention backward fraction of the 16-bit peak (2.5x forward FLOPs).
+    pub attention_backward: f64,
+    /// Streaming fraction of memory bandwidth.
+    pub memory: f64,
+}
+
+/// A validated GPU.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Gpu {
+    name: String,
+    display_name: String,
+    memory: Bytes,
+    memory_bandwidth: BytesPerSec,
+    sm_count: u64,
+    peak_bf16: FlopsPerSec,
+    peak_fp16: FlopsPerSec,
+    peak_fp8: Option<FlopsPerSec>,
+    peak_fp4: Option<FlopsPerSec>,
+    block_scaled: bool,
+    efficiency: Efficiency,
+}
+
+fn fraction(collector: &mut Collector, field: &str, value: f64) -> f64 {
+    if !(value > 0.0 && value <= 1.0) {
+        collector.add(
+            format!("gpu.efficiency.{field}"),
+            value,
+            "must be a fraction in (0, 1]",
+            "efficiencies are achieved/peak ratios, e.g. 0.75",
+        );
+        return 1.0;
+    }
+    value
+}
+
+impl Gpu {
+    /// Checks a spec and builds the GPU; the interconnect is validated by [`super::Cluster`].
+    pub fn from_spec(spec: &GpuSpec) -> Result<Gpu, Violations> {
+        let mut collector = Collector::default();
+        let mut quantity = |field: &str, result: Result<f64, crate::units::QuantityError>| {
+            result.unwrap_or_else(|err| {
+                collector.add(format!("gpu.{field}"), "", err.to_string(), "use a number and a unit");
+                1.0
+            })
+        };
+        let memory = quantity("memory", parse_bytes(&spec.memory).map(|b| b.value()));
+        let bandwidth =
+            quantity("memory_bandwidth", parse_bandwidth(&spec.memory_bandwidth).map(|b| b.value()));
+        let bf16 = quantity("peak.bf16", parse_flops_rate(&spec.peak.bf16).map(|f| f.value()));
+        let fp16 = match &spec.peak.fp16 {
+            Some(text) => quantity("peak.fp16", parse_flops_rate(text).map(|f| f.value())),
+            None => bf16,
+        };
+        let fp8 = spec
+            .peak
+            .fp8
+            .as_ref()
+            .map(|text| quantity("peak.fp8", parse_flops_rate(text).map(|f| f.value())));
+        let fp4 = spec
+            .peak
+            .fp4
+            .as_ref()
+            .map(|text| quantity("peak.fp4", parse_flops_rate(text).map(|f| f.value())));
+        let eff = &spec.efficiency;
+        let gemm_16bit = fraction(&mut collector, "gemm_16bit", eff.gemm_16bit);
+        let efficiency = Efficiency {
+            gemm_16bit,
+            gemm_8bit: fraction(&mut collector, "gemm_8bit", eff.gemm_8bit.unwrap_or(gemm_16bit)),
+            gemm_4bit: fraction(&mut collector, "gemm_4bit", eff.gemm_4bit.unwrap_or(gemm_16bit)),
+            attention_forward: fraction(&mut collector, "attention_forward", eff.attention_forward),
+            attention_backward: fraction(&mut collector, "attention_backward", eff.attention_backward),
+            memory: fraction(&mut collector, "memory", eff.memory),
+        };
+        if spec.sm_count <= 0 {
+            collector.add("gpu.sm_count", spec.sm_count, "must be positive", "e.g. 132 for H100 SXM");
+        }
+        collector.finish()?;
+        Ok(Gpu {
+            name: spec.name.clone(),
+            display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
+            memory: Bytes::new(memory),
+            memory_bandwidth: BytesPerSec::new(bandwidth),
+            sm_count: spec.sm_count as u64,
+            peak_bf16: FlopsPerSec::new(bf16),
+            peak_fp16: FlopsPerSec::new(fp16),
+            peak_fp8: fp8.map(FlopsPerSec::new),
+            peak_fp4: fp4.map(FlopsPerSec::new),
+            block_scaled: spec.peak.block_scaled,
+            efficiency,
+        })
+    }
+
+    /// Short name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// Human-readable name.
+    pub fn display_name(&self) -> &str {
+        &self.display_name
+    }
+    /// Memory capacity.
+    pub fn memory(&self) -> Bytes {
+        self.memory
+    }
+    /// Memory bandwidth.
+    pub fn memory_bandwidth(&self) -> BytesPerSec {
+        self.memory_bandwidth
+    }
+    /// Streaming multiprocessors.
+    pub fn sm_count(&self) -> u64 {
+        self.sm_count
+    }
+    /// Dense BF16 peak.
+    pub fn peak_bf16(&self) -> FlopsPerSec {
+        self.peak_bf16
+    }
+    /// Dense FP16 peak.
+    pub fn peak_fp16(&self) -> FlopsPerSec {
+        self.peak_fp16
+    }
+    /// Dense FP8 peak, if the GPU has FP8 tensor cores.
+    pub fn peak_fp8(&self) -> Option<FlopsPerSec> {
+        self.peak_fp8
+    }
+    /// Dense FP4 peak, if the GPU has FP4 tensor cores.
+    pub fn peak_fp4(&self) -> Option<FlopsPerSec> {
+        self.peak_fp4
+    }
+    /// Whether MX block scaling runs in the tensor cores.
+    pub fn block_scaled(&self) -> bool {
+        self.block_scaled
+    }
+    /// Achievable efficiencies.
+    pub fn efficiency(&self) -> &Efficiency {
+        &self.efficiency
+    }
+
+    /// The dense peak of a precision class.
+    pub fn peak(&self, class: PrecisionClass) -> Option<FlopsPerSec> {
+        match class {
+            PrecisionClass::Bits16 => Some(self.peak_bf16),
+            PrecisionClass::Bits8 => self.peak_fp8,
+            PrecisionClass::Bits4 => self.peak_fp4,
+        }
+    }
+
+    /// The large-GEMM efficiency of a precision class.
+    pub fn gemm_efficiency(&self, class: PrecisionClass) -> f64 {
+        match class {
+            PrecisionClass::Bits16 => self.efficiency.gemm_16bit,
+            PrecisionClass::Bits8 => self.efficiency.gemm_8bit,
+            PrecisionClass::Bits4 => self.efficiency.gemm_4bit,
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! The two link tiers of a GPU cluster: the NVLink (scale-up) domain and the network NICs.
+//!
+//! Bandwidths are per GPU and per direction, as NCCL's bus bandwidth is defined; the efficiency
+//! turns the line rate into what NCCL achieves (reference file section 8.4).
+
+use serde::{Deserialize, Serialize};
+
+use crate::units::{BytesPerSec, Seconds, parse_bandwidth, parse_seconds};
+use crate::violation::{Collector, Violations};
+
+/// Interconnect figures as written in a preset or overridden by flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InterconnectSpec {
+    /// GPUs in one server.
+    pub gpus_per_node: i64,
+    /// GPUs that share one NVLink (scale-up) domain; defaults to `gpus_per_node`.
+    #[serde(default)]
+    pub nvlink_domain: Option<i64>,
+    /// NVLink bandwidth per GPU, one direction (`"450 GB/s"`).
+    pub nvlink_bandwidth: String,
+    /// Latency of one NVLink hop in a collective (`"3 us"`).
+    pub nvlink_latency: String,
+    /// Fraction of the NVLink line rate NCCL reaches.
+    pub nvlink_efficiency: f64,
+    /// Network (NIC) bandwidth per GPU, one direction (`"50 GB/s"`).
+    pub network_bandwidth: String,
+    /// Latency of one network hop (`"10 us"`).
+    pub network_latency: String,
+    /// Fraction of the NIC line rate NCCL reaches.
+    pub network_efficiency: f64,
+}
+
+/// Which link a group of GPUs talks over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum LinkTier {
+    /// Every member is inside one NVLink domain.
+    Nvlink,
+    /// The group spans NVLink domains, so its ring crosses the NICs.
+    Network,
+}
+
+/// Validated interconnect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Interconnect {
+    gpus_per_node: u64,
+    nvlink_domain: u64,
+    nvlink_bandwidth: BytesPerSec,
+    nvlink_latency: Seconds,
+    network_bandwidth: BytesPerSec,
+    network_latency: Seconds,
+}
+
+impl Interconnect {
+    /// Checks a spec and builds the interconnect.
+    pub fn from_spec(spec: &InterconnectSpec) -> Result<Interconnect, Violations> {
+        let mut collector = Collector::default();
+        if spec.gpus_per_node <= 0 {
+            collector.add(
+                "cluster.gpus_per_node",
+                spec.gpus_per_node,
+                "must be positive",
+                "e.g. 8 for a DGX or HGX server",
+            );
+        }
+        let nvlink_domain = spec.nvlink_domain.unwrap_or(spec.gpus_per_node);
+        if nvlink_domain <= 0 {
+            collector.add(
+                "cluster.nvlink_domain",
+                nvlink_domain,
+                "must be positive",
+                "e.g. 8 for HGX, 72 for an NVL72 rack",
+            );
+        }
+        for (field, value) in
+            [("nvlink_efficiency", spec.nvlink_efficiency), ("network_efficiency", spec.network_efficiency)]
+        {
+            if !(value > 0.0 && value <= 1.0) {
+                collector.add(
+                    format!("cluster.{field}"),
+                    value,
+                    "must be a fraction in (0, 1]",
+                    "NCCL reaches about 0.8 of NVLink and 0.92 of NIC line rate",
+                );
+            }
+        }
+        let mut bandwidth = |field: &str, text: &str, efficiency: f64| {
+            parse_bandwidth(text).map(|b| b * efficiency).unwrap_or_else(|err| {
+                collector.add(format!("cluster.{field}"), text, err.to_string(), "e.g. \"450 GB/s\"");
+                BytesPerSec::new(1.0)
+            })
+        };
+        let nvlink_bandwidth = bandwidth("nvlink_bandwidth", &spec.nvlink_bandwidth, spec.nvlink_efficiency);
+        let network_bandwidth =
+            bandwidth("network_bandwidth", &spec.network_bandwidth, spec.network_efficiency);
+        let mut latency = |field: &str, text: &str| {
+            parse_seconds(text).unwrap_or_else(|err| {
+                collector.add(format!("cluster.{field}"), text, err.to_string(), "e.g. \"5 us\"");
+                Seconds::ZERO
+            })
+        };
+        let nvlink_latency = latency("nvlink_latency", &spec.nvlink_latency);
+        let network_latency = latency("network_latency", &spec.network_latency);
+        collector.finish()?;
+        Ok(Interconnect {
+            gpus_per_node: spec.gpus_per_node as u64,
+            nvlink_domain: nvlink_domain as u64,
+            nvlink_bandwidth,
+            nvlink_latency,
+            network_bandwidth,
+            network_latency,
+        })
+    }
+
+    /// GPUs per server.
+    pub fn gpus_per_node(&self) -> u64 {
+        self.gpus_per_node
+    }
+    /// GPUs per NVLink domain.
+    pub fn nvlink_domain(&self) -> u64 {
+        self.nvlink_domain
+    }
+
+    /// Achievable per-GPU, one-direction bandwidth of a tier.
+    pub fn bandwidth(&self, tier: LinkTier) -> BytesPerSec {
+        match tier {
+            LinkTier::Nvlink => self.nvlink_bandwidth,
+            LinkTier::Network => self.network_bandwidth,
+        }
+    }
+
+    /// Per-step latency of a tier.
+    pub fn latency(&self, tier: LinkTier) -> Seconds {
+        match tier {
+            LinkTier::Nvlink => self.nvlink_latency,
+            LinkTier::Network => self.network_latency,
+        }
+    }
+
+    /// The tier a group of `size` GPUs whose members are `stride` ranks apart talks over.
+    ///
+    /// Ranks are laid out as Megatron-LM does (`tp-cp-ep-dp-pp`, TP fastest), so the group spans
+    /// `(size - 1) * stride + 1` consecutive ranks; it stays on NVLink only if that span fits
+    /// inside one domain.
+    pub fn tier_for_group(&self, size: u64, stride: u64) -> LinkTier {
+        let span = (size.saturating_sub(1)) * stride + 1;
+        if span <= self.nvlink_domain { LinkTier::Nvlink } else { LinkTier::Network }
+    }
+}

@@ -1,0 +1,228 @@
+//! The parallel plan and the training setup: raw specs as the user writes them, the enums for
+//! every choice, and the validated `Plan` / `Training` (built together with the model and cluster
+//! in `run.rs`, since most checks need all four).
+//!
+//! Names follow Megatron-LM (`tp`, `pp`, `vp`, `dp`, `cp`, `--sequence-parallel`,
+//! `--use-distributed-optimizer`, `--recompute-granularity`, `--overlap-grad-reduce`).
+
+mod precision;
+
+use serde::{Deserialize, Serialize};
+
+pub use precision::Precision;
+
+/// Activation recomputation granularity (`--recompute-granularity`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecomputeKind {
+    /// Store every activation the backward needs.
+    None,
+    /// Recompute the attention core only (Korthikanti et al. 2022).
+    Selective,
+    /// Store only each layer's input and rerun its forward in the backward.
+    Full,
+}
+
+/// How FSDP shards (PyTorch `ShardingStrategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FsdpMode {
+    /// Parameters, gradients and optimizer state sharded (ZeRO-3).
+    Full,
+    /// Gradients and optimizer state sharded, parameters kept whole (ZeRO-2).
+    GradOp,
+}
+
+/// How data-parallel ranks share model state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sharding {
+    /// Every DP rank holds everything (plain DDP).
+    None,
+    /// Optimizer state sharded: ZeRO-1 or Megatron's distributed optimizer.
+    Optimizer,
+    /// Optimizer state and gradients sharded: ZeRO-2, FSDP `SHARD_GRAD_OP`.
+    OptimizerAndGradients,
+    /// Everything sharded and parameters gathered per layer: ZeRO-3, FSDP `FULL_SHARD`.
+    Full,
+}
+
+/// The parallel plan as written by the user; every field is optional and has a documented default.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanSpec {
+    /// Tensor-parallel size (default 1).
+    pub tp: Option<i64>,
+    /// Pipeline-parallel size (default 1).
+    pub pp: Option<i64>,
+    /// Virtual pipeline chunks per rank, interleaved 1F1B (default 1 = not interleaved).
+    pub vp: Option<i64>,
+    /// Data-parallel size (default: what the GPU count leaves after tp x pp x cp).
+    pub dp: Option<i64>,
+    /// Context-parallel size (default 1).
+    pub cp: Option<i64>,
+    /// Megatron sequence parallelism (default: on whenever tp > 1).
+    pub sequence_parallel: Option<bool>,
+    /// ZeRO stage 0-3 (default 1, Megatron's distributed optimizer).
+    pub zero: Option<i64>,
+    /// PyTorch FSDP instead of ZeRO (default off).
+    pub fsdp: Option<bool>,
+    /// FSDP sharding mode (default full).
+    pub fsdp_mode: Option<FsdpMode>,
+    /// HSDP: shard inside groups of this many DP ranks, replicate across them (default: all dp).
+    pub hybrid_shard: Option<i64>,
+    /// Recompute granularity (default none).
+    pub recompute: Option<RecomputeKind>,
+    /// With full recompute: how many layers per pipeline stage recompute (default all).
+    pub recompute_num_layers: Option<i64>,
+    /// Overlap the DP gradient reduction with the backward (default on).
+    pub overlap_grad_reduce: Option<bool>,
+    /// Overlap the distributed optimizer's parameter all-gather with the forward (default on).
+    pub overlap_param_gather: Option<bool>,
+    /// Overlap TP communication with GEMMs, `--tp-comm-overlap` (default off).
+    pub tp_comm_overlap: Option<bool>,
+    /// Reduce gradients in fp32 (default on, as Megatron-LM does with `--bf16`).
+    pub grad_reduce_in_fp32: Option<bool>,
+}
+
+/// The training setup as written by the user.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingSpec {
+    /// Tokens per sequence.
+    pub seq_len: i64,
+    /// Sequences per optimizer step, across all DP ranks.
+    pub global_batch: i64,
+    /// Sequences per micro-batch on one model replica (default 1).
+    pub micro_batch: Option<i64>,
+    /// Numeric recipe (default bf16).
+    pub precision: Option<Precision>,
+}
+
+/// A validated training setup.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Training {
+    pub(crate) seq_len: u64,
+    pub(crate) global_batch: u64,
+    pub(crate) micro_batch: u64,
+    pub(crate) precision: Precision,
+}
+
+impl Training {
+    /// Tokens per sequence.
+    pub fn seq_len(&self) -> u64 {
+        self.seq_len
+    }
+    /// Sequences per step.
+    pub fn global_batch(&self) -> u64 {
+        self.global_batch
+    }
+    /// Sequences per micro-batch.
+    pub fn micro_batch(&self) -> u64 {
+        self.micro_batch
+    }
+    /// Numeric recipe.
+    pub fn precision(&self) -> Precision {
+        self.precision
+    }
+    /// Tokens per optimizer step.
+    pub fn tokens_per_step(&self) -> u64 {
+        self.global_batch * self.seq_len
+    }
+}
+
+/// A validated plan. Built only by [`crate::Run::from_spec`], which checks it against the model,
+/// the cluster and the batch.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Plan {
+    pub(crate) tp: u64,
+    pub(crate) pp: u64,
+    pub(crate) vp: u64,
+    pub(crate) dp: u64,
+    pub(crate) cp: u64,
+    pub(crate) sequence_parallel: bool,
+    pub(crate) sharding: Sharding,
+    pub(crate) fsdp: bool,
+    pub(crate) shard_group: u64,
+    pub(crate) recompute: RecomputeKind,
+    pub(crate) recompute_num_layers: u64,
+    pub(crate) overlap_grad_reduce: bool,
+    pub(crate) overlap_param_gather: bool,
+    pub(crate) tp_comm_overlap: bool,
+    pub(crate) grad_reduce_in_fp32: bool,
+    pub(crate) num_microbatches: u64,
+}
+
+impl Plan {
+    /// Tensor-parallel size.
+    pub fn tp(&self) -> u64 {
+        self.tp
+    }
+    /// Pipeline-parallel size.
+    pub fn pp(&self) -> u64 {
+        self.pp
+    }
+    /// Virtual pipeline chunks per rank (1 = plain 1F1B).
+    pub fn vp(&self) -> u64 {
+        self.vp
+    }
+    /// Data-parallel size.
+    pub fn dp(&self) -> u64 {
+        self.dp
+    }
+    /// Context-parallel size.
+    pub fn cp(&self) -> u64 {
+        self.cp
+    }
+    /// Whether sequence parallelism is in effect (only when tp > 1).
+    pub fn sequence_parallel(&self) -> bool {
+        self.sequence_parallel
+    }
+    /// Data-parallel sharding.
+    pub fn sharding(&self) -> Sharding {
+        self.sharding
+    }
+    /// Whether sharding is done by FSDP (rather than ZeRO / the distributed optimizer).
+    pub fn fsdp(&self) -> bool {
+        self.fsdp
+    }
+    /// DP ranks that one shard group spans (dp unless hybrid sharding).
+    pub fn shard_group(&self) -> u64 {
+        self.shard_group
+    }
+    /// Recompute granularity.
+    pub fn recompute(&self) -> RecomputeKind {
+        self.recompute
+    }
+    /// Layers per pipeline stage that recompute under full recompute.
+    pub fn recompute_num_layers(&self) -> u64 {
+        self.recompute_num_layers
+    }
+    /// Whether the DP gradient reduction overlaps the backward.
+    pub fn overlap_grad_reduce(&self) -> bool {
+        self.overlap_grad_reduce
+    }
+    /// Whether the parameter all-gather overlaps the forward.
+    pub fn overlap_param_gather(&self) -> bool {
+        self.overlap_param_gather
+    }
+    /// Whether TP communication overlaps GEMMs.
+    pub fn tp_comm_overlap(&self) -> bool {
+        self.tp_comm_overlap
+    }
+    /// Whether gradients are reduced in fp32.
+    pub fn grad_reduce_in_fp32(&self) -> bool {
+        self.grad_reduce_in_fp32
+    }
+    /// Micro-batches per pipeline per step (gradient-accumulation steps).
+    pub fn num_microbatches(&self) -> u64 {
+        self.num_microbatches
+    }
+    /// Model-parallel size of one replica (tp x pp x cp).
+    pub fn model_parallel_size(&self) -> u64 {
+        self.tp * self.pp * self.cp
+    }
+    /// A compact label such as `tp8 pp4 vp5 cp1 dp2`.
+    pub fn label(&self) -> String {
+        format!("tp{} pp{} vp{} cp{} dp{}", self.tp, self.pp, self.vp, self.cp, self.dp)
+    }
+}

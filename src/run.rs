@@ -1,0 +1,284 @@
+//! One training run to price: model, cluster, training setup and plan, validated together.
+//!
+//! `RunSpec` is what the user wrote (presets, files and flags merged by the caller); `Run` is the
+//! only way the cost model receives input, so every divisibility and capacity rule is checked
+//! exactly once, here, and all violations are reported together.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hardware::{Cluster, ClusterSpec};
+use crate::model::{Model, ModelSpec};
+use crate::plan::{
+    FsdpMode, Plan, PlanSpec, Precision, RecomputeKind, Sharding, Training, TrainingSpec,
+};
+use crate::violation::{Collector, Violations};
+
+/// Everything needed to price one run, as the user described it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// The model architecture.
+    pub model: ModelSpec,
+    /// The GPUs and links.
+    pub cluster: ClusterSpec,
+    /// Sequence length, batch and precision.
+    pub training: TrainingSpec,
+    /// The parallel plan.
+    pub plan: PlanSpec,
+}
+
+/// A validated run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    model: Model,
+    cluster: Cluster,
+    training: Training,
+    plan: Plan,
+}
+
+fn positive_or(collector: &mut Collector, field: &str, value: Option<i64>, default: u64, hint: &str) -> u64 {
+    match value {
+        None => default,
+        Some(v) if v > 0 => v as u64,
+        Some(v) => {
+            collector.add(field, v, "must be a positive whole number", hint);
+            default
+        }
+    }
+}
+
+impl Run {
+    /// Validates every part and every rule that ties the parts together.
+    pub fn from_spec(spec: &RunSpec) -> Result<Run, Violations> {
+        let mut collector = Collector::default();
+        let model = collector.take(Model::from_spec(&spec.model));
+        let cluster = collector.take(Cluster::from_spec(&spec.cluster));
+        let training = validate_training(&mut collector, &spec.training);
+        let plan = match (&model, &cluster) {
+            (Some(model), Some(cluster)) => {
+                validate_plan(&mut collector, &spec.plan, model, cluster, &training)
+            }
+            _ => None,
+        };
+        collector.finish()?;
+        match (model, cluster, plan) {
+            (Some(model), Some(cluster), Some(plan)) => Ok(Run { model, cluster, training, plan }),
+            _ => unreachable!("validation reported no problem, so every part was built"),
+        }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+    /// The training setup.
+    pub fn training(&self) -> &Training {
+        &self.training
+    }
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
+    let seq_len =
+        positive_or(collector, "training.seq_len", Some(spec.seq_len), 1, "pass --seq-len, e.g. 8192");
+    let global_batch = positive_or(
+        collector,
+        "training.global_batch",
+        Some(spec.global_batch),
+        1,
+        "pass --global-batch in sequences, e.g. 128",
+    );
+    let micro_batch =
+        positive_or(collector, "training.micro_batch", spec.micro_batch, 1, "pass --micro-batch, e.g. 1");
+    Training { seq_len, global_batch, micro_batch, precision: spec.precision.unwrap_or(Precision::Bf16) }
+}
+
+fn validate_plan(
+    collector: &mut Collector,
+    spec: &PlanSpec,
+    model: &Model,
+    cluster: &Cluster,
+    training: &Training,
+) -> Option<Plan> {
+    let gpus = cluster.num_gpus();
+    let tp = positive_or(collector, "plan.tp", spec.tp, 1, "tensor-parallel size, e.g. 8");
+    let pp = positive_or(collector, "plan.pp", spec.pp, 1, "pipeline-parallel size, e.g. 4");
+    let vp = positive_or(collector, "plan.vp", spec.vp, 1, "virtual pipeline chunks per rank, e.g. 2");
+    let cp = positive_or(collector, "plan.cp", spec.cp, 1, "context-parallel size, e.g. 2");
+    let model_parallel = tp * pp * cp;
+    let default_dp = (gpus / model_parallel).max(1);
+    let dp = positive_or(collector, "plan.dp", spec.dp, default_dp, "data-parallel size");
+    if tp * pp * cp * dp != gpus {
+        collector.add(
+            "plan.dp",
+            dp,
+            format!("tp {tp} x pp {pp} x cp {cp} x dp {dp} = {} is not the GPU count {gpus}", tp * pp * cp * dp),
+            if gpus % model_parallel == 0 {
+                format!("leave dp unset (it becomes {}) or change --gpus", gpus / model_parallel)
+            } else {
+                format!("tp x pp x cp = {model_parallel} must divide the {gpus} GPUs")
+            },
+        );
+    }
+    check_divides(collector, "plan.tp", tp, "num_attention_heads", model.num_attention_heads());
+    check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
+    check_divides(collector, "plan.pp", pp, "num_layers", model.num_layers());
+    if vp > 1 {
+        if pp == 1 {
+            collector.add("plan.vp", vp, "needs pipeline parallelism (pp > 1)", "set --vp 1 or raise --pp");
+        } else if model.num_layers() % (pp * vp) != 0 {
+            collector.add(
+                "plan.vp",
+                vp,
+                format!("pp {pp} x vp {vp} does not divide num_layers {}", model.num_layers()),
+                "each virtual stage needs the same whole number of layers",
+            );
+        }
+    }
+    if cp > 1 && training.seq_len % (2 * cp) != 0 {
+        collector.add(
+            "plan.cp",
+            cp,
+            format!("2 x cp does not divide seq_len {}", training.seq_len),
+            "causal load balancing splits each sequence into 2 x cp chunks",
+        );
+    }
+    let per_step = training.micro_batch * dp;
+    if training.global_batch % per_step != 0 {
+        collector.add(
+            "training.global_batch",
+            training.global_batch,
+            format!("is not a multiple of micro_batch {} x dp {dp} = {per_step}", training.micro_batch),
+            format!("use a multiple of {per_step}, or change --micro-batch / the plan"),
+        );
+    }
+    let gpu = cluster.gpu();
+    let precision = training.precision;
+    if gpu.peak(precision.gemm_class()).is_none() {
+        collector.add(
+            "training.precision",
+            precision.name(),
+            format!("{} has no tensor cores for this precision", gpu.display_name()),
+            "use bf16 (or fp16) on this GPU",
+        );
+    } else if precision.needs_block_scaling() && !gpu.block_scaled() {
+        collector.add(
+            "training.precision",
+            precision.name(),
+            format!("{} has no hardware MX block scaling", gpu.display_name()),
+            "use fp8-blockwise or fp8-current on Hopper, mxfp8/nvfp4 need Blackwell",
+        );
+    }
+    let (sharding, fsdp) = sharding(collector, spec);
+    let shard_group = match spec.hybrid_shard {
+        None => dp,
+        Some(group) if group > 0 && dp % group as u64 == 0 => group as u64,
+        Some(group) => {
+            collector.add(
+                "plan.hybrid_shard",
+                group,
+                format!("must be a positive divisor of dp {dp}"),
+                "shard inside groups of this many DP ranks, e.g. the GPUs of one node",
+            );
+            dp
+        }
+    };
+    let recompute = spec.recompute.unwrap_or(RecomputeKind::None);
+    let layers_per_stage = model.num_layers() / pp.max(1);
+    let recompute_num_layers = match (recompute, spec.recompute_num_layers) {
+        (RecomputeKind::Full, Some(n)) if n >= 0 && n as u64 <= layers_per_stage => n as u64,
+        (RecomputeKind::Full, Some(n)) => {
+            collector.add(
+                "plan.recompute_num_layers",
+                n,
+                format!("must be between 0 and the {layers_per_stage} layers of a pipeline stage"),
+                "leave it unset to recompute every layer",
+            );
+            layers_per_stage
+        }
+        (RecomputeKind::Full, None) => layers_per_stage,
+        (_, Some(n)) => {
+            collector.add(
+                "plan.recompute_num_layers",
+                n,
+                "applies only to full recompute",
+                "add --recompute full or drop --recompute-num-layers",
+            );
+            0
+        }
+        (_, None) => 0,
+    };
+    Some(Plan {
+        tp,
+        pp,
+        vp,
+        dp,
+        cp,
+        sequence_parallel: tp > 1 && spec.sequence_parallel.unwrap_or(true),
+        sharding,
+        fsdp,
+        shard_group,
+        recompute,
+        recompute_num_layers,
+        overlap_grad_reduce: spec.overlap_grad_reduce.unwrap_or(true),
+        overlap_param_gather: spec.overlap_param_gather.unwrap_or(true),
+        tp_comm_overlap: tp > 1 && spec.tp_comm_overlap.unwrap_or(false),
+        grad_reduce_in_fp32: spec.grad_reduce_in_fp32.unwrap_or(true),
+        num_microbatches: (training.global_batch / per_step.max(1)).max(1),
+    })
+}
+
+fn check_divides(collector: &mut Collector, field: &str, size: u64, what: &str, count: u64) {
+    if count % size != 0 {
+        collector.add(
+            field,
+            size,
+            format!("does not divide {what} {count}"),
+            format!("pick a divisor of {count}"),
+        );
+    }
+}
+
+fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
+    if spec.fsdp.unwrap_or(false) {
+        if let Some(stage) = spec.zero {
+            collector.add(
+                "plan.zero",
+                stage,
+                "cannot be combined with --fsdp",
+                "FSDP full shard is ZeRO-3 and grad-op shard is ZeRO-2: pick one of the two flags",
+            );
+        }
+        let sharding = match spec.fsdp_mode.unwrap_or(FsdpMode::Full) {
+            FsdpMode::Full => Sharding::Full,
+            FsdpMode::GradOp => Sharding::OptimizerAndGradients,
+        };
+        return (sharding, true);
+    }
+    if spec.fsdp_mode.is_some() || spec.hybrid_shard.is_some() {
+        collector.add(
+            "plan.fsdp",
+            "false",
+            "fsdp_mode and hybrid_shard need FSDP",
+            "add --fsdp",
+        );
+    }
+    let sharding = match spec.zero.unwrap_or(1) {
+        0 => Sharding::None,
+        1 => Sharding::Optimizer,
+        2 => Sharding::OptimizerAndGradients,
+        3 => Sharding::Full,
+        other => {
+            collector.add("plan.zero", other, "must be 0, 1, 2 or 3", "ZeRO stages are 0 (off) to 3");
+            Sharding::Optimizer
+        }
+    };
+    (sharding, false)
+}
