@@ -1,1 +1,79 @@
-//! Validation against published runs.
+//! Validation against published runs: read a calibration CSV (the columns of
+//! `shared/calibration/runs.csv`), turn each row into a [`crate::RunSpec`], predict it, and
+//! compare throughput (and peak memory where the row states it).
+//!
+//! Rows the model cannot price are kept in the report with the reason they were skipped; no row is
+//! ever dropped silently. Settings a row leaves blank are filled by one rule per software family
+//! (`defaults.rs`), and every assumption made for a row is listed with its result.
+
+mod defaults;
+mod mapping;
+mod measured;
+mod row;
+mod summary;
+
+use serde::Serialize;
+
+pub use row::CalibrationRow;
+pub use summary::{GroupSummary, Summary};
+
+/// The outcome for one CSV row.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RowResult {
+    /// The row's `row_id`.
+    pub row_id: String,
+    /// The row's `source_id`.
+    pub source_id: String,
+    /// The model name as the row writes it.
+    pub model: String,
+    /// The GPU preset the row mapped to (or the raw `gpu_type` when it did not map).
+    pub gpu: String,
+    /// GPUs in the run.
+    pub num_gpus: Option<u64>,
+    /// The plan label (`tp8 pp4 vp5 cp1 dp2`), when the row could be modelled.
+    pub plan: Option<String>,
+    /// Measured tokens per second per GPU.
+    pub measured_tokens_per_sec_per_gpu: Option<f64>,
+    /// Predicted tokens per second per GPU.
+    pub predicted_tokens_per_sec_per_gpu: Option<f64>,
+    /// (predicted - measured) / measured x 100.
+    pub error_pct: Option<f64>,
+    /// Measured peak memory per GPU in GiB, when the row states it.
+    pub measured_memory_gib: Option<f64>,
+    /// Predicted peak memory per GPU in GiB.
+    pub predicted_memory_gib: Option<f64>,
+    /// (predicted - measured) / measured x 100 for memory.
+    pub memory_error_pct: Option<f64>,
+    /// Settings the row left blank and the value assumed, with the rule's source.
+    pub assumptions: Vec<String>,
+    /// Why the row was not predicted; `None` when it was.
+    pub skipped_reason: Option<String>,
+}
+
+/// The whole validation: every row, the overall summary and breakdowns.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ValidationReport {
+    /// Totals and error percentiles over every predicted row.
+    pub summary: Summary,
+    /// The same statistics per `source_id`.
+    pub by_source: Vec<GroupSummary>,
+    /// The same statistics per GPU preset.
+    pub by_gpu: Vec<GroupSummary>,
+    /// Every row in file order.
+    pub rows: Vec<RowResult>,
+}
+
+/// Why the CSV itself could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum ValidateError {
+    /// The text is not CSV with the expected header.
+    #[error("cannot read the calibration CSV: {0}")]
+    Csv(#[from] csv::Error),
+}
+
+/// Predicts every row of a calibration CSV and compares with what was measured.
+pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
+    let rows = row::parse_rows(text)?;
+    let results: Vec<RowResult> = rows.iter().map(mapping::evaluate_row).collect();
+    Ok(summary::summarize(results))
+}

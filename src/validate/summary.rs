@@ -1,0 +1,122 @@
+//! Error statistics over predicted rows: overall, per source and per GPU.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{RowResult, ValidationReport};
+
+/// Overall statistics, in the JSON shape scripts rely on.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Summary {
+    /// Rows in the file.
+    pub rows: usize,
+    /// Rows predicted.
+    pub predicted: usize,
+    /// Rows skipped, each with its reason in `rows`.
+    pub skipped: usize,
+    /// Median of |error %| over predicted rows.
+    pub median_abs_error_pct: Option<f64>,
+    /// 90th percentile of |error %| over predicted rows.
+    pub p90_abs_error_pct: Option<f64>,
+    /// Mean signed error %: positive means meshplan predicts faster than measured.
+    pub mean_error_pct: Option<f64>,
+    /// Predicted rows that also state a measured peak memory.
+    pub memory_rows: usize,
+    /// Median of |memory error %| over those rows.
+    pub memory_median_abs_error_pct: Option<f64>,
+}
+
+/// Statistics of one group of rows (a source or a GPU).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GroupSummary {
+    /// The group's name.
+    pub name: String,
+    /// Rows in the group.
+    pub rows: usize,
+    /// Rows predicted.
+    pub predicted: usize,
+    /// Median of |error %|.
+    pub median_abs_error_pct: Option<f64>,
+    /// 90th percentile of |error %|.
+    pub p90_abs_error_pct: Option<f64>,
+    /// Mean signed error %.
+    pub mean_error_pct: Option<f64>,
+}
+
+/// The value below which `fraction` of the sorted values lie (nearest-rank on the sorted list,
+/// interpolating linearly between neighbours).
+pub fn percentile(values: &[f64], fraction: f64) -> Option<f64> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let position = fraction.clamp(0.0, 1.0) * (sorted.len() - 1) as f64;
+    let low = position.floor() as usize;
+    let high = position.ceil() as usize;
+    let weight = position - low as f64;
+    Some(sorted[low] * (1.0 - weight) + sorted[high] * weight)
+}
+
+fn mean(values: &[f64]) -> Option<f64> {
+    if values.is_empty() { None } else { Some(values.iter().sum::<f64>() / values.len() as f64) }
+}
+
+fn group(name: String, rows: &[&RowResult]) -> GroupSummary {
+    let errors: Vec<f64> = rows.iter().filter_map(|r| r.error_pct).collect();
+    let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    GroupSummary {
+        name,
+        rows: rows.len(),
+        predicted: errors.len(),
+        median_abs_error_pct: percentile(&abs, 0.5),
+        p90_abs_error_pct: percentile(&abs, 0.9),
+        mean_error_pct: mean(&errors),
+    }
+}
+
+fn groups(rows: &[RowResult], key: impl Fn(&RowResult) -> String) -> Vec<GroupSummary> {
+    let mut by_key: BTreeMap<String, Vec<&RowResult>> = BTreeMap::new();
+    for row in rows {
+        by_key.entry(key(row)).or_default().push(row);
+    }
+    by_key.into_iter().map(|(name, rows)| group(name, &rows)).collect()
+}
+
+/// Builds the report from the per-row results.
+pub(super) fn summarize(rows: Vec<RowResult>) -> ValidationReport {
+    let all: Vec<&RowResult> = rows.iter().collect();
+    let overall = group(String::new(), &all);
+    let memory_errors: Vec<f64> =
+        rows.iter().filter_map(|r| r.memory_error_pct.map(f64::abs)).collect();
+    let summary = Summary {
+        rows: rows.len(),
+        predicted: overall.predicted,
+        skipped: rows.iter().filter(|r| r.skipped_reason.is_some()).count(),
+        median_abs_error_pct: overall.median_abs_error_pct,
+        p90_abs_error_pct: overall.p90_abs_error_pct,
+        mean_error_pct: overall.mean_error_pct,
+        memory_rows: memory_errors.len(),
+        memory_median_abs_error_pct: percentile(&memory_errors, 0.5),
+    };
+    ValidationReport {
+        by_source: groups(&rows, |r| r.source_id.clone()),
+        by_gpu: groups(&rows, |r| r.gpu.clone()),
+        summary,
+        rows,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_interpolate_between_ranks() {
+        assert_eq!(percentile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
+        assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.5), Some(2.5));
+        assert!((percentile(&(1..=10).map(f64::from).collect::<Vec<_>>(), 0.9).unwrap() - 9.1).abs() < 1e-12);
+        assert_eq!(percentile(&[], 0.5), None);
+    }
+}
