@@ -21,12 +21,55 @@ macro_rules! presets {
 
 /// Every built-in model preset.
 pub const MODELS: &[PresetFile] = presets!("models":
+    "bloom-176b",
+    "gpt3-175b",
+    "llama2-13b",
+    "llama2-70b",
+    "llama2-7b",
+    "llama3-70b",
+    "llama3-8b",
+    "llama3.1-405b",
     "llama3.1-70b",
+    "llama3.1-8b",
+    "megatron-gpt-1.7b",
+    "megatron-gpt-145.6b",
+    "megatron-gpt-18.4b",
+    "megatron-gpt-1t",
+    "megatron-gpt-3.6b",
+    "megatron-gpt-310.1b",
+    "megatron-gpt-39.1b",
+    "megatron-gpt-529.6b",
+    "megatron-gpt-7.5b",
+    "megatron-gpt-76.1b",
+    "mpt-125m",
+    "mpt-13b",
+    "mpt-1b",
+    "mpt-30b",
+    "mpt-350m",
+    "mpt-3b",
+    "mpt-70b",
+    "mpt-760m",
+    "mpt-7b",
+    "nemotron4-15b",
+    "nemotron4-340b",
 );
 
 /// Every built-in GPU preset.
 pub const GPUS: &[PresetFile] = presets!("gpus":
+    "a100-40gb",
+    "a100-80gb",
+    "a800",
+    "b200",
+    "b300",
+    "gb200",
+    "gb300",
+    "h100-96gb",
     "h100-sxm",
+    "h200",
+    "h800",
+    "mi300x",
+    "v100-sxm2",
+    "v100-sxm3",
 );
 
 /// Why a preset could not be produced.
@@ -54,13 +97,19 @@ pub enum PresetError {
     },
 }
 
-fn find<'a>(list: &'a [PresetFile], kind: &'static str, name: &str) -> Result<&'a PresetFile, PresetError> {
+fn find<'a>(
+    list: &'a [PresetFile],
+    kind: &'static str,
+    name: &str,
+) -> Result<&'a PresetFile, PresetError> {
     let wanted = name.trim().to_ascii_lowercase();
-    list.iter().find(|p| p.name == wanted).ok_or_else(|| PresetError::Unknown {
-        kind,
-        name: name.to_owned(),
-        known: list.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-    })
+    list.iter()
+        .find(|p| p.name == wanted)
+        .ok_or_else(|| PresetError::Unknown {
+            kind,
+            name: name.to_owned(),
+            known: list.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+        })
 }
 
 /// The model preset of that name.
@@ -86,7 +135,7 @@ pub fn gpu(name: &str) -> Result<GpuSpec, PresetError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hardware::{Cluster, ClusterSpec};
+    use crate::hardware::{Cluster, ClusterSpec, Gpu};
     use crate::model::Model;
 
     #[test]
@@ -105,13 +154,165 @@ mod tests {
             let spec = gpu(file.name).unwrap();
             assert_eq!(spec.name, file.name);
             assert!(spec.source.is_some(), "{} has no source", file.name);
-            Cluster::from_spec(&ClusterSpec { gpu: spec, num_gpus: 8 }).unwrap();
+            Cluster::from_spec(&ClusterSpec {
+                gpu: spec,
+                num_gpus: 8,
+            })
+            .unwrap();
         }
+    }
+
+    #[test]
+    fn preset_lists_are_sorted_and_unique() {
+        for list in [MODELS, GPUS] {
+            for pair in list.windows(2) {
+                let (first, second) = (pair[0].name, pair[1].name);
+                assert!(
+                    first < second,
+                    "`{first}` then `{second}`: keep the list sorted and unique"
+                );
+            }
+        }
+    }
+
+    fn total_params(name: &str) -> f64 {
+        Model::from_spec(&model(name).unwrap())
+            .unwrap()
+            .total_params() as f64
+    }
+
+    #[test]
+    fn model_presets_match_published_parameter_totals() {
+        let published: &[(&str, f64)] = &[
+            ("llama2-7b", 6.74e9),
+            ("llama2-13b", 13.02e9),
+            ("llama2-70b", 68.98e9),
+            ("llama3-8b", 8.03e9),
+            ("llama3-70b", 70.55e9),
+            ("llama3.1-8b", 8.03e9),
+            ("llama3.1-70b", 70.55e9),
+            ("llama3.1-405b", 405.85e9),
+            // "175B"; 174.6B is the count with GPT-2's 50257-token vocabulary and 2048 positions.
+            ("gpt3-175b", 174.6e9),
+            // MosaicML's 6.7B is the released checkpoint (ALiBi, no biases, 6.649B); the preset is the
+            // benchmarked configuration with learned positions and biases (6.659B), see its source.
+            ("mpt-7b", 6.7e9),
+            // The card's 176.247B also counts the vocabulary padded to 250880 and the embedding
+            // LayerNorm, which the preset leaves out (2.9M parameters, 0.002%).
+            ("bloom-176b", 176.2e9),
+            // 12.5B non-embedding + 3.2B embedding (Nemotron-4 15B report).
+            ("nemotron4-15b", 15.7e9),
+            ("nemotron4-340b", 341e9),
+        ];
+        for &(name, expected) in published {
+            let actual = total_params(name);
+            let error = (actual - expected).abs() / expected;
+            assert!(
+                error < 0.015,
+                "{name}: {actual:.4e} parameters vs published {expected:.4e} ({:.2}% off)",
+                error * 100.0
+            );
+        }
+    }
+
+    #[test]
+    fn megatron_gpt_presets_round_to_the_paper_table() {
+        // Narayanan et al. 2021 Table 1 gives billions to one decimal.
+        let table: &[(&str, f64)] = &[
+            ("megatron-gpt-1.7b", 1.7),
+            ("megatron-gpt-3.6b", 3.6),
+            ("megatron-gpt-7.5b", 7.5),
+            ("megatron-gpt-18.4b", 18.4),
+            ("megatron-gpt-39.1b", 39.1),
+            ("megatron-gpt-76.1b", 76.1),
+            ("megatron-gpt-145.6b", 145.6),
+            ("megatron-gpt-310.1b", 310.1),
+            ("megatron-gpt-529.6b", 529.6),
+            ("megatron-gpt-1t", 1008.0),
+        ];
+        for &(name, billions) in table {
+            let rounded = (total_params(name) / 1e8).round() / 10.0;
+            assert_eq!(rounded, billions, "{name}");
+        }
+    }
+
+    #[test]
+    fn mpt_presets_reproduce_llm_foundry_num_params_exactly() {
+        // calibration/runs.csv `NumParams in table` at sequence length 2048.
+        let table: &[(&str, u64)] = &[
+            ("mpt-125m", 125_311_488),
+            ("mpt-350m", 355_985_408),
+            ("mpt-760m", 760_470_528),
+            ("mpt-1b", 1_315_950_592),
+            ("mpt-3b", 2_651_837_440),
+            ("mpt-7b", 6_658_859_008),
+            ("mpt-13b", 12_853_954_560),
+            ("mpt-30b", 29_975_214_080),
+            ("mpt-70b", 64_862_437_376),
+        ];
+        for &(name, expected) in table {
+            let spec = model(name).unwrap();
+            assert_eq!(spec.max_position_embeddings, Some(2048), "{name}");
+            assert_eq!(
+                Model::from_spec(&spec).unwrap().total_params(),
+                expected,
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn low_precision_peaks_are_consistent() {
+        let mut block_scaled = Vec::new();
+        for file in GPUS {
+            let gpu = Gpu::from_spec(&gpu(file.name).unwrap()).unwrap();
+            let bf16 = gpu.peak_bf16().value();
+            assert!(
+                gpu.peak_fp16().value() >= bf16,
+                "{}: fp16 below bf16",
+                file.name
+            );
+            if let Some(fp8) = gpu.peak_fp8() {
+                assert!(fp8.value() >= bf16, "{}: fp8 peak below bf16", file.name);
+            }
+            if let Some(fp4) = gpu.peak_fp4() {
+                assert!(fp4.value() >= bf16, "{}: fp4 peak below bf16", file.name);
+                let fp8 = gpu
+                    .peak_fp8()
+                    .unwrap_or_else(|| panic!("{}: fp4 without fp8", file.name));
+                assert!(
+                    fp4.value() >= fp8.value(),
+                    "{}: fp4 peak below fp8",
+                    file.name
+                );
+                assert!(
+                    gpu.block_scaled(),
+                    "{}: fp4 tensor cores without block scaling",
+                    file.name
+                );
+            }
+            if gpu.block_scaled() {
+                assert!(
+                    gpu.peak_fp8().is_some(),
+                    "{}: block-scaled but no fp8 peak",
+                    file.name
+                );
+                block_scaled.push(file.name);
+            }
+        }
+        assert_eq!(
+            block_scaled,
+            ["b200", "b300", "gb200", "gb300"],
+            "only Blackwell scales MX blocks"
+        );
     }
 
     #[test]
     fn unknown_names_list_the_known_ones() {
         let err = model("llama9").unwrap_err().to_string();
-        assert!(err.contains("unknown model preset `llama9`") && err.contains("llama3.1-70b"), "{err}");
+        assert!(
+            err.contains("unknown model preset `llama9`") && err.contains("llama3.1-70b"),
+            "{err}"
+        );
     }
 }

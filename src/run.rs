@@ -6,10 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hardware::{Cluster, ClusterSpec};
+use crate::hardware::{Cluster, ClusterSpec, Gpu};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{
-    FsdpMode, Plan, PlanSpec, Precision, RecomputeKind, Sharding, Training, TrainingSpec,
+    FsdpMode, PipelineSplit, Plan, PlanSpec, Precision, RecomputeKind, Sharding, Training,
+    TrainingSpec,
 };
 use crate::violation::{Collector, Violations};
 
@@ -36,7 +37,13 @@ pub struct Run {
     plan: Plan,
 }
 
-fn positive_or(collector: &mut Collector, field: &str, value: Option<i64>, default: u64, hint: &str) -> u64 {
+fn positive_or(
+    collector: &mut Collector,
+    field: &str,
+    value: Option<i64>,
+    default: u64,
+    hint: &str,
+) -> u64 {
     match value {
         None => default,
         Some(v) if v > 0 => v as u64,
@@ -54,15 +61,21 @@ impl Run {
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
         let training = validate_training(&mut collector, &spec.training);
-        let plan = match (&model, &cluster) {
-            (Some(model), Some(cluster)) => {
-                validate_plan(&mut collector, &spec.plan, model, cluster, &training)
-            }
-            _ => None,
-        };
+        // The plan is checked even when the cluster is broken, against the GPU count as written,
+        // so that every problem is reported in one pass.
+        let num_gpus = spec.cluster.num_gpus.max(1) as u64;
+        let gpu = cluster.as_ref().map(Cluster::gpu);
+        let plan = model.as_ref().and_then(|model| {
+            validate_plan(&mut collector, &spec.plan, model, num_gpus, gpu, &training)
+        });
         collector.finish()?;
         match (model, cluster, plan) {
-            (Some(model), Some(cluster), Some(plan)) => Ok(Run { model, cluster, training, plan }),
+            (Some(model), Some(cluster), Some(plan)) => Ok(Run {
+                model,
+                cluster,
+                training,
+                plan,
+            }),
             _ => unreachable!("validation reported no problem, so every part was built"),
         }
     }
@@ -83,11 +96,32 @@ impl Run {
     pub fn plan(&self) -> &Plan {
         &self.plan
     }
+
+    /// Transformer layers held by one GPU of pipeline stage `stage` (over all its virtual chunks).
+    pub fn stage_layers(&self, stage: u64) -> u64 {
+        stage_layers(self.model.num_layers(), &self.plan, stage)
+    }
+}
+
+fn stage_layers(num_layers: u64, plan: &Plan, stage: u64) -> u64 {
+    match plan.pipeline_split {
+        PipelineSplit::Even => num_layers / plan.pp,
+        PipelineSplit::EmbeddingAndLoss => {
+            let per_rank = (num_layers + 2) / plan.pp;
+            let edges = u64::from(stage == 0) + u64::from(stage + 1 == plan.pp);
+            per_rank - edges
+        }
+    }
 }
 
 fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
-    let seq_len =
-        positive_or(collector, "training.seq_len", Some(spec.seq_len), 1, "pass --seq-len, e.g. 8192");
+    let seq_len = positive_or(
+        collector,
+        "training.seq_len",
+        Some(spec.seq_len),
+        1,
+        "pass --seq-len, e.g. 8192",
+    );
     let global_batch = positive_or(
         collector,
         "training.global_batch",
@@ -95,49 +129,136 @@ fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training
         1,
         "pass --global-batch in sequences, e.g. 128",
     );
-    let micro_batch =
-        positive_or(collector, "training.micro_batch", spec.micro_batch, 1, "pass --micro-batch, e.g. 1");
-    Training { seq_len, global_batch, micro_batch, precision: spec.precision.unwrap_or(Precision::Bf16) }
+    let micro_batch = positive_or(
+        collector,
+        "training.micro_batch",
+        spec.micro_batch,
+        1,
+        "pass --micro-batch, e.g. 1",
+    );
+    Training {
+        seq_len,
+        global_batch,
+        micro_batch,
+        precision: spec.precision.unwrap_or(Precision::Bf16),
+    }
 }
 
 fn validate_plan(
     collector: &mut Collector,
     spec: &PlanSpec,
     model: &Model,
-    cluster: &Cluster,
+    gpus: u64,
+    gpu: Option<&Gpu>,
     training: &Training,
 ) -> Option<Plan> {
-    let gpus = cluster.num_gpus();
-    let tp = positive_or(collector, "plan.tp", spec.tp, 1, "tensor-parallel size, e.g. 8");
-    let pp = positive_or(collector, "plan.pp", spec.pp, 1, "pipeline-parallel size, e.g. 4");
-    let vp = positive_or(collector, "plan.vp", spec.vp, 1, "virtual pipeline chunks per rank, e.g. 2");
-    let cp = positive_or(collector, "plan.cp", spec.cp, 1, "context-parallel size, e.g. 2");
+    let tp = positive_or(
+        collector,
+        "plan.tp",
+        spec.tp,
+        1,
+        "tensor-parallel size, e.g. 8",
+    );
+    let pp = positive_or(
+        collector,
+        "plan.pp",
+        spec.pp,
+        1,
+        "pipeline-parallel size, e.g. 4",
+    );
+    let vp = positive_or(
+        collector,
+        "plan.vp",
+        spec.vp,
+        1,
+        "virtual pipeline chunks per rank, e.g. 2",
+    );
+    let cp = positive_or(
+        collector,
+        "plan.cp",
+        spec.cp,
+        1,
+        "context-parallel size, e.g. 2",
+    );
     let model_parallel = tp * pp * cp;
     let default_dp = (gpus / model_parallel).max(1);
-    let dp = positive_or(collector, "plan.dp", spec.dp, default_dp, "data-parallel size");
+    let dp = positive_or(
+        collector,
+        "plan.dp",
+        spec.dp,
+        default_dp,
+        "data-parallel size",
+    );
     if tp * pp * cp * dp != gpus {
         collector.add(
             "plan.dp",
             dp,
-            format!("tp {tp} x pp {pp} x cp {cp} x dp {dp} = {} is not the GPU count {gpus}", tp * pp * cp * dp),
+            format!(
+                "tp {tp} x pp {pp} x cp {cp} x dp {dp} = {} is not the GPU count {gpus}",
+                tp * pp * cp * dp
+            ),
             if gpus % model_parallel == 0 {
-                format!("leave dp unset (it becomes {}) or change --gpus", gpus / model_parallel)
+                format!(
+                    "leave dp unset (it becomes {}) or change --gpus",
+                    gpus / model_parallel
+                )
             } else {
                 format!("tp x pp x cp = {model_parallel} must divide the {gpus} GPUs")
             },
         );
     }
-    check_divides(collector, "plan.tp", tp, "num_attention_heads", model.num_attention_heads());
-    check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
-    check_divides(collector, "plan.pp", pp, "num_layers", model.num_layers());
+    check_divides(
+        collector,
+        "plan.tp",
+        tp,
+        "num_attention_heads",
+        model.num_attention_heads(),
+    );
+    check_divides(
+        collector,
+        "plan.tp",
+        tp,
+        "num_kv_heads",
+        model.num_kv_heads(),
+    );
+    let pipeline_split = spec.pipeline_split.unwrap_or(PipelineSplit::Even);
+    let split_layers = match pipeline_split {
+        PipelineSplit::Even => model.num_layers(),
+        PipelineSplit::EmbeddingAndLoss => model.num_layers() + 2,
+    };
+    if pipeline_split == PipelineSplit::EmbeddingAndLoss && pp == 1 {
+        collector.add(
+            "plan.pipeline_split",
+            "embedding-and-loss",
+            "needs pipeline parallelism (pp > 1)",
+            "drop --pipeline-split or raise --pp",
+        );
+    } else if split_layers % pp != 0 {
+        let hint = if (model.num_layers() + 2) % pp == 0 {
+            "pick a divisor, or --pipeline-split embedding-and-loss (the embedding and loss count as layers)".to_owned()
+        } else {
+            format!("pick a divisor of {split_layers}")
+        };
+        collector.add(
+            "plan.pp",
+            pp,
+            format!("does not divide the {split_layers} layers to split"),
+            hint,
+        );
+    }
     if vp > 1 {
         if pp == 1 {
-            collector.add("plan.vp", vp, "needs pipeline parallelism (pp > 1)", "set --vp 1 or raise --pp");
-        } else if model.num_layers() % (pp * vp) != 0 {
             collector.add(
                 "plan.vp",
                 vp,
-                format!("pp {pp} x vp {vp} does not divide num_layers {}", model.num_layers()),
+                "needs pipeline parallelism (pp > 1)",
+                "set --vp 1 or raise --pp",
+            );
+        } else if split_layers % pp == 0 && split_layers % (pp * vp) != 0 {
+            collector.add(
+                "plan.vp",
+                vp,
+                format!("pp {pp} x vp {vp} does not divide the {split_layers} layers to split"),
                 "each virtual stage needs the same whole number of layers",
             );
         }
@@ -155,26 +276,33 @@ fn validate_plan(
         collector.add(
             "training.global_batch",
             training.global_batch,
-            format!("is not a multiple of micro_batch {} x dp {dp} = {per_step}", training.micro_batch),
+            format!(
+                "is not a multiple of micro_batch {} x dp {dp} = {per_step}",
+                training.micro_batch
+            ),
             format!("use a multiple of {per_step}, or change --micro-batch / the plan"),
         );
     }
-    let gpu = cluster.gpu();
     let precision = training.precision;
-    if gpu.peak(precision.gemm_class()).is_none() {
-        collector.add(
-            "training.precision",
-            precision.name(),
-            format!("{} has no tensor cores for this precision", gpu.display_name()),
-            "use bf16 (or fp16) on this GPU",
-        );
-    } else if precision.needs_block_scaling() && !gpu.block_scaled() {
-        collector.add(
-            "training.precision",
-            precision.name(),
-            format!("{} has no hardware MX block scaling", gpu.display_name()),
-            "use fp8-blockwise or fp8-current on Hopper, mxfp8/nvfp4 need Blackwell",
-        );
+    if let Some(gpu) = gpu {
+        if gpu.peak(precision.gemm_class()).is_none() {
+            collector.add(
+                "training.precision",
+                precision.name(),
+                format!(
+                    "{} has no tensor cores for this precision",
+                    gpu.display_name()
+                ),
+                "use bf16 (or fp16) on this GPU",
+            );
+        } else if precision.needs_block_scaling() && !gpu.block_scaled() {
+            collector.add(
+                "training.precision",
+                precision.name(),
+                format!("{} has no hardware MX block scaling", gpu.display_name()),
+                "use fp8-blockwise or fp8-current on Hopper, mxfp8/nvfp4 need Blackwell",
+            );
+        }
     }
     let (sharding, fsdp) = sharding(collector, spec);
     let shard_group = match spec.hybrid_shard {
@@ -191,7 +319,7 @@ fn validate_plan(
         }
     };
     let recompute = spec.recompute.unwrap_or(RecomputeKind::None);
-    let layers_per_stage = model.num_layers() / pp.max(1);
+    let layers_per_stage = split_layers / pp.max(1);
     let recompute_num_layers = match (recompute, spec.recompute_num_layers) {
         (RecomputeKind::Full, Some(n)) if n >= 0 && n as u64 <= layers_per_stage => n as u64,
         (RecomputeKind::Full, Some(n)) => {
@@ -221,6 +349,7 @@ fn validate_plan(
         vp,
         dp,
         cp,
+        pipeline_split,
         sequence_parallel: tp > 1 && spec.sequence_parallel.unwrap_or(true),
         sharding,
         fsdp,
@@ -276,7 +405,12 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
         2 => Sharding::OptimizerAndGradients,
         3 => Sharding::Full,
         other => {
-            collector.add("plan.zero", other, "must be 0, 1, 2 or 3", "ZeRO stages are 0 (off) to 3");
+            collector.add(
+                "plan.zero",
+                other,
+                "must be 0, 1, 2 or 3",
+                "ZeRO stages are 0 (off) to 3",
+            );
             Sharding::Optimizer
         }
     };

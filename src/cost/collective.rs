@@ -1,1 +1,149 @@
-//! collective
+//! Collective communication time on a two-tier topology (NVLink domain, then NICs).
+//!
+//! Costs follow the ring alpha-beta model with NCCL's bus-bandwidth factors (reference file
+//! section 8.1-8.2): an all-reduce of `S` bytes over `n` ranks moves `2 (n-1)/n S` through each
+//! rank's bottleneck link, all-gather and reduce-scatter `(n-1)/n S` (`S` is the full, gathered
+//! size), a send/receive `S`. The bottleneck of a group that spans NVLink domains is the NICs:
+//! every domain pushes the ring's traffic through the NICs of its members in the group, so the
+//! bandwidth per rank is `min(NVLink, members_per_domain x NIC)`, which reproduces NCCL's
+//! multi-node all-reduce bus bandwidth (~370 GB/s on 8 x 400G H100 nodes, ~46 GB/s for one GPU per
+//! node). All-to-all across domains is limited to one NIC per GPU (NCCL cannot aggregate NICs for
+//! it, reference 8.4). Latency is one per ring step, NVLink or network as the step crosses.
+
+use crate::hardware::Interconnect;
+use crate::units::{Bytes, BytesPerSec, Seconds};
+
+/// A collective operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Collective {
+    /// Sum across ranks, result everywhere.
+    AllReduce,
+    /// Concatenate shards, result everywhere.
+    AllGather,
+    /// Sum across ranks, each keeps one shard.
+    ReduceScatter,
+    /// Every rank sends a distinct shard to every other.
+    AllToAll,
+    /// One point-to-point transfer to a neighbour.
+    SendRecv,
+}
+
+/// A group of ranks: its size and the rank distance between consecutive members.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Group {
+    /// Number of ranks.
+    pub size: u64,
+    /// Global-rank distance between consecutive members (Megatron order `tp-cp-ep-dp-pp`).
+    pub stride: u64,
+}
+
+struct Path {
+    bandwidth: BytesPerSec,
+    intra_latency: Seconds,
+    inter_latency: Seconds,
+    domains: u64,
+}
+
+fn path(interconnect: &Interconnect, group: Group, collective: Collective) -> Path {
+    use crate::hardware::LinkTier::{Network, Nvlink};
+    let domain = interconnect.nvlink_domain();
+    let members_per_domain = (domain / group.stride.max(1)).clamp(1, group.size.max(1));
+    let domains = group.size.div_ceil(members_per_domain);
+    let nvlink = interconnect.bandwidth(Nvlink);
+    let bandwidth = if domains <= 1 {
+        nvlink
+    } else if collective == Collective::AllToAll || collective == Collective::SendRecv {
+        interconnect.bandwidth(Network)
+    } else {
+        nvlink.min(interconnect.bandwidth(Network) * members_per_domain as f64)
+    };
+    Path {
+        bandwidth,
+        intra_latency: interconnect.latency(Nvlink),
+        inter_latency: interconnect.latency(Network),
+        domains,
+    }
+}
+
+/// Time of a collective of `bytes` (the full buffer, nccl-tests convention) over a group.
+pub fn collective_time(
+    interconnect: &Interconnect,
+    collective: Collective,
+    group: Group,
+    bytes: Bytes,
+) -> Seconds {
+    if group.size <= 1 || bytes.value() <= 0.0 {
+        return Seconds::ZERO;
+    }
+    let n = group.size as f64;
+    let path = path(interconnect, group, collective);
+    let (factor, steps, inter_steps) = match collective {
+        Collective::AllReduce => (
+            2.0 * (n - 1.0) / n,
+            2 * (group.size - 1),
+            2 * (path.domains - 1),
+        ),
+        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+            ((n - 1.0) / n, group.size - 1, path.domains - 1)
+        }
+        Collective::SendRecv => (1.0, 1, u64::from(path.domains > 1)),
+    };
+    let intra_steps = steps - inter_steps;
+    let latency = path.intra_latency * intra_steps as f64 + path.inter_latency * inter_steps as f64;
+    latency + (bytes * factor) / path.bandwidth
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::Interconnect;
+    use crate::presets;
+
+    fn h100_links() -> Interconnect {
+        Interconnect::from_spec(&presets::gpu("h100-sxm").unwrap().interconnect).unwrap()
+    }
+
+    #[test]
+    fn ring_all_reduce_matches_the_alpha_beta_formula() {
+        let links = h100_links();
+        let bytes = Bytes::new(1e9);
+        let group = Group { size: 8, stride: 1 };
+        let time = collective_time(&links, Collective::AllReduce, group, bytes);
+        let beta = 1.0 / (450e9 * 0.82);
+        let expected = 14.0 * 3e-6 + 2.0 * 7.0 / 8.0 * 1e9 * beta;
+        assert!(
+            (time.value() - expected).abs() < 1e-12,
+            "{time:?} vs {expected}"
+        );
+    }
+
+    #[test]
+    fn groups_across_nodes_are_limited_by_their_nics() {
+        let links = h100_links();
+        let bytes = Bytes::new(1e9);
+        let one_per_node = Group {
+            size: 16,
+            stride: 8,
+        };
+        let time = collective_time(&links, Collective::ReduceScatter, one_per_node, bytes);
+        let expected = 15.0 * 10e-6 + 15.0 / 16.0 * 1e9 / (50e9 * 0.92);
+        assert!((time.value() - expected).abs() < 1e-12);
+        // A whole-node group aggregates its eight NICs, capped by NVLink.
+        let full_nodes = Group {
+            size: 16,
+            stride: 1,
+        };
+        let fast = collective_time(&links, Collective::ReduceScatter, full_nodes, bytes);
+        assert!(fast.value() < time.value() / 7.0);
+    }
+
+    #[test]
+    fn a_group_of_one_costs_nothing() {
+        let links = h100_links();
+        let group = Group { size: 1, stride: 1 };
+        assert_eq!(
+            collective_time(&links, Collective::AllReduce, group, Bytes::new(1e9)),
+            Seconds::ZERO
+        );
+    }
+}

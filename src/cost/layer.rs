@@ -1,1 +1,469 @@
-//! layer
+//! The per-layer operation table: every GEMM, attention kernel, streaming kernel and in-layer
+//! collective of one micro-batch on one GPU, forward and backward, with its FLOPs, bytes and time.
+//!
+//! Every time in a report is a sum over rows of these tables, so a number can always be traced to
+//! the operation that produced it. Shapes are per GPU: TP splits heads and the FFN width, CP splits
+//! the sequence, and sequence parallelism splits the element-wise work outside the GEMMs.
+
+use crate::cost::collective::{Collective, Group, collective_time};
+use crate::cost::kernels::{
+    GemmShape, attention_backward_time, attention_forward_time, gemm_time, memory_time,
+};
+use crate::hardware::PrecisionClass;
+use crate::model::MlpKind;
+use crate::plan::Precision;
+use crate::run::Run;
+use crate::units::{Bytes, Flops, Seconds};
+
+/// Forward or backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Forward pass.
+    Forward,
+    /// Backward pass (input and weight gradients).
+    Backward,
+}
+
+/// What resource an operation occupies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// A weight GEMM on the tensor cores.
+    Gemm,
+    /// A fused attention kernel.
+    Attention,
+    /// A memory-bound kernel (norms, residuals, activations, casts, loss).
+    Memory,
+    /// Tensor-parallel collective.
+    TpComm,
+    /// Context-parallel exchange of keys and values.
+    CpComm,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Op {
+    /// Short name (`qkv`, `fc1`, `attention`, `tp-reduce-scatter`).
+    pub name: &'static str,
+    /// Forward or backward.
+    pub phase: Phase,
+    /// The resource it occupies.
+    pub kind: OpKind,
+    /// Arithmetic work.
+    pub flops: Flops,
+    /// Bytes moved through HBM or over the link.
+    pub bytes: Bytes,
+    /// Time on one GPU.
+    pub time: Seconds,
+}
+
+/// The operations of one layer (or of the embedding / head) for one micro-batch.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct OpTable {
+    /// The rows, in execution order within each phase.
+    pub ops: Vec<Op>,
+}
+
+impl OpTable {
+    /// Total time of the rows of one phase and kind.
+    pub fn time(&self, phase: Phase, kind: OpKind) -> Seconds {
+        self.ops
+            .iter()
+            .filter(|op| op.phase == phase && op.kind == kind)
+            .map(|op| op.time)
+            .sum()
+    }
+
+    /// Compute time of a phase: GEMMs, attention and memory-bound kernels.
+    pub fn compute(&self, phase: Phase) -> Seconds {
+        self.time(phase, OpKind::Gemm)
+            + self.time(phase, OpKind::Attention)
+            + self.time(phase, OpKind::Memory)
+    }
+
+    /// Total FLOPs of a phase.
+    pub fn flops(&self, phase: Phase) -> Flops {
+        self.ops
+            .iter()
+            .filter(|op| op.phase == phase)
+            .map(|op| op.flops)
+            .sum()
+    }
+
+    fn push(
+        &mut self,
+        name: &'static str,
+        phase: Phase,
+        kind: OpKind,
+        flops: Flops,
+        bytes: Bytes,
+        time: Seconds,
+    ) {
+        self.ops.push(Op {
+            name,
+            phase,
+            kind,
+            flops,
+            bytes,
+            time,
+        });
+    }
+}
+
+/// Per-GPU sizes shared by the tables of one run.
+struct Ctx<'a> {
+    run: &'a Run,
+    /// Tokens per micro-batch on this GPU (micro batch x sequence / cp).
+    tokens: f64,
+    tp: f64,
+    /// Divisor of the element-wise work outside GEMMs (tp with sequence parallelism, else 1).
+    sp: f64,
+    class: PrecisionClass,
+    precision: Precision,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(run: &'a Run) -> Self {
+        let plan = run.plan();
+        let training = run.training();
+        let precision = training.precision();
+        Ctx {
+            run,
+            tokens: (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64,
+            tp: plan.tp() as f64,
+            sp: if plan.sequence_parallel() {
+                plan.tp() as f64
+            } else {
+                1.0
+            },
+            class: precision.gemm_class(),
+            precision,
+        }
+    }
+
+    fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
+        let gpu = self.run.cluster().gpu();
+        let input_bytes = self.precision.saved_gemm_input_bytes();
+        let forward = GemmShape {
+            m: self.tokens,
+            n,
+            k,
+        };
+        // Backward: the input gradient (m x k from m x n and n x k) and the weight gradient
+        // (k x n, reducing over the tokens).
+        let data_grad = GemmShape {
+            m: self.tokens,
+            n: k,
+            k: n,
+        };
+        let weight_grad = GemmShape {
+            m: k,
+            n,
+            k: self.tokens,
+        };
+        let bytes =
+            |s: GemmShape| Bytes::new((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0);
+        table.push(
+            name,
+            Phase::Forward,
+            OpKind::Gemm,
+            forward.flops(),
+            bytes(forward),
+            gemm_time(gpu, self.class, forward, input_bytes),
+        );
+        let backward_time = gemm_time(gpu, self.class, data_grad, input_bytes)
+            + gemm_time(gpu, self.class, weight_grad, input_bytes);
+        table.push(
+            name,
+            Phase::Backward,
+            OpKind::Gemm,
+            data_grad.flops() + weight_grad.flops(),
+            bytes(data_grad) + bytes(weight_grad),
+            backward_time,
+        );
+    }
+
+    /// A memory-bound kernel moving `bytes_per_token` per token forward and twice that backward.
+    fn streaming(&self, table: &mut OpTable, name: &'static str, bytes_per_token: f64) {
+        let gpu = self.run.cluster().gpu();
+        let forward = Bytes::new(bytes_per_token * self.tokens);
+        table.push(
+            name,
+            Phase::Forward,
+            OpKind::Memory,
+            Flops::ZERO,
+            forward,
+            memory_time(gpu, forward),
+        );
+        let backward = forward * 2.0;
+        table.push(
+            name,
+            Phase::Backward,
+            OpKind::Memory,
+            Flops::ZERO,
+            backward,
+            memory_time(gpu, backward),
+        );
+    }
+
+    /// Tensor-parallel collectives around one block: forward and backward each move one
+    /// activation-sized buffer (an all-reduce, or an all-gather plus a reduce-scatter with SP).
+    fn tp_block_comm(&self, table: &mut OpTable, name: &'static str) {
+        let plan = self.run.plan();
+        if plan.tp() == 1 {
+            return;
+        }
+        let links = self.run.cluster().interconnect();
+        let group = Group {
+            size: plan.tp(),
+            stride: 1,
+        };
+        let bytes = Bytes::new(
+            self.tokens * self.run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES,
+        );
+        let time = if plan.sequence_parallel() {
+            collective_time(links, Collective::AllGather, group, bytes)
+                + collective_time(links, Collective::ReduceScatter, group, bytes)
+        } else {
+            collective_time(links, Collective::AllReduce, group, bytes)
+        };
+        table.push(
+            name,
+            Phase::Forward,
+            OpKind::TpComm,
+            Flops::ZERO,
+            bytes,
+            time,
+        );
+        table.push(
+            name,
+            Phase::Backward,
+            OpKind::TpComm,
+            Flops::ZERO,
+            bytes,
+            time,
+        );
+    }
+}
+
+/// The operations of one transformer layer for one micro-batch.
+pub fn transformer_layer(run: &Run) -> OpTable {
+    let ctx = Ctx::new(run);
+    let model = run.model();
+    let gpu = run.cluster().gpu();
+    let h = model.hidden_size() as f64;
+    let (tp, sp) = (ctx.tp, ctx.sp);
+    let mut table = OpTable::default();
+    let act = Precision::ACTIVATION_BYTES;
+
+    // Attention block.
+    ctx.tp_block_comm(&mut table, "tp-attention");
+    ctx.streaming(&mut table, "input-norm", 2.0 * h * act / sp);
+    ctx.gemm(
+        &mut table,
+        "qkv",
+        (model.query_width() + 2 * model.kv_width()) as f64 / tp,
+        h,
+    );
+    if model.position_embedding() == crate::model::PositionEmbedding::Rope {
+        ctx.streaming(
+            &mut table,
+            "rope",
+            2.0 * (model.query_width() + model.kv_width()) as f64 * act / tp,
+        );
+    }
+    attention(&ctx, &mut table);
+    ctx.gemm(&mut table, "proj", h, model.query_width() as f64 / tp);
+    ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
+
+    // MLP block.
+    ctx.tp_block_comm(&mut table, "tp-mlp");
+    ctx.streaming(&mut table, "mlp-norm", 2.0 * h * act / sp);
+    ctx.gemm(&mut table, "fc1", model.mlp_up_width() as f64 / tp, h);
+    let activation_bytes = match model.mlp() {
+        MlpKind::Gated => 3.0 * model.ffn_hidden_size() as f64 * act,
+        MlpKind::Plain => 2.0 * model.ffn_hidden_size() as f64 * act,
+    };
+    ctx.streaming(&mut table, "activation", activation_bytes / tp);
+    ctx.gemm(&mut table, "fc2", h, model.ffn_hidden_size() as f64 / tp);
+    ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
+    if model.dropout() {
+        // Two dropouts per layer: read, write, and a one-byte mask each.
+        ctx.streaming(&mut table, "dropout", 2.0 * (2.0 * act + 1.0) * h / sp);
+    }
+
+    // Quantizing the GEMM operands of low-precision recipes: forward inputs and backward output
+    // gradients of the four GEMMs.
+    let cast = ctx.precision.cast_bytes_per_element();
+    if cast > 0.0 {
+        let forward_elements =
+            2.0 * h + (model.query_width() + model.ffn_hidden_size()) as f64 / tp;
+        let backward_elements = 2.0 * h
+            + (model.query_width() + 2 * model.kv_width() + model.mlp_up_width()) as f64 / tp;
+        let forward = Bytes::new(cast * forward_elements * ctx.tokens);
+        let backward = Bytes::new(cast * backward_elements * ctx.tokens);
+        table.push(
+            "quantize",
+            Phase::Forward,
+            OpKind::Memory,
+            Flops::ZERO,
+            forward,
+            memory_time(gpu, forward),
+        );
+        table.push(
+            "quantize",
+            Phase::Backward,
+            OpKind::Memory,
+            Flops::ZERO,
+            backward,
+            memory_time(gpu, backward),
+        );
+    }
+    table
+}
+
+/// Fused attention of one layer, and the context-parallel exchange that feeds it.
+fn attention(ctx: &Ctx, table: &mut OpTable) {
+    let run = ctx.run;
+    let model = run.model();
+    let plan = run.plan();
+    let gpu = run.cluster().gpu();
+    let seq = run.training().seq_len() as f64;
+    let micro_batch = run.training().micro_batch() as f64;
+    // Causal attention over the whole sequence, split evenly across TP heads and CP ranks (CP
+    // balances the causal triangle by giving each rank a head and a tail chunk).
+    let total = model.layer_attention_flops_per_token(run.training().seq_len()) * seq * micro_batch;
+    let flops = Flops::new(total / (ctx.tp * plan.cp() as f64));
+    let kernel_seq = seq / plan.cp() as f64;
+    let head_dim = model.head_dim() as f64;
+    table.push(
+        "attention",
+        Phase::Forward,
+        OpKind::Attention,
+        flops,
+        Bytes::ZERO,
+        attention_forward_time(gpu, flops, kernel_seq, head_dim),
+    );
+    table.push(
+        "attention",
+        Phase::Backward,
+        OpKind::Attention,
+        flops * 2.0,
+        Bytes::ZERO,
+        attention_backward_time(gpu, flops, kernel_seq, head_dim),
+    );
+    if plan.cp() > 1 {
+        // Ring attention: cp - 1 steps, each passing this rank's keys and values to the next rank;
+        // the backward passes them again together with their gradients.
+        let kv_bytes = Bytes::new(
+            ctx.tokens * 2.0 * model.kv_width() as f64 / ctx.tp * Precision::ACTIVATION_BYTES,
+        );
+        let links = run.cluster().interconnect();
+        let group = Group {
+            size: 2,
+            stride: plan.tp(),
+        };
+        let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
+        let steps = (plan.cp() - 1) as f64;
+        table.push(
+            "cp-ring",
+            Phase::Forward,
+            OpKind::CpComm,
+            Flops::ZERO,
+            kv_bytes * steps,
+            step * steps,
+        );
+        table.push(
+            "cp-ring",
+            Phase::Backward,
+            OpKind::CpComm,
+            Flops::ZERO,
+            kv_bytes * (2.0 * steps),
+            step * (2.0 * steps),
+        );
+    }
+}
+
+/// The input embedding on the first stage: a lookup, and its TP reduction.
+pub fn embedding(run: &Run) -> OpTable {
+    let ctx = Ctx::new(run);
+    let h = run.model().hidden_size() as f64;
+    let mut table = OpTable::default();
+    ctx.streaming(
+        &mut table,
+        "embedding",
+        2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp,
+    );
+    if run.plan().tp() > 1 {
+        let links = run.cluster().interconnect();
+        let group = Group {
+            size: run.plan().tp(),
+            stride: 1,
+        };
+        let bytes = Bytes::new(ctx.tokens * h * Precision::ACTIVATION_BYTES);
+        let kind = if run.plan().sequence_parallel() {
+            Collective::ReduceScatter
+        } else {
+            Collective::AllReduce
+        };
+        let time = collective_time(links, kind, group, bytes);
+        table.push(
+            "tp-embedding",
+            Phase::Forward,
+            OpKind::TpComm,
+            Flops::ZERO,
+            bytes,
+            time,
+        );
+    }
+    table
+}
+
+/// The final norm, logit GEMM and cross-entropy loss on the last stage.
+pub fn head(run: &Run) -> OpTable {
+    let ctx = Ctx::new(run);
+    let model = run.model();
+    let gpu = run.cluster().gpu();
+    let h = model.hidden_size() as f64;
+    let mut table = OpTable::default();
+    ctx.tp_block_comm(&mut table, "tp-head");
+    ctx.streaming(
+        &mut table,
+        "final-norm",
+        2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp,
+    );
+    // The logit layer stays in 16-bit under every recipe.
+    let vocab = padded_vocab(run) / ctx.tp;
+    let logit_ctx = Ctx {
+        class: PrecisionClass::Bits16,
+        precision: Precision::Bf16,
+        ..Ctx::new(run)
+    };
+    logit_ctx.gemm(&mut table, "logits", vocab, h);
+    // Vocab-parallel cross-entropy in fp32: max, exp-sum and loss passes forward (~12 bytes per
+    // logit), softmax gradient backward (~8 bytes).
+    let forward = Bytes::new(12.0 * vocab * ctx.tokens);
+    let backward = Bytes::new(8.0 * vocab * ctx.tokens);
+    table.push(
+        "cross-entropy",
+        Phase::Forward,
+        OpKind::Memory,
+        Flops::ZERO,
+        forward,
+        memory_time(gpu, forward),
+    );
+    table.push(
+        "cross-entropy",
+        Phase::Backward,
+        OpKind::Memory,
+        Flops::ZERO,
+        backward,
+        memory_time(gpu, backward),
+    );
+    table
+}
+
+/// Vocabulary padded as Megatron-LM pads it: to a multiple of 128 x tp.
+pub fn padded_vocab(run: &Run) -> f64 {
+    let multiple = 128 * run.plan().tp();
+    run.model().vocab_size().div_ceil(multiple) as f64 * multiple as f64
+}

@@ -3,7 +3,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::interconnect::InterconnectSpec;
-use crate::units::{Bytes, BytesPerSec, FlopsPerSec, parse_bandwidth, parse_bytes, parse_flops_rate};
+use crate::units::{
+    Bytes, BytesPerSec, FlopsPerSec, parse_bandwidth, parse_bytes, parse_flops_rate,
+};
 use crate::violation::{Collector, Violations};
 
 /// Dense tensor-core peaks as written in a preset (`"989.4 TFLOP/s"`).
@@ -135,14 +137,24 @@ impl Gpu {
         let mut collector = Collector::default();
         let mut quantity = |field: &str, result: Result<f64, crate::units::QuantityError>| {
             result.unwrap_or_else(|err| {
-                collector.add(format!("gpu.{field}"), "", err.to_string(), "use a number and a unit");
+                collector.add(
+                    format!("gpu.{field}"),
+                    "",
+                    err.to_string(),
+                    "use a number and a unit",
+                );
                 1.0
             })
         };
         let memory = quantity("memory", parse_bytes(&spec.memory).map(|b| b.value()));
-        let bandwidth =
-            quantity("memory_bandwidth", parse_bandwidth(&spec.memory_bandwidth).map(|b| b.value()));
-        let bf16 = quantity("peak.bf16", parse_flops_rate(&spec.peak.bf16).map(|f| f.value()));
+        let bandwidth = quantity(
+            "memory_bandwidth",
+            parse_bandwidth(&spec.memory_bandwidth).map(|b| b.value()),
+        );
+        let bf16 = quantity(
+            "peak.bf16",
+            parse_flops_rate(&spec.peak.bf16).map(|f| f.value()),
+        );
         let fp16 = match &spec.peak.fp16 {
             Some(text) => quantity("peak.fp16", parse_flops_rate(text).map(|f| f.value())),
             None => bf16,
@@ -161,19 +173,39 @@ impl Gpu {
         let gemm_16bit = fraction(&mut collector, "gemm_16bit", eff.gemm_16bit);
         let efficiency = Efficiency {
             gemm_16bit,
-            gemm_8bit: fraction(&mut collector, "gemm_8bit", eff.gemm_8bit.unwrap_or(gemm_16bit)),
-            gemm_4bit: fraction(&mut collector, "gemm_4bit", eff.gemm_4bit.unwrap_or(gemm_16bit)),
+            gemm_8bit: fraction(
+                &mut collector,
+                "gemm_8bit",
+                eff.gemm_8bit.unwrap_or(gemm_16bit),
+            ),
+            gemm_4bit: fraction(
+                &mut collector,
+                "gemm_4bit",
+                eff.gemm_4bit.unwrap_or(gemm_16bit),
+            ),
             attention_forward: fraction(&mut collector, "attention_forward", eff.attention_forward),
-            attention_backward: fraction(&mut collector, "attention_backward", eff.attention_backward),
+            attention_backward: fraction(
+                &mut collector,
+                "attention_backward",
+                eff.attention_backward,
+            ),
             memory: fraction(&mut collector, "memory", eff.memory),
         };
         if spec.sm_count <= 0 {
-            collector.add("gpu.sm_count", spec.sm_count, "must be positive", "e.g. 132 for H100 SXM");
+            collector.add(
+                "gpu.sm_count",
+                spec.sm_count,
+                "must be positive",
+                "e.g. 132 for H100 SXM",
+            );
         }
         collector.finish()?;
         Ok(Gpu {
             name: spec.name.clone(),
-            display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
+            display_name: spec
+                .display_name
+                .clone()
+                .unwrap_or_else(|| spec.name.clone()),
             memory: Bytes::new(memory),
             memory_bandwidth: BytesPerSec::new(bandwidth),
             sm_count: spec.sm_count as u64,

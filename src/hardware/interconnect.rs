@@ -72,9 +72,10 @@ impl Interconnect {
                 "e.g. 8 for HGX, 72 for an NVL72 rack",
             );
         }
-        for (field, value) in
-            [("nvlink_efficiency", spec.nvlink_efficiency), ("network_efficiency", spec.network_efficiency)]
-        {
+        for (field, value) in [
+            ("nvlink_efficiency", spec.nvlink_efficiency),
+            ("network_efficiency", spec.network_efficiency),
+        ] {
             if !(value > 0.0 && value <= 1.0) {
                 collector.add(
                     format!("cluster.{field}"),
@@ -85,17 +86,36 @@ impl Interconnect {
             }
         }
         let mut bandwidth = |field: &str, text: &str, efficiency: f64| {
-            parse_bandwidth(text).map(|b| b * efficiency).unwrap_or_else(|err| {
-                collector.add(format!("cluster.{field}"), text, err.to_string(), "e.g. \"450 GB/s\"");
-                BytesPerSec::new(1.0)
-            })
+            parse_bandwidth(text)
+                .map(|b| b * efficiency)
+                .unwrap_or_else(|err| {
+                    collector.add(
+                        format!("cluster.{field}"),
+                        text,
+                        err.to_string(),
+                        "e.g. \"450 GB/s\"",
+                    );
+                    BytesPerSec::new(1.0)
+                })
         };
-        let nvlink_bandwidth = bandwidth("nvlink_bandwidth", &spec.nvlink_bandwidth, spec.nvlink_efficiency);
-        let network_bandwidth =
-            bandwidth("network_bandwidth", &spec.network_bandwidth, spec.network_efficiency);
+        let nvlink_bandwidth = bandwidth(
+            "nvlink_bandwidth",
+            &spec.nvlink_bandwidth,
+            spec.nvlink_efficiency,
+        );
+        let network_bandwidth = bandwidth(
+            "network_bandwidth",
+            &spec.network_bandwidth,
+            spec.network_efficiency,
+        );
         let mut latency = |field: &str, text: &str| {
             parse_seconds(text).unwrap_or_else(|err| {
-                collector.add(format!("cluster.{field}"), text, err.to_string(), "e.g. \"5 us\"");
+                collector.add(
+                    format!("cluster.{field}"),
+                    text,
+                    err.to_string(),
+                    "e.g. \"5 us\"",
+                );
                 Seconds::ZERO
             })
         };
@@ -144,6 +164,10 @@ impl Interconnect {
     /// inside one domain.
     pub fn tier_for_group(&self, size: u64, stride: u64) -> LinkTier {
         let span = (size.saturating_sub(1)) * stride + 1;
-        if span <= self.nvlink_domain { LinkTier::Nvlink } else { LinkTier::Network }
+        if span <= self.nvlink_domain {
+            LinkTier::Nvlink
+        } else {
+            LinkTier::Network
+        }
     }
 }

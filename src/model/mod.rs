@@ -135,13 +135,22 @@ impl Model {
         let num_layers = positive(&mut collector, "num_layers", spec.num_layers);
         let hidden_size = positive(&mut collector, "hidden_size", spec.hidden_size);
         let ffn_hidden_size = positive(&mut collector, "ffn_hidden_size", spec.ffn_hidden_size);
-        let heads = positive(&mut collector, "num_attention_heads", spec.num_attention_heads);
-        let kv_heads = positive(&mut collector, "num_kv_heads", spec.num_kv_heads.unwrap_or(heads as i64));
+        let heads = positive(
+            &mut collector,
+            "num_attention_heads",
+            spec.num_attention_heads,
+        );
+        let kv_heads = positive(
+            &mut collector,
+            "num_kv_heads",
+            spec.num_kv_heads.unwrap_or(heads as i64),
+        );
         let vocab_size = positive(&mut collector, "vocab_size", spec.vocab_size);
         let head_dim = match spec.head_dim {
             Some(dim) => positive(&mut collector, "head_dim", dim),
             None => {
-                if hidden_size % heads != 0 {
+                if spec.hidden_size > 0 && spec.num_attention_heads > 0 && hidden_size % heads != 0
+                {
                     collector.add(
                         "model.num_attention_heads",
                         heads,
@@ -152,7 +161,7 @@ impl Model {
                 (hidden_size / heads).max(1)
             }
         };
-        if heads % kv_heads != 0 {
+        if spec.num_attention_heads > 0 && heads % kv_heads != 0 {
             collector.add(
                 "model.num_kv_heads",
                 kv_heads,
@@ -174,12 +183,20 @@ impl Model {
             );
         }
         if spec.name.trim().is_empty() {
-            collector.add("model.name", "\"\"", "must not be empty", "give the model a short name");
+            collector.add(
+                "model.name",
+                "\"\"",
+                "must not be empty",
+                "give the model a short name",
+            );
         }
         collector.finish()?;
         Ok(Model {
             name: spec.name.clone(),
-            display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
+            display_name: spec
+                .display_name
+                .clone()
+                .unwrap_or_else(|| spec.name.clone()),
             num_layers,
             hidden_size,
             ffn_hidden_size,
@@ -297,7 +314,14 @@ mod tests {
         bad.num_kv_heads = Some(3);
         let errors = Model::from_spec(&bad).unwrap_err();
         let fields: Vec<_> = errors.list().iter().map(|v| v.field.as_str()).collect();
-        assert_eq!(fields, ["model.num_layers", "model.hidden_size", "model.num_kv_heads"]);
+        assert_eq!(
+            fields,
+            [
+                "model.num_layers",
+                "model.hidden_size",
+                "model.num_kv_heads"
+            ]
+        );
         assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
     }
 

@@ -33,6 +33,19 @@ pub enum FsdpMode {
     GradOp,
 }
 
+/// How transformer layers are assigned to pipeline stages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PipelineSplit {
+    /// Every stage (and virtual chunk) gets the same number of layers; pp x vp must divide them.
+    Even,
+    /// The embedding and the loss each count as one layer (Megatron-LM
+    /// `--account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split`, torchtitan's
+    /// `first/last_stage_less_layers = 1`): the first and last stage hold one layer fewer, and
+    /// pp x vp must divide layers + 2.
+    EmbeddingAndLoss,
+}
+
 /// How data-parallel ranks share model state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharding {
@@ -60,6 +73,8 @@ pub struct PlanSpec {
     pub dp: Option<i64>,
     /// Context-parallel size (default 1).
     pub cp: Option<i64>,
+    /// How layers are split across pipeline stages (default even).
+    pub pipeline_split: Option<PipelineSplit>,
     /// Megatron sequence parallelism (default: on whenever tp > 1).
     pub sequence_parallel: Option<bool>,
     /// ZeRO stage 0-3 (default 1, Megatron's distributed optimizer).
@@ -139,6 +154,7 @@ pub struct Plan {
     pub(crate) vp: u64,
     pub(crate) dp: u64,
     pub(crate) cp: u64,
+    pub(crate) pipeline_split: PipelineSplit,
     pub(crate) sequence_parallel: bool,
     pub(crate) sharding: Sharding,
     pub(crate) fsdp: bool,
@@ -172,6 +188,10 @@ impl Plan {
     /// Context-parallel size.
     pub fn cp(&self) -> u64 {
         self.cp
+    }
+    /// How layers are split across pipeline stages.
+    pub fn pipeline_split(&self) -> PipelineSplit {
+        self.pipeline_split
     }
     /// Whether sequence parallelism is in effect (only when tp > 1).
     pub fn sequence_parallel(&self) -> bool {
@@ -223,6 +243,9 @@ impl Plan {
     }
     /// A compact label such as `tp8 pp4 vp5 cp1 dp2`.
     pub fn label(&self) -> String {
-        format!("tp{} pp{} vp{} cp{} dp{}", self.tp, self.pp, self.vp, self.cp, self.dp)
+        format!(
+            "tp{} pp{} vp{} cp{} dp{}",
+            self.tp, self.pp, self.vp, self.cp, self.dp
+        )
     }
 }

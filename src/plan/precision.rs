@@ -131,9 +131,17 @@ mod tests {
 
     #[test]
     fn low_precision_saves_fewer_bytes_and_costs_casts() {
-        assert!(Precision::Fp8Delayed.saved_gemm_input_bytes() < Precision::Bf16.saved_gemm_input_bytes());
-        assert!(Precision::Nvfp4.saved_gemm_input_bytes() < Precision::Mxfp8.saved_gemm_input_bytes());
+        assert!(
+            Precision::Fp8Delayed.saved_gemm_input_bytes()
+                < Precision::Bf16.saved_gemm_input_bytes()
+        );
+        assert!(
+            Precision::Nvfp4.saved_gemm_input_bytes() < Precision::Mxfp8.saved_gemm_input_bytes()
+        );
         assert_eq!(Precision::Bf16.cast_bytes_per_element(), 0.0);
-        assert!(Precision::Fp8Current.cast_bytes_per_element() > Precision::Fp8Delayed.cast_bytes_per_element());
+        assert!(
+            Precision::Fp8Current.cast_bytes_per_element()
+                > Precision::Fp8Delayed.cast_bytes_per_element()
+        );
     }
 }

@@ -1,3 +1,584 @@
-//! mapping
-use super::{CalibrationRow, RowResult};
-pub(super) fn evaluate_row(_row: &CalibrationRow) -> RowResult { todo!() }
+//! Turning one calibration row into a run, pricing it, and comparing with what was measured.
+//!
+//! The architecture comes from the row's own columns; its structure (gated or plain MLP, norms,
+//! positions, tied embeddings) from the model family its name belongs to. The GPU comes from
+//! `gpu_type`, with the network overridden where the row states a different fabric. Blank plan
+//! settings come from the software family's defaults (`defaults.rs`). Every guess is recorded in
+//! the row's assumptions.
+
+use super::RowResult;
+use super::defaults::{Family, FamilyDefaults};
+use super::measured::{FlopShape, measured};
+use super::row::{CalibrationRow, count, number};
+use crate::hardware::ClusterSpec;
+use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
+use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use crate::run::{Run, RunSpec};
+use crate::{estimate, presets};
+
+/// A row ready to price, with what was assumed to get there.
+struct Mapped {
+    spec: RunSpec,
+    gpu: String,
+    assumptions: Vec<String>,
+    shape: FlopShape,
+}
+
+/// Predicts one row, or says why it cannot be predicted.
+pub(super) fn evaluate_row(row: &CalibrationRow) -> RowResult {
+    let mut result = RowResult {
+        row_id: row.row_id.clone(),
+        source_id: row.source_id.clone(),
+        model: row.model.clone(),
+        gpu: gpu_preset(&row.gpu_type)
+            .map_or_else(|| row.gpu_type.clone(), |(name, _)| name.to_owned()),
+        num_gpus: count(&row.num_gpus),
+        plan: None,
+        measured_tokens_per_sec_per_gpu: None,
+        predicted_tokens_per_sec_per_gpu: None,
+        error_pct: None,
+        measured_memory_gib: number(&row.peak_memory_gib),
+        predicted_memory_gib: None,
+        memory_error_pct: None,
+        assumptions: Vec::new(),
+        skipped_reason: None,
+    };
+    let mapped = match map_row(row) {
+        Ok(mapped) => mapped,
+        Err(reason) => {
+            result.skipped_reason = Some(reason);
+            return result;
+        }
+    };
+    result.gpu = mapped.gpu.clone();
+    result.assumptions = mapped.assumptions.clone();
+    let measured = match measured(row, Some(&mapped.shape)) {
+        Ok(measured) => measured,
+        Err(reason) => {
+            result.skipped_reason = Some(reason);
+            return result;
+        }
+    };
+    if measured.how != "tokens_per_sec_per_gpu" {
+        result
+            .assumptions
+            .push(format!("measured throughput from {}", measured.how));
+    }
+    result.measured_tokens_per_sec_per_gpu = Some(measured.tokens_per_sec_per_gpu);
+    let run = match Run::from_spec(&mapped.spec) {
+        Ok(run) => run,
+        Err(violations) => {
+            let problems: Vec<String> = violations
+                .list()
+                .iter()
+                .map(|v| format!("{} = {}: {}", v.field, v.value, v.message))
+                .collect();
+            result.skipped_reason = Some(format!("plan not modelled: {}", problems.join("; ")));
+            return result;
+        }
+    };
+    let estimate = estimate(&run);
+    let predicted = estimate.throughput.tokens_per_sec_per_gpu;
+    result.plan = Some(run.plan().label());
+    result.predicted_tokens_per_sec_per_gpu = Some(predicted);
+    result.error_pct = Some(
+        (predicted - measured.tokens_per_sec_per_gpu) / measured.tokens_per_sec_per_gpu * 100.0,
+    );
+    let predicted_memory = estimate.peak_memory.breakdown.total().as_gib();
+    result.predicted_memory_gib = Some(predicted_memory);
+    if let Some(measured_memory) = result.measured_memory_gib {
+        result.memory_error_pct =
+            Some((predicted_memory - measured_memory) / measured_memory * 100.0);
+    }
+    if !estimate.fits() {
+        result.assumptions.push(format!(
+            "predicted peak memory {predicted_memory:.1} GiB exceeds the {:.1} GiB capacity",
+            estimate.memory_capacity.as_gib()
+        ));
+    }
+    result
+}
+
+fn map_row(row: &CalibrationRow) -> Result<Mapped, String> {
+    match row.arch_type.trim() {
+        "dense" => {}
+        "moe" => return Err("mixture-of-experts layers are not modelled yet (issue #5)".into()),
+        other if other.contains("mamba") => {
+            return Err("hybrid Mamba layers are not modelled".into());
+        }
+        other => return Err(format!("architecture type `{other}` is not modelled")),
+    }
+    let family = Family::of(&row.source_id, &row.software_or_release);
+    let defaults = family.defaults();
+    let mut assumptions = Vec::new();
+    let model = model_spec(row, &mut assumptions)?;
+    let (gpu_name, network) =
+        gpu_preset(&row.gpu_type).ok_or_else(|| format!("GPU `{}` has no preset", row.gpu_type))?;
+    let mut gpu = presets::gpu(gpu_name).map_err(|err| err.to_string())?;
+    if let Some((bandwidth, why)) = network {
+        gpu.interconnect.network_bandwidth = bandwidth;
+        assumptions.push(why);
+    }
+    let num_gpus = count(&row.num_gpus).ok_or("GPU count not stated")?;
+    let seq_len = count(&row.seq_length).ok_or("sequence length not stated")?;
+    let (tp, pp) = match (count(&row.tp), count(&row.pp)) {
+        (Some(tp), Some(pp)) => (tp, pp),
+        _ => return Err("parallel plan (tp, pp) not stated in the source".into()),
+    };
+    let cp = count(&row.cp).unwrap_or(1);
+    let vp = count(&row.vp).unwrap_or(1);
+    let dp = num_gpus / (tp * pp * cp).max(1);
+    let precision = precision(row, family, &defaults, gpu_name, &mut assumptions)?;
+    let (micro_batch, global_batch) = batch(row, family, dp, pp, &mut assumptions)?;
+    let mut plan = PlanSpec {
+        tp: Some(tp as i64),
+        pp: Some(pp as i64),
+        vp: Some(vp as i64),
+        cp: Some(cp as i64),
+        dp: count(&row.dp).map(|v| v as i64),
+        ..PlanSpec::default()
+    };
+    let layers = model.num_layers as u64;
+    if pp > 1
+        && layers % (pp * vp) != 0
+        && (layers + 2) % (pp * vp) == 0
+        && defaults.uneven_split_counts_embedding_and_loss
+    {
+        plan.pipeline_split = Some(PipelineSplit::EmbeddingAndLoss);
+        assumptions.push(format!(
+            "{layers} layers do not split evenly over pp {pp} x vp {vp}: embedding and loss counted as layers ({} rule)",
+            family_name(family)
+        ));
+    }
+    sharding(row, &defaults, dp, &mut plan, &mut assumptions);
+    recompute(row, &defaults, &mut plan, &mut assumptions);
+    let settings = row.other_settings.to_ascii_lowercase();
+    let sp_stated = row.sequence_parallel.trim().to_ascii_lowercase();
+    plan.sequence_parallel = Some(
+        if sp_stated.starts_with("yes") || settings.contains("--sequence-parallel") {
+            true
+        } else if sp_stated.starts_with("no") {
+            false
+        } else {
+            defaults.sequence_parallel
+        },
+    );
+    plan.tp_comm_overlap = Some(
+        defaults.tp_comm_overlap
+            || settings.contains("async tp")
+            || settings.contains("tp-comm-overlap"),
+    );
+    plan.overlap_grad_reduce = Some(match row.zero_or_fsdp.to_ascii_lowercase() {
+        z if z.contains("ddp-impl local") => false,
+        z if z.contains("ddp-impl torch") => true,
+        _ => defaults.overlap_grad_reduce || settings.contains("overlap-grad-reduce"),
+    });
+    if tp > 1 && (family == Family::Nemo || family == Family::MegatronCore) {
+        assumptions.push(format!("{}: {}", family_name(family), defaults.source));
+    }
+    let shape = FlopShape {
+        layers: model.num_layers as f64,
+        hidden: model.hidden_size as f64,
+        ffn: model.ffn_hidden_size as f64,
+        heads: model.num_attention_heads as f64,
+        kv_heads: model.num_kv_heads.unwrap_or(model.num_attention_heads) as f64,
+        vocab: model.vocab_size as f64,
+        seq: seq_len as f64,
+        gated: model.mlp == MlpKind::Gated,
+    };
+    let spec = RunSpec {
+        model,
+        cluster: ClusterSpec {
+            gpu,
+            num_gpus: num_gpus as i64,
+        },
+        training: TrainingSpec {
+            seq_len: seq_len as i64,
+            global_batch: global_batch as i64,
+            micro_batch: Some(micro_batch as i64),
+            precision: Some(precision),
+        },
+        plan,
+    };
+    Ok(Mapped {
+        spec,
+        gpu: gpu_name.to_owned(),
+        assumptions,
+        shape,
+    })
+}
+
+fn family_name(family: Family) -> &'static str {
+    match family {
+        Family::Megatron2020 => "Megatron-LM 2020",
+        Family::Megatron2021 => "Megatron-LM 2021",
+        Family::MegatronCore => "Megatron-Core",
+        Family::Nemo => "NeMo",
+        Family::AutoModel => "NeMo AutoModel",
+        Family::Torchtitan => "torchtitan",
+        Family::Composer => "Composer",
+        Family::FlagPerf => "FlagPerf",
+        Family::MegatronDeepSpeed => "Megatron-DeepSpeed",
+        Family::Other => "other",
+    }
+}
+
+/// The architecture from the row's columns and the structure of its model family.
+fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<ModelSpec, String> {
+    let field = |cell: &str, name: &str| {
+        count(cell).ok_or_else(|| format!("architecture incomplete: `{name}` not stated"))
+    };
+    let layers = field(&row.num_layers, "num_layers")?;
+    let hidden = field(&row.hidden_size, "hidden_size")?;
+    let heads = field(&row.num_attention_heads, "num_attention_heads")?;
+    let ffn = match count(&row.ffn_hidden_size) {
+        Some(ffn) => ffn,
+        None => {
+            assumptions.push("ffn_hidden_size = 4 x hidden (Megatron-LM default)".into());
+            4 * hidden
+        }
+    };
+    let seq = count(&row.seq_length).unwrap_or(2048);
+    let name = row.model.to_ascii_lowercase();
+    let llama_like = name.contains("llama") || name.contains("mistral") || name.contains("qwen");
+    let mpt = name.contains("mpt");
+    let bloom = name.contains("bloom");
+    let nemotron = name.contains("nemotron");
+    let vocab = match count(&row.vocab_size) {
+        Some(vocab) => vocab,
+        None if nemotron => {
+            assumptions.push("vocab_size = 256000 (Nemotron tokenizer)".into());
+            256_000
+        }
+        None => {
+            assumptions
+                .push("vocab_size = 50257 (GPT-2 BPE, as the NeMo GPT-3 recipes use)".into());
+            50_257
+        }
+    };
+    let (mlp, norm, position, tied, bias, dropout, family) = if llama_like {
+        (
+            MlpKind::Gated,
+            NormKind::Rmsnorm,
+            PositionEmbedding::Rope,
+            false,
+            false,
+            false,
+            "Llama",
+        )
+    } else if nemotron {
+        (
+            MlpKind::Plain,
+            NormKind::Layernorm,
+            PositionEmbedding::Rope,
+            false,
+            false,
+            false,
+            "Nemotron",
+        )
+    } else if mpt {
+        // llm-foundry's benchmark configs: learned positions sized to the run and biases (their
+        // NumParams match exactly only with both, see presets/models/mpt-*.toml).
+        (
+            MlpKind::Plain,
+            NormKind::Layernorm,
+            PositionEmbedding::Learned,
+            true,
+            true,
+            false,
+            "MPT benchmark",
+        )
+    } else if bloom {
+        (
+            MlpKind::Plain,
+            NormKind::Layernorm,
+            PositionEmbedding::Alibi,
+            true,
+            true,
+            false,
+            "BLOOM",
+        )
+    } else {
+        (
+            MlpKind::Plain,
+            NormKind::Layernorm,
+            PositionEmbedding::Learned,
+            true,
+            true,
+            true,
+            "Megatron GPT",
+        )
+    };
+    assumptions.push(format!(
+        "{family} structure: {mlp:?} MLP, {norm:?}, {position:?} positions, tied embeddings {tied}"
+    ));
+    Ok(ModelSpec {
+        name: row.model.clone(),
+        display_name: Some(row.model.clone()),
+        source: Some(format!("calibration row {}", row.row_id)),
+        num_layers: layers as i64,
+        hidden_size: hidden as i64,
+        ffn_hidden_size: ffn as i64,
+        num_attention_heads: heads as i64,
+        num_kv_heads: count(&row.num_kv_heads).map(|v| v as i64),
+        head_dim: None,
+        vocab_size: vocab as i64,
+        max_position_embeddings: Some(seq as i64),
+        mlp,
+        norm: Some(norm),
+        position_embedding: Some(position),
+        tied_embeddings: tied,
+        linear_bias: bias,
+        dropout,
+    })
+}
+
+type NetworkOverride = Option<(String, String)>;
+
+/// The GPU preset for a `gpu_type` text, and a network bandwidth override where the row states a
+/// fabric that differs from the preset's.
+fn gpu_preset(gpu_type: &str) -> Option<(&'static str, NetworkOverride)> {
+    let text = gpu_type.to_ascii_uppercase();
+    let name = if text.contains("GB300") {
+        "gb300"
+    } else if text.contains("GB200") {
+        "gb200"
+    } else if text.contains("B300") {
+        "b300"
+    } else if text.contains("B200") {
+        "b200"
+    } else if text.contains("H100") && text.contains("96GB") {
+        "h100-96gb"
+    } else if text.contains("H800") {
+        "h800"
+    } else if text.contains("H200") {
+        "h200"
+    } else if text.contains("H100") {
+        "h100-sxm"
+    } else if text.contains("A800") {
+        "a800"
+    } else if text.contains("A100") && text.contains("40GB") {
+        "a100-40gb"
+    } else if text.contains("A100") {
+        "a100-80gb"
+    } else if text.contains("V100") && text.contains("SXM3") {
+        "v100-sxm3"
+    } else if text.contains("V100") {
+        "v100-sxm2"
+    } else if text.contains("MI300X") {
+        "mi300x"
+    } else {
+        return None;
+    };
+    let network = if text.contains("4X OMNIPATH") {
+        // Jean Zay: four 100 Gb/s Omni-Path links per 8-GPU node.
+        Some((
+            "50 Gb/s".to_owned(),
+            "network: 4 x 100 Gb/s Omni-Path per 8-GPU node = 50 Gb/s per GPU (row's gpu_type)"
+                .to_owned(),
+        ))
+    } else if text.contains("1600 GBPS") {
+        Some((
+            "200 Gb/s".to_owned(),
+            "network: 1600 Gb/s RoCE per 8-GPU node = 200 Gb/s per GPU (row's gpu_type)".to_owned(),
+        ))
+    } else if text.contains("IB 200GB/S") {
+        Some((
+            "200 Gb/s".to_owned(),
+            "network: IB 200 Gb/s per GPU (row's gpu_type)".to_owned(),
+        ))
+    } else {
+        None
+    };
+    Some((name, network))
+}
+
+fn precision(
+    row: &CalibrationRow,
+    family: Family,
+    defaults: &FamilyDefaults,
+    gpu: &str,
+    assumptions: &mut Vec<String>,
+) -> Result<Precision, String> {
+    let text = row.precision.trim().to_ascii_lowercase();
+    let blackwell = gpu.starts_with('b') || gpu.starts_with("gb");
+    let precision = if text.is_empty() {
+        assumptions.push(format!(
+            "precision {} ({} default)",
+            defaults.precision.name(),
+            family_name(family)
+        ));
+        defaults.precision
+    } else if text.contains("nvfp4") {
+        Precision::Nvfp4
+    } else if text.contains("mxfp8") || text.contains("fp8-mx") {
+        Precision::Mxfp8
+    } else if text.contains("block-scaled") || text.contains("blockwise") {
+        if blackwell {
+            Precision::Mxfp8
+        } else {
+            Precision::Fp8Blockwise
+        }
+    } else if text.contains("fp8-cs") || text.contains("current scaling") || text.contains("float8")
+    {
+        Precision::Fp8Current
+    } else if text.contains("fp8") {
+        if text == "fp8" {
+            assumptions.push(format!(
+                "FP8 recipe {} ({} default)",
+                defaults.fp8.name(),
+                family_name(family)
+            ));
+        }
+        if text.contains("te hybrid") {
+            Precision::Fp8Delayed
+        } else {
+            defaults.fp8
+        }
+    } else if text.contains("fp16") {
+        Precision::Fp16
+    } else if text.contains("bf16") || text.starts_with("amp") {
+        Precision::Bf16
+    } else {
+        return Err(format!(
+            "precision `{}` (full fp32 training) is not modelled",
+            row.precision
+        ));
+    };
+    Ok(precision)
+}
+
+/// Micro-batch and global batch, filling what the row leaves blank.
+fn batch(
+    row: &CalibrationRow,
+    family: Family,
+    dp: u64,
+    pp: u64,
+    assumptions: &mut Vec<String>,
+) -> Result<(u64, u64), String> {
+    let settings = row.other_settings.to_ascii_lowercase();
+    let local_batch = settings.split(';').find_map(|part| {
+        part.trim()
+            .strip_prefix("local batch size ")
+            .and_then(|v| v.trim().parse::<u64>().ok())
+    });
+    let gbs = count(&row.global_batch_size);
+    let mbs = count(&row.micro_batch_size);
+    match (mbs, gbs, local_batch) {
+        (Some(mbs), Some(gbs), _) => {
+            let per_step = mbs * dp;
+            if gbs % per_step == 0 {
+                Ok((mbs, gbs))
+            } else {
+                // Composer splits the last micro-batch unevenly; price whole micro-batches.
+                let accumulation = (gbs as f64 / per_step as f64).round().max(1.0) as u64;
+                assumptions.push(format!(
+                    "global batch {gbs} is not a multiple of micro-batch x dp = {per_step}; priced as {accumulation} whole micro-batches"
+                ));
+                Ok((mbs, per_step * accumulation))
+            }
+        }
+        (None, gbs, Some(local)) => {
+            // torchtitan: the local batch is per data-parallel rank; pipeline micro-batches are 1.
+            let micro = if pp > 1 { 1 } else { local };
+            if gbs.is_none() || pp > 1 {
+                assumptions.push(format!("torchtitan local batch {local}: global batch = local x dp, pipeline micro-batch {micro}"));
+            }
+            Ok((micro, gbs.unwrap_or(local * dp)))
+        }
+        (None, Some(gbs), None) => {
+            let micro = match family {
+                Family::Megatron2020 => gbs / dp.max(1),
+                _ => 1,
+            };
+            assumptions.push(format!(
+                "micro-batch {micro} ({} rule: {})",
+                family_name(family),
+                if family == Family::Megatron2020 {
+                    "no gradient accumulation"
+                } else {
+                    "Megatron-LM examples use 1"
+                }
+            ));
+            Ok((micro.max(1), gbs))
+        }
+        _ => Err("global batch size not stated".into()),
+    }
+}
+
+fn sharding(
+    row: &CalibrationRow,
+    defaults: &FamilyDefaults,
+    dp: u64,
+    plan: &mut PlanSpec,
+    assumptions: &mut Vec<String>,
+) {
+    let text = row.zero_or_fsdp.to_ascii_lowercase();
+    let degree = text
+        .split(|c: char| !c.is_ascii_digit())
+        .filter(|part| !part.is_empty())
+        .filter_map(|part| part.parse::<u64>().ok())
+        .next_back();
+    if text.contains("fsdp") && !text.contains("fsdp=0") {
+        plan.fsdp = Some(true);
+        plan.fsdp_mode = Some(if text.contains("grad_op") {
+            FsdpMode::GradOp
+        } else {
+            FsdpMode::Full
+        });
+        if let Some(degree) = degree.filter(|d| *d < dp && *d > 0 && dp % *d == 0) {
+            plan.hybrid_shard = Some(degree as i64);
+        }
+        if text.contains("mode pure") {
+            // Composer's PURE mixed precision reduces gradients in bf16.
+            plan.grad_reduce_in_fp32 = Some(false);
+        }
+    } else if text.contains("stage 3") {
+        plan.zero = Some(3);
+    } else if text.contains("stage 2") {
+        plan.zero = Some(2);
+    } else if text.contains("stage 1") || text.contains("distributed optimizer") {
+        plan.zero = Some(1);
+    } else if text.contains("none") {
+        plan.zero = Some(0);
+    } else {
+        plan.zero = Some(defaults.zero);
+        if defaults.zero == 3 {
+            plan.zero = None;
+            plan.fsdp = Some(true);
+        }
+        let what = match defaults.zero {
+            0 => "plain DDP",
+            1 => "distributed optimizer (ZeRO-1)",
+            2 => "ZeRO-2",
+            _ => "FSDP full shard",
+        };
+        assumptions.push(format!(
+            "data-parallel sharding not stated: {what} (family default)"
+        ));
+    }
+}
+
+fn recompute(
+    row: &CalibrationRow,
+    defaults: &FamilyDefaults,
+    plan: &mut PlanSpec,
+    assumptions: &mut Vec<String>,
+) {
+    let text = row.activation_recompute.to_ascii_lowercase();
+    plan.recompute = Some(
+        if text.contains("selective") || text.contains("recompute-activations") {
+            RecomputeKind::Selective
+        } else if text.contains("full") || text.contains("recompute=true") {
+            RecomputeKind::Full
+        } else if text.contains("none") {
+            RecomputeKind::None
+        } else {
+            assumptions.push(format!(
+                "activation recompute not stated: {:?} (family default)",
+                defaults.recompute
+            ));
+            defaults.recompute
+        },
+    );
+}

@@ -60,7 +60,11 @@ pub fn percentile(values: &[f64], fraction: f64) -> Option<f64> {
 }
 
 fn mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() { None } else { Some(values.iter().sum::<f64>() / values.len() as f64) }
+    if values.is_empty() {
+        None
+    } else {
+        Some(values.iter().sum::<f64>() / values.len() as f64)
+    }
 }
 
 fn group(name: String, rows: &[&RowResult]) -> GroupSummary {
@@ -81,15 +85,20 @@ fn groups(rows: &[RowResult], key: impl Fn(&RowResult) -> String) -> Vec<GroupSu
     for row in rows {
         by_key.entry(key(row)).or_default().push(row);
     }
-    by_key.into_iter().map(|(name, rows)| group(name, &rows)).collect()
+    by_key
+        .into_iter()
+        .map(|(name, rows)| group(name, &rows))
+        .collect()
 }
 
 /// Builds the report from the per-row results.
 pub(super) fn summarize(rows: Vec<RowResult>) -> ValidationReport {
     let all: Vec<&RowResult> = rows.iter().collect();
     let overall = group(String::new(), &all);
-    let memory_errors: Vec<f64> =
-        rows.iter().filter_map(|r| r.memory_error_pct.map(f64::abs)).collect();
+    let memory_errors: Vec<f64> = rows
+        .iter()
+        .filter_map(|r| r.memory_error_pct.map(f64::abs))
+        .collect();
     let summary = Summary {
         rows: rows.len(),
         predicted: overall.predicted,
@@ -116,7 +125,10 @@ mod tests {
     fn percentiles_interpolate_between_ranks() {
         assert_eq!(percentile(&[3.0, 1.0, 2.0], 0.5), Some(2.0));
         assert_eq!(percentile(&[1.0, 2.0, 3.0, 4.0], 0.5), Some(2.5));
-        assert!((percentile(&(1..=10).map(f64::from).collect::<Vec<_>>(), 0.9).unwrap() - 9.1).abs() < 1e-12);
+        assert!(
+            (percentile(&(1..=10).map(f64::from).collect::<Vec<_>>(), 0.9).unwrap() - 9.1).abs()
+                < 1e-12
+        );
         assert_eq!(percentile(&[], 0.5), None);
     }
 }

@@ -1,0 +1,276 @@
+//! Command-line flags as clap derive structs. No logic lives here: turning flags into a
+//! [`meshplan::RunSpec`] is `inputs.rs`, running a subcommand is its own file.
+//!
+//! Integer flags are `i64` so that zero and negative values reach `Run::from_spec` and come back
+//! as violations naming the field; clap only rejects text that is not a number at all.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Predict per-GPU memory and step time of a distributed LLM training plan before booking GPUs.
+#[derive(Debug, Parser)]
+#[command(name = "meshplan", version, about, long_about = None)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Price one training run: memory per GPU, step time and throughput.
+    ///
+    /// With no flags this prices the built-in example: Llama 3.1 70B on 64 H100 SXM, seq 8192,
+    /// global batch 128, micro batch 1, bf16, tp 4 x pp 8 x vp 5 (dp 2), the plan NVIDIA's
+    /// Megatron-Bridge performance table publishes for Llama 3 70B on 64 H100. Plan flags override
+    /// that example's plan; once --model is given the plan starts empty (tp = pp = vp = cp = 1,
+    /// dp = the GPUs left, ZeRO-1 distributed optimizer) and only the flags shape it.
+    Estimate(Box<EstimateArgs>),
+    /// Predict every row of a calibration CSV and compare with the published measurements.
+    Validate(ValidateArgs),
+}
+
+/// Output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// Human-readable tables.
+    Text,
+    /// One JSON object.
+    Json,
+}
+
+/// `--fsdp-mode` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FsdpModeArg {
+    /// Shard parameters, gradients and optimizer state (ZeRO-3).
+    Full,
+    /// Shard gradients and optimizer state, keep parameters whole (ZeRO-2).
+    GradOp,
+}
+
+/// `--recompute` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum RecomputeArg {
+    /// Store every activation the backward needs.
+    None,
+    /// Recompute the attention core only.
+    Selective,
+    /// Store each layer's input and rerun its forward in the backward.
+    Full,
+}
+
+/// `--pipeline-split` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum PipelineSplitArg {
+    /// Every stage gets the same number of layers.
+    Even,
+    /// The embedding and the loss count as one layer each (first and last stage hold one fewer).
+    EmbeddingAndLoss,
+}
+
+/// `meshplan estimate` flags.
+#[derive(Debug, Args)]
+pub struct EstimateArgs {
+    /// The run to price.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Output format; json is one object with units in its key names.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `meshplan validate` flags.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Calibration CSV with the columns of shared/calibration/runs.csv.
+    #[arg(value_name = "FILE.csv")]
+    pub file: PathBuf,
+    /// Output format; json is the whole report as one object.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// Flags that describe one run; shared by every subcommand that prices a run.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Model preset name, or a TOML file with ModelSpec fields (a value ending in .toml or
+    /// containing a path separator is read as a file). [default: llama3.1-70b, the built-in
+    /// example, whose plan tp 4 pp 8 vp 5 is then the base that plan flags override]
+    #[arg(long, value_name = "NAME|FILE", help_heading = "Model and cluster")]
+    pub model: Option<String>,
+    /// GPU preset name.
+    #[arg(
+        long,
+        value_name = "NAME",
+        default_value = "h100-sxm",
+        help_heading = "Model and cluster"
+    )]
+    pub gpu: String,
+    /// Total GPUs in the job.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 64,
+        allow_negative_numbers = true,
+        help_heading = "Model and cluster"
+    )]
+    pub gpus: i64,
+    /// GPUs per server. [default: the GPU preset's, 8 for h100-sxm]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Interconnect"
+    )]
+    pub gpus_per_node: Option<i64>,
+    /// GPUs sharing one NVLink domain. [default: the GPU preset's, 8 for h100-sxm]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Interconnect"
+    )]
+    pub nvlink_domain: Option<i64>,
+    /// NVLink bandwidth per GPU, one direction, e.g. "450 GB/s". [default: the GPU preset's]
+    #[arg(long, value_name = "RATE", help_heading = "Interconnect")]
+    pub intra_node_bandwidth: Option<String>,
+    /// Network bandwidth per GPU, one direction, e.g. "50 GB/s" or "400 Gb/s". [default: the
+    /// GPU preset's]
+    #[arg(long, value_name = "RATE", help_heading = "Interconnect")]
+    pub inter_node_bandwidth: Option<String>,
+    /// Latency of one NVLink hop, e.g. "3 us". [default: the GPU preset's]
+    #[arg(long, value_name = "TIME", help_heading = "Interconnect")]
+    pub intra_node_latency: Option<String>,
+    /// Latency of one network hop, e.g. "10 us". [default: the GPU preset's]
+    #[arg(long, value_name = "TIME", help_heading = "Interconnect")]
+    pub inter_node_latency: Option<String>,
+
+    /// Tokens per sequence.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 8192,
+        allow_negative_numbers = true,
+        help_heading = "Training"
+    )]
+    pub seq_len: i64,
+    /// Sequences per optimizer step, across all data-parallel ranks.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 128,
+        allow_negative_numbers = true,
+        help_heading = "Training"
+    )]
+    pub global_batch: i64,
+    /// Sequences per micro-batch on one model replica. [default: 1]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Training"
+    )]
+    pub micro_batch: Option<i64>,
+    /// Numeric recipe: bf16 fp16 fp8 fp8-delayed fp8-current fp8-blockwise mxfp8 nvfp4 (fp8 means
+    /// fp8-delayed). [default: bf16]
+    #[arg(long, value_name = "NAME", help_heading = "Training")]
+    pub precision: Option<String>,
+
+    /// Tensor-parallel size. [default: 4 for the built-in example, else 1]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub tp: Option<i64>,
+    /// Pipeline-parallel size. [default: 8 for the built-in example, else 1]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub pp: Option<i64>,
+    /// Virtual pipeline chunks per rank (interleaved 1F1B). [default: 5 for the built-in
+    /// example, else 1]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub vp: Option<i64>,
+    /// Data-parallel size. [default: the GPUs left after tp x pp x cp]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub dp: Option<i64>,
+    /// Context-parallel size. [default: 1]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub cp: Option<i64>,
+    /// How layers are split over pipeline stages; embedding-and-loss is Megatron-LM's
+    /// --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split. [default: even]
+    #[arg(long, value_enum, value_name = "SPLIT", help_heading = "Parallel plan")]
+    pub pipeline_split: Option<PipelineSplitArg>,
+    /// ZeRO stage 0-3; 1 is Megatron's distributed optimizer. [default: 1]
+    #[arg(
+        long,
+        value_name = "0|1|2|3",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub zero: Option<i64>,
+    /// Shard with PyTorch FSDP instead of ZeRO. [default: off]
+    #[arg(long, help_heading = "Parallel plan")]
+    pub fsdp: bool,
+    /// FSDP sharding mode (needs --fsdp). [default: full]
+    #[arg(long, value_enum, value_name = "MODE", help_heading = "Parallel plan")]
+    pub fsdp_mode: Option<FsdpModeArg>,
+    /// HSDP: shard inside groups of N data-parallel ranks, replicate across them (needs --fsdp).
+    /// [default: shard across all of dp]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub hybrid_shard: Option<i64>,
+    /// Megatron sequence parallelism. [default: true whenever tp > 1]
+    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
+    pub sequence_parallel: Option<bool>,
+    /// Activation recomputation granularity. [default: none]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Parallel plan")]
+    pub recompute: Option<RecomputeArg>,
+    /// With --recompute full: layers per pipeline stage that recompute. [default: all of them]
+    #[arg(
+        long,
+        value_name = "N",
+        allow_negative_numbers = true,
+        help_heading = "Parallel plan"
+    )]
+    pub recompute_num_layers: Option<i64>,
+    /// Overlap the data-parallel gradient reduction with the backward. [default: true]
+    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
+    pub overlap_grad_reduce: Option<bool>,
+    /// Overlap the distributed optimizer's parameter all-gather with the forward.
+    /// [default: true]
+    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
+    pub overlap_param_gather: Option<bool>,
+    /// Overlap tensor-parallel communication with GEMMs (only when tp > 1). [default: false]
+    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
+    pub tp_comm_overlap: Option<bool>,
+    /// Reduce gradients in fp32. [default: true]
+    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
+    pub grad_reduce_in_fp32: Option<bool>,
+}

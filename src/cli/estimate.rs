@@ -1,0 +1,19 @@
+//! `meshplan estimate`: price one run and print its memory, step time and throughput.
+
+use anyhow::Context as _;
+
+use super::CliError;
+use super::args::{EstimateArgs, Format};
+use super::{inputs, render};
+
+/// Builds the run from the flags, prices it and renders the result.
+pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
+    let inputs = inputs::build_run(&args.run)?;
+    let estimate = meshplan::estimate(&inputs.run);
+    match args.format {
+        Format::Text => Ok(render::estimate_text(&inputs, &estimate)),
+        Format::Json => render::estimate_json(&inputs, &estimate)
+            .context("cannot serialize the estimate as JSON")
+            .map_err(CliError::Other),
+    }
+}

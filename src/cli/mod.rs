@@ -1,0 +1,84 @@
+//! The `meshplan` command line: flag definitions (`args.rs`), turning flags into a run
+//! (`inputs.rs`), rendering (`render.rs`) and one file per subcommand. All printing happens here;
+//! the library never prints.
+
+pub mod args;
+mod estimate;
+mod inputs;
+mod render;
+mod validate;
+
+use std::fmt;
+use std::io::{self, Write};
+
+use meshplan::violation::Violations;
+
+use args::{Cli, Command};
+
+/// Why a command failed, which decides the exit code.
+#[derive(Debug)]
+pub enum CliError {
+    /// The input is wrong (violations, unknown preset, unreadable or malformed file): exit 2.
+    Input(Violations),
+    /// Anything else: exit 1.
+    Other(anyhow::Error),
+}
+
+impl CliError {
+    /// The process exit code for this failure.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Input(_) => 2,
+            CliError::Other(_) => 1,
+        }
+    }
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            // Violations' Display starts with "N problems in the input:" and lists each one.
+            CliError::Input(violations) => write!(f, "error: {violations}"),
+            CliError::Other(err) => writeln!(f, "error: {err:#}"),
+        }
+    }
+}
+
+impl From<Violations> for CliError {
+    fn from(violations: Violations) -> Self {
+        CliError::Input(violations)
+    }
+}
+
+/// Runs one parsed command line.
+pub fn dispatch(cli: Cli) -> Result<(), CliError> {
+    let output = match cli.command {
+        Command::Estimate(args) => estimate::run(&args)?,
+        Command::Validate(args) => validate::run(&args)?,
+    };
+    print(&output)
+}
+
+/// Writes a command's output to stdout; a closed pipe (`meshplan ... | head`) is not an error.
+fn print(output: &str) -> Result<(), CliError> {
+    let mut stdout = io::stdout().lock();
+    let written = stdout.write_all(output.as_bytes()).and_then(|()| {
+        if output.ends_with('\n') {
+            Ok(())
+        } else {
+            stdout.write_all(b"\n")
+        }
+    });
+    match written.and_then(|()| stdout.flush()) {
+        Ok(()) => Ok(()),
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(err) => Err(CliError::Other(
+            anyhow::Error::new(err).context("cannot write to stdout"),
+        )),
+    }
+}
+
+/// Reports a failure on stderr.
+pub fn report(error: &CliError) {
+    eprint!("{error}");
+}

@@ -1,0 +1,528 @@
+//! Rendering: text tables (comfy-table) and JSON for every subcommand. Nothing here computes a
+//! prediction; it only lays out what the library returned.
+
+use std::fmt::Write as _;
+
+use comfy_table::{CellAlignment, Table, presets};
+use serde::Serialize;
+
+use meshplan::Estimate;
+use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown};
+use meshplan::plan::{Plan, RecomputeKind, Sharding};
+use meshplan::validate::{GroupSummary, ValidationReport};
+
+use super::inputs::Inputs;
+
+// ---------------------------------------------------------------------------------------------
+// Shared helpers
+
+fn table(header: &[&str]) -> Table {
+    let mut table = Table::new();
+    table
+        .load_style(presets::ASCII_MARKDOWN)
+        .set_header(header.iter().copied());
+    table
+}
+
+/// Right-aligns every column but the first `text_columns`.
+fn align_numbers(table: &mut Table, text_columns: usize) {
+    for column in table.column_iter_mut().skip(text_columns) {
+        column.set_cell_alignment(CellAlignment::Right);
+    }
+}
+
+fn percent(part: f64, total: f64) -> String {
+    if total > 0.0 {
+        format!("{:.1}", 100.0 * part / total)
+    } else {
+        "-".to_owned()
+    }
+}
+
+fn optional(value: Option<f64>, decimals: usize) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
+}
+
+fn signed(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".to_owned(), |v| format!("{v:+.1}"))
+}
+
+/// How data-parallel ranks share model state, for the header line.
+fn sharding_label(plan: &Plan) -> String {
+    let label = match (plan.fsdp(), plan.sharding()) {
+        (true, Sharding::Full) => "FSDP full shard".to_owned(),
+        (true, _) => "FSDP grad-op shard".to_owned(),
+        (false, Sharding::None) => "ZeRO-0 (plain DDP)".to_owned(),
+        (false, Sharding::Optimizer) => "ZeRO-1 (distributed optimizer)".to_owned(),
+        (false, Sharding::OptimizerAndGradients) => "ZeRO-2".to_owned(),
+        (false, Sharding::Full) => "ZeRO-3".to_owned(),
+    };
+    if plan.fsdp() && plan.shard_group() < plan.dp() {
+        format!("{label}, HSDP groups of {}", plan.shard_group())
+    } else {
+        label
+    }
+}
+
+fn zero_stage(sharding: Sharding) -> u8 {
+    match sharding {
+        Sharding::None => 0,
+        Sharding::Optimizer => 1,
+        Sharding::OptimizerAndGradients => 2,
+        Sharding::Full => 3,
+    }
+}
+
+fn recompute_name(kind: RecomputeKind) -> &'static str {
+    match kind {
+        RecomputeKind::None => "none",
+        RecomputeKind::Selective => "selective",
+        RecomputeKind::Full => "full",
+    }
+}
+
+fn recompute_label(plan: &Plan, layers_per_stage: u64) -> String {
+    match plan.recompute() {
+        RecomputeKind::None => "no recompute".to_owned(),
+        RecomputeKind::Selective => "selective recompute".to_owned(),
+        RecomputeKind::Full => format!(
+            "full recompute ({} of {layers_per_stage} layers per stage)",
+            plan.recompute_num_layers()
+        ),
+    }
+}
+
+fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
+    [
+        ("weights", memory.weights.as_gib()),
+        ("gradients", memory.gradients.as_gib()),
+        ("optimizer states", memory.optimizer_states.as_gib()),
+        ("activations", memory.activations.as_gib()),
+        ("logits", memory.logits.as_gib()),
+        ("buffers", memory.buffers.as_gib()),
+        ("fragmentation", memory.fragmentation.as_gib()),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// estimate: text
+
+/// The text report of one estimate.
+pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
+    let run = &inputs.run;
+    let (model, gpu, training, plan) =
+        (run.model(), run.cluster().gpu(), run.training(), run.plan());
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} on {} x {}, seq {}, global batch {} (micro batch {}, {} micro-batches), {}",
+        model.display_name(),
+        run.cluster().num_gpus(),
+        gpu.display_name(),
+        training.seq_len(),
+        training.global_batch(),
+        training.micro_batch(),
+        plan.num_microbatches(),
+        training.precision().name(),
+    );
+    let _ = writeln!(
+        out,
+        "Plan: {}, SP {}, {}, {}",
+        plan.label(),
+        if plan.sequence_parallel() {
+            "on"
+        } else {
+            "off"
+        },
+        sharding_label(plan),
+        recompute_label(plan, model.num_layers() / plan.pp()),
+    );
+    if inputs.example {
+        let _ = writeln!(
+            out,
+            "(built-in example: no --model given, so this is the plan NVIDIA's Megatron-Bridge \
+             publishes for Llama 3 70B on 64 H100; flags override it)"
+        );
+    }
+
+    let peak = &estimate.peak_memory;
+    let total = peak.breakdown.total().as_gib();
+    let mut memory = table(&[
+        &format!("Memory per GPU (stage {}, the peak)", peak.stage),
+        "GiB",
+        "% of total",
+    ]);
+    for (name, gib) in memory_parts(&peak.breakdown) {
+        memory.add_row([name.to_owned(), format!("{gib:.2}"), percent(gib, total)]);
+    }
+    memory.add_row([
+        "total".to_owned(),
+        format!("{total:.2}"),
+        percent(total, total),
+    ]);
+    align_numbers(&mut memory, 1);
+    let _ = writeln!(out, "\n{memory}");
+    let capacity = estimate.memory_capacity.as_gib();
+    if estimate.fits() {
+        let _ = writeln!(
+            out,
+            "Capacity {capacity:.2} GiB per GPU: fits ({:.2} GiB free)",
+            capacity - total
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "Capacity {capacity:.2} GiB per GPU: DOES NOT FIT ({:.2} GiB over)",
+            total - capacity
+        );
+    }
+
+    let step = estimate.time.step_time().value();
+    let mut time = table(&["Step time", "ms", "% of step"]);
+    for (name, seconds) in estimate.time.parts() {
+        let seconds = seconds.value();
+        time.add_row([
+            name.to_owned(),
+            format!("{:.1}", seconds * 1e3),
+            percent(seconds, step),
+        ]);
+    }
+    time.add_row([
+        "total".to_owned(),
+        format!("{:.1}", step * 1e3),
+        percent(step, step),
+    ]);
+    align_numbers(&mut time, 1);
+    let _ = writeln!(out, "\n{time}\n");
+
+    let throughput = &estimate.throughput;
+    let lines = [
+        (
+            "Step time",
+            format!("{:.3} s", throughput.step_time.value()),
+        ),
+        (
+            "Tokens/s per GPU",
+            format!("{:.1}", throughput.tokens_per_sec_per_gpu),
+        ),
+        (
+            "Model TFLOP/s per GPU",
+            format!("{:.1}", throughput.model_tflops_per_gpu),
+        ),
+        ("MFU", format!("{:.1} %", throughput.mfu_pct)),
+        ("HFU", format!("{:.1} %", throughput.hfu_pct)),
+    ];
+    for (name, value) in lines {
+        let _ = writeln!(out, "{name:<22} {value}");
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// estimate: JSON
+//
+// The JSON wire format carries units in its key names (`_gib`, `_s`, `_pct`, `tokens_per_sec`)
+// because JSON numbers have none: memory is in GiB (2^30 bytes), times in seconds, rates per
+// second per GPU, and `breakdown_s` has one key per `TimeBreakdown` field, summing to
+// `step_time_s`.
+
+#[derive(Serialize)]
+struct EstimateJson<'a> {
+    run: RunJson<'a>,
+    memory: MemoryJson,
+    time: TimeJson,
+    throughput: ThroughputJson,
+}
+
+#[derive(Serialize)]
+struct RunJson<'a> {
+    example: bool,
+    model: &'a str,
+    model_display_name: &'a str,
+    gpu: &'a str,
+    gpu_display_name: &'a str,
+    num_gpus: u64,
+    gpus_per_node: u64,
+    nvlink_domain: u64,
+    seq_len: u64,
+    global_batch: u64,
+    micro_batch: u64,
+    precision: &'static str,
+    plan: PlanJson,
+}
+
+#[derive(Serialize)]
+struct PlanJson {
+    label: String,
+    tp: u64,
+    pp: u64,
+    vp: u64,
+    cp: u64,
+    dp: u64,
+    sequence_parallel: bool,
+    zero_stage: u8,
+    fsdp: bool,
+    shard_group: u64,
+    recompute: &'static str,
+    recompute_num_layers: u64,
+    overlap_grad_reduce: bool,
+    overlap_param_gather: bool,
+    tp_comm_overlap: bool,
+    grad_reduce_in_fp32: bool,
+    num_microbatches: u64,
+}
+
+#[derive(Serialize)]
+struct MemoryGib {
+    weights: f64,
+    gradients: f64,
+    optimizer_states: f64,
+    activations: f64,
+    logits: f64,
+    buffers: f64,
+    fragmentation: f64,
+}
+
+impl From<&MemoryBreakdown> for MemoryGib {
+    fn from(memory: &MemoryBreakdown) -> Self {
+        MemoryGib {
+            weights: memory.weights.as_gib(),
+            gradients: memory.gradients.as_gib(),
+            optimizer_states: memory.optimizer_states.as_gib(),
+            activations: memory.activations.as_gib(),
+            logits: memory.logits.as_gib(),
+            buffers: memory.buffers.as_gib(),
+            fragmentation: memory.fragmentation.as_gib(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct StageJson {
+    stage: u64,
+    breakdown_gib: MemoryGib,
+    total_gib: f64,
+}
+
+impl From<&StageMemory> for StageJson {
+    fn from(stage: &StageMemory) -> Self {
+        StageJson {
+            stage: stage.stage,
+            breakdown_gib: MemoryGib::from(&stage.breakdown),
+            total_gib: stage.breakdown.total().as_gib(),
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct MemoryJson {
+    stage: u64,
+    breakdown_gib: MemoryGib,
+    total_gib: f64,
+    capacity_gib: f64,
+    fits: bool,
+    stages: Vec<StageJson>,
+}
+
+#[derive(Serialize)]
+struct TimeJson {
+    step_time_s: f64,
+    /// Seconds per part; `Seconds` serializes as a plain number of seconds.
+    breakdown_s: TimeBreakdown,
+}
+
+#[derive(Serialize)]
+struct ThroughputJson {
+    step_time_s: f64,
+    tokens_per_sec_per_gpu: f64,
+    model_tflops_per_gpu: f64,
+    mfu_pct: f64,
+    hfu_pct: f64,
+}
+
+/// The JSON report of one estimate: one object, pretty-printed.
+pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result<String> {
+    let run = &inputs.run;
+    let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
+    let peak = &estimate.peak_memory;
+    let json = EstimateJson {
+        run: RunJson {
+            example: inputs.example,
+            model: model.name(),
+            model_display_name: model.display_name(),
+            gpu: cluster.gpu().name(),
+            gpu_display_name: cluster.gpu().display_name(),
+            num_gpus: cluster.num_gpus(),
+            gpus_per_node: cluster.interconnect().gpus_per_node(),
+            nvlink_domain: cluster.interconnect().nvlink_domain(),
+            seq_len: training.seq_len(),
+            global_batch: training.global_batch(),
+            micro_batch: training.micro_batch(),
+            precision: training.precision().name(),
+            plan: PlanJson {
+                label: plan.label(),
+                tp: plan.tp(),
+                pp: plan.pp(),
+                vp: plan.vp(),
+                cp: plan.cp(),
+                dp: plan.dp(),
+                sequence_parallel: plan.sequence_parallel(),
+                zero_stage: zero_stage(plan.sharding()),
+                fsdp: plan.fsdp(),
+                shard_group: plan.shard_group(),
+                recompute: recompute_name(plan.recompute()),
+                recompute_num_layers: plan.recompute_num_layers(),
+                overlap_grad_reduce: plan.overlap_grad_reduce(),
+                overlap_param_gather: plan.overlap_param_gather(),
+                tp_comm_overlap: plan.tp_comm_overlap(),
+                grad_reduce_in_fp32: plan.grad_reduce_in_fp32(),
+                num_microbatches: plan.num_microbatches(),
+            },
+        },
+        memory: MemoryJson {
+            stage: peak.stage,
+            breakdown_gib: MemoryGib::from(&peak.breakdown),
+            total_gib: peak.breakdown.total().as_gib(),
+            capacity_gib: estimate.memory_capacity.as_gib(),
+            fits: estimate.fits(),
+            stages: estimate.stages.iter().map(StageJson::from).collect(),
+        },
+        time: TimeJson {
+            step_time_s: estimate.time.step_time().value(),
+            breakdown_s: estimate.time,
+        },
+        throughput: ThroughputJson {
+            step_time_s: estimate.throughput.step_time.value(),
+            tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
+            model_tflops_per_gpu: estimate.throughput.model_tflops_per_gpu,
+            mfu_pct: estimate.throughput.mfu_pct,
+            hfu_pct: estimate.throughput.hfu_pct,
+        },
+    };
+    serde_json::to_string_pretty(&json)
+}
+
+// ---------------------------------------------------------------------------------------------
+// validate
+
+fn group_table(title: &str, groups: &[GroupSummary]) -> Table {
+    let mut out = table(&[
+        title,
+        "rows",
+        "predicted",
+        "median |err| %",
+        "p90 |err| %",
+        "mean err %",
+    ]);
+    for group in groups {
+        out.add_row([
+            group.name.clone(),
+            group.rows.to_string(),
+            group.predicted.to_string(),
+            optional(group.median_abs_error_pct, 1),
+            optional(group.p90_abs_error_pct, 1),
+            signed(group.mean_error_pct),
+        ]);
+    }
+    align_numbers(&mut out, 1);
+    out
+}
+
+/// The text report of a validation run.
+pub fn validation_text(report: &ValidationReport) -> String {
+    let mut out = String::new();
+    let mut rows = table(&[
+        "row",
+        "source",
+        "model",
+        "GPUs",
+        "GPU",
+        "plan",
+        "measured tok/s/GPU",
+        "predicted",
+        "error %",
+        "memory measured GiB",
+        "memory predicted GiB",
+    ]);
+    for row in &report.rows {
+        rows.add_row([
+            row.row_id.clone(),
+            row.source_id.clone(),
+            row.model.clone(),
+            row.num_gpus
+                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+            row.gpu.clone(),
+            row.plan.clone().unwrap_or_else(|| "-".to_owned()),
+            optional(row.measured_tokens_per_sec_per_gpu, 1),
+            match (&row.skipped_reason, row.predicted_tokens_per_sec_per_gpu) {
+                (Some(_), _) => "skipped".to_owned(),
+                (None, predicted) => optional(predicted, 1),
+            },
+            signed(row.error_pct),
+            optional(row.measured_memory_gib, 1),
+            optional(row.predicted_memory_gib, 1),
+        ]);
+    }
+    align_numbers(&mut rows, 6);
+    if let Some(gpus) = rows.column_mut(3) {
+        gpus.set_cell_alignment(CellAlignment::Right);
+    }
+    let _ = writeln!(out, "{rows}");
+
+    let assumed: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| !r.assumptions.is_empty())
+        .collect();
+    let _ = writeln!(out, "\nAssumptions");
+    if assumed.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for row in assumed {
+        for assumption in &row.assumptions {
+            let _ = writeln!(out, "  {}: {assumption}", row.row_id);
+        }
+    }
+
+    let _ = writeln!(out, "\n{}", group_table("By source", &report.by_source));
+    let _ = writeln!(out, "\n{}", group_table("By GPU", &report.by_gpu));
+
+    let _ = writeln!(out, "\nSkipped rows");
+    let skipped: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| r.skipped_reason.is_some())
+        .collect();
+    if skipped.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for row in skipped {
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            row.row_id,
+            row.skipped_reason.as_deref().unwrap_or("")
+        );
+    }
+
+    let s = &report.summary;
+    let _ = writeln!(
+        out,
+        "\nOverall: {} rows, {} predicted, {} skipped; median |error| {} %, p90 |error| {} %, \
+         mean error {} %; memory rows {}, memory median |error| {} %",
+        s.rows,
+        s.predicted,
+        s.skipped,
+        optional(s.median_abs_error_pct, 1),
+        optional(s.p90_abs_error_pct, 1),
+        signed(s.mean_error_pct),
+        s.memory_rows,
+        optional(s.memory_median_abs_error_pct, 1),
+    );
+    out
+}
+
+/// The JSON report of a validation run: the library's report, serialized as is.
+pub fn validation_json(report: &ValidationReport) -> serde_json::Result<String> {
+    serde_json::to_string_pretty(report)
+}
