@@ -197,7 +197,7 @@ fn validate_plan(
                 "tp {tp} x pp {pp} x cp {cp} x dp {dp} = {} is not the GPU count {gpus}",
                 tp * pp * cp * dp
             ),
-            if gpus % model_parallel == 0 {
+            if gpus.is_multiple_of(model_parallel) {
                 format!(
                     "leave dp unset (it becomes {}) or change --gpus",
                     gpus / model_parallel
@@ -234,7 +234,7 @@ fn validate_plan(
             "drop --pipeline-split or raise --pp",
         );
     } else if split_layers % pp != 0 {
-        let hint = if (model.num_layers() + 2) % pp == 0 {
+        let hint = if (model.num_layers() + 2).is_multiple_of(pp) {
             "pick a divisor, or --pipeline-split embedding-and-loss (the embedding and loss count as layers)".to_owned()
         } else {
             format!("pick a divisor of {split_layers}")
@@ -263,7 +263,7 @@ fn validate_plan(
             );
         }
     }
-    if cp > 1 && training.seq_len % (2 * cp) != 0 {
+    if cp > 1 && !training.seq_len.is_multiple_of(2 * cp) {
         collector.add(
             "plan.cp",
             cp,
@@ -272,7 +272,7 @@ fn validate_plan(
         );
     }
     let per_step = training.micro_batch * dp;
-    if training.global_batch % per_step != 0 {
+    if !training.global_batch.is_multiple_of(per_step) {
         collector.add(
             "training.global_batch",
             training.global_batch,
@@ -307,7 +307,7 @@ fn validate_plan(
     let (sharding, fsdp) = sharding(collector, spec);
     let shard_group = match spec.hybrid_shard {
         None => dp,
-        Some(group) if group > 0 && dp % group as u64 == 0 => group as u64,
+        Some(group) if group > 0 && dp.is_multiple_of(group as u64) => group as u64,
         Some(group) => {
             collector.add(
                 "plan.hybrid_shard",
@@ -365,7 +365,7 @@ fn validate_plan(
 }
 
 fn check_divides(collector: &mut Collector, field: &str, size: u64, what: &str, count: u64) {
-    if count % size != 0 {
+    if !count.is_multiple_of(size) {
         collector.add(
             field,
             size,

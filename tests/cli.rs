@@ -69,7 +69,7 @@ fn default_estimate_prints_memory_and_time_tables() {
     assert!(output.stderr.is_empty(), "stderr: {}", output.stderr);
     let text = &output.stdout;
     assert!(text.starts_with("Llama 3.1 70B on 64 x "), "{text}");
-    assert!(text.contains("tp4 pp8 vp5 cp1 dp2"), "{text}");
+    assert!(text.contains("tp8 pp4 vp5 cp1 dp2"), "{text}");
     assert!(text.contains("Memory per GPU (stage "), "{text}");
     for row in [
         "weights",
@@ -114,10 +114,10 @@ fn json_estimate_is_consistent() {
         step > 0.0 && ((sum - step) / step).abs() <= 1e-9,
         "parts sum {sum} vs step {step}"
     );
-    assert_eq!(value["run"]["plan"]["tp"], 4);
+    assert_eq!(value["run"]["plan"]["tp"], 8);
     assert_eq!(value["run"]["plan"]["dp"], 2);
     let memory = &value["memory"];
-    assert_eq!(memory["stages"].as_array().expect("stages").len(), 8);
+    assert_eq!(memory["stages"].as_array().expect("stages").len(), 4);
     let fits = memory["total_gib"].as_f64() <= memory["capacity_gib"].as_f64();
     assert_eq!(memory["fits"].as_bool(), Some(fits));
 }

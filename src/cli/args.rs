@@ -23,8 +23,8 @@ pub enum Command {
     /// Price one training run: memory per GPU, step time and throughput.
     ///
     /// With no flags this prices the built-in example: Llama 3.1 70B on 64 H100 SXM, seq 8192,
-    /// global batch 128, micro batch 1, bf16, tp 4 x pp 8 x vp 5 (dp 2), the plan NVIDIA's
-    /// Megatron-Bridge performance table publishes for Llama 3 70B on 64 H100. Plan flags override
+    /// global batch 128, micro batch 1, bf16, tp 8 x pp 4 x vp 5 (dp 2): tensor parallelism inside
+    /// each 8-GPU node, interleaved pipeline across nodes, Megatron-style. Plan flags override
     /// that example's plan; once --model is given the plan starts empty (tp = pp = vp = cp = 1,
     /// dp = the GPUs left, ZeRO-1 distributed optimizer) and only the flags shape it.
     Estimate(Box<EstimateArgs>),

@@ -20,12 +20,12 @@ use super::args::{FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs};
 /// The built-in example's model preset, used when `--model` is not given.
 pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
 
-/// The built-in example's plan: Megatron-Bridge's published plan for Llama 3 70B on 64 H100
-/// (tp 4, pp 8, vp 5, so dp 2 on 64 GPUs).
+/// The built-in example's plan: tensor parallelism inside each 8-GPU node and an interleaved
+/// pipeline across nodes (tp 8, pp 4, vp 5, so dp 2 on 64 GPUs), which fits BF16 activations.
 pub fn example_plan() -> PlanSpec {
     PlanSpec {
-        tp: Some(4),
-        pp: Some(8),
+        tp: Some(8),
+        pp: Some(4),
         vp: Some(5),
         ..PlanSpec::default()
     }

@@ -135,13 +135,12 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
             "off"
         },
         sharding_label(plan),
-        recompute_label(plan, model.num_layers() / plan.pp()),
+        recompute_label(plan, run.stage_layers(0)),
     );
     if inputs.example {
         let _ = writeln!(
             out,
-            "(built-in example: no --model given, so this is the plan NVIDIA's Megatron-Bridge \
-             publishes for Llama 3 70B on 64 H100; flags override it)"
+            "(built-in example: no --model given, so the example plan is used; flags override it)"
         );
     }
 

@@ -121,7 +121,8 @@ mod tests {
         assert!((factor - (16384.0 / 132.0) / 125.0 * 16384.0 / (16384.0 + 64.0)).abs() < 1e-12);
         let time = gemm_time(&gpu, PrecisionClass::Bits16, shape, 2.0);
         let achieved = shape.flops() / time;
-        assert!((achieved.as_tera() - 989.4 * 0.78 * factor).abs() < 1e-6);
+        let expected = 989.4 * gpu.gemm_efficiency(PrecisionClass::Bits16) * factor;
+        assert!((achieved.as_tera() - expected).abs() < 1e-6);
     }
 
     #[test]

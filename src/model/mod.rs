@@ -149,7 +149,9 @@ impl Model {
         let head_dim = match spec.head_dim {
             Some(dim) => positive(&mut collector, "head_dim", dim),
             None => {
-                if spec.hidden_size > 0 && spec.num_attention_heads > 0 && hidden_size % heads != 0
+                if spec.hidden_size > 0
+                    && spec.num_attention_heads > 0
+                    && !hidden_size.is_multiple_of(heads)
                 {
                     collector.add(
                         "model.num_attention_heads",
@@ -161,7 +163,7 @@ impl Model {
                 (hidden_size / heads).max(1)
             }
         };
-        if spec.num_attention_heads > 0 && heads % kv_heads != 0 {
+        if spec.num_attention_heads > 0 && !heads.is_multiple_of(kv_heads) {
             collector.add(
                 "model.num_kv_heads",
                 kv_heads,

@@ -140,8 +140,8 @@ fn map_row(row: &CalibrationRow) -> Result<Mapped, String> {
     };
     let layers = model.num_layers as u64;
     if pp > 1
-        && layers % (pp * vp) != 0
-        && (layers + 2) % (pp * vp) == 0
+        && !layers.is_multiple_of(pp * vp)
+        && (layers + 2).is_multiple_of(pp * vp)
         && defaults.uneven_split_counts_embedding_and_loss
     {
         plan.pipeline_split = Some(PipelineSplit::EmbeddingAndLoss);
@@ -526,7 +526,7 @@ fn sharding(
         } else {
             FsdpMode::Full
         });
-        if let Some(degree) = degree.filter(|d| *d < dp && *d > 0 && dp % *d == 0) {
+        if let Some(degree) = degree.filter(|d| *d < dp && *d > 0 && dp.is_multiple_of(*d)) {
             plan.hybrid_shard = Some(degree as i64);
         }
         if text.contains("mode pure") {

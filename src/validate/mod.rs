@@ -15,7 +15,7 @@ mod summary;
 use serde::Serialize;
 
 pub use row::CalibrationRow;
-pub use summary::{GroupSummary, Summary};
+pub use summary::{GroupSummary, Summary, percentile};
 
 /// The outcome for one CSV row.
 #[derive(Debug, Clone, PartialEq, Serialize)]

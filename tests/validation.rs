@@ -1,0 +1,66 @@
+//! The accuracy gate: predicts every row of `../shared/calibration/runs.csv` and holds the dense
+//! rows to the figures the README reports (issue #2: at least 90% predicted, median absolute
+//! error at most 8%, 90th percentile at most 20%).
+
+use std::path::Path;
+
+use meshplan::validate::validate_csv;
+
+const CALIBRATION: &str = "../shared/calibration/runs.csv";
+
+fn calibration_text() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(CALIBRATION);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|err| panic!("{} is needed for the accuracy gate: {err}", path.display()))
+}
+
+#[test]
+fn dense_rows_meet_the_accuracy_targets() {
+    let text = calibration_text();
+    let report = validate_csv(&text).unwrap();
+    let arch: std::collections::BTreeMap<String, String> =
+        csv::Reader::from_reader(text.as_bytes())
+            .deserialize::<std::collections::BTreeMap<String, String>>()
+            .map(|row| {
+                let row = row.unwrap();
+                (row["row_id"].clone(), row["arch_type"].clone())
+            })
+            .collect();
+    let dense: Vec<_> = report
+        .rows
+        .iter()
+        .filter(|r| arch[&r.row_id] == "dense")
+        .collect();
+    let errors: Vec<f64> = dense
+        .iter()
+        .filter_map(|r| r.error_pct.map(f64::abs))
+        .collect();
+    let predicted_share = errors.len() as f64 / dense.len() as f64;
+    let median = meshplan::validate::percentile(&errors, 0.5).unwrap();
+    let p90 = meshplan::validate::percentile(&errors, 0.9).unwrap();
+    assert!(
+        predicted_share >= 0.90,
+        "only {:.1}% of dense rows predicted",
+        predicted_share * 100.0
+    );
+    assert!(median <= 8.0, "median |error| {median:.2}% > 8%");
+    assert!(p90 <= 20.0, "p90 |error| {p90:.2}% > 20%");
+}
+
+#[test]
+fn every_row_is_either_predicted_or_skipped_with_a_reason() {
+    let report = validate_csv(&calibration_text()).unwrap();
+    assert_eq!(report.summary.rows, 550);
+    for row in &report.rows {
+        assert_eq!(
+            row.error_pct.is_some(),
+            row.skipped_reason.is_none(),
+            "row {}",
+            row.row_id
+        );
+    }
+    assert_eq!(
+        report.summary.predicted + report.summary.skipped,
+        report.summary.rows
+    );
+}
