@@ -64,3 +64,40 @@ fn every_row_is_either_predicted_or_skipped_with_a_reason() {
         report.summary.rows
     );
 }
+
+#[test]
+fn gpu_presets_carry_the_fitted_calibration() {
+    // The `calibration` factor in each GPU preset must be what `meshplan calibrate` fits today: a
+    // cost-model change that moves the fit without a reviewed preset update fails here.
+    let report = meshplan::validate::calibrate_csv(&calibration_text()).unwrap();
+    assert!(report.fits.len() >= 10, "{:?}", report.fits);
+    for fit in &report.fits {
+        let preset = meshplan::presets::gpu(&fit.gpu).unwrap();
+        let stored = preset.efficiency.calibration.unwrap_or(1.0);
+        assert!(
+            (stored - fit.factor).abs() < 0.005,
+            "{}: preset calibration {stored} but the fit gives {:.3}; run `meshplan calibrate` and update presets/gpus/{}.toml",
+            fit.gpu,
+            fit.factor,
+            fit.gpu
+        );
+        let residual = fit.fitted_median_error_pct.unwrap();
+        assert!(
+            residual.abs() < 0.5,
+            "{}: median error {residual} after the fit",
+            fit.gpu
+        );
+    }
+}
+
+#[test]
+fn held_out_sources_are_predicted_within_the_reported_bounds() {
+    // Leave-one-source-out accuracy, the out-of-sample figure the README reports.
+    let report = meshplan::validate::calibrate_csv(&calibration_text()).unwrap();
+    let overall = &report.cross_validation.overall;
+    assert!(overall.predicted >= 300);
+    let median = overall.median_abs_error_pct.unwrap();
+    let p90 = overall.p90_abs_error_pct.unwrap();
+    assert!(median <= 10.0, "held-out median |error| {median:.2}%");
+    assert!(p90 <= 25.0, "held-out p90 |error| {p90:.2}%");
+}

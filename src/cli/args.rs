@@ -30,6 +30,9 @@ pub enum Command {
     Estimate(Box<EstimateArgs>),
     /// Predict every row of a calibration CSV and compare with the published measurements.
     Validate(ValidateArgs),
+    /// Fit each GPU's efficiency `calibration` factor on a calibration CSV and report how well
+    /// runs from a source left out of the fit are predicted (leave-one-source-out).
+    Calibrate(CalibrateArgs),
 }
 
 /// Output format.
@@ -84,6 +87,17 @@ pub struct EstimateArgs {
 /// `meshplan validate` flags.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
+    /// Calibration CSV with the columns of shared/calibration/runs.csv.
+    #[arg(value_name = "FILE.csv")]
+    pub file: PathBuf,
+    /// Output format; json is the whole report as one object.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `meshplan calibrate` flags.
+#[derive(Debug, Args)]
+pub struct CalibrateArgs {
     /// Calibration CSV with the columns of shared/calibration/runs.csv.
     #[arg(value_name = "FILE.csv")]
     pub file: PathBuf,

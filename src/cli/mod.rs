@@ -3,6 +3,7 @@
 //! the library never prints.
 
 pub mod args;
+mod calibrate;
 mod estimate;
 mod inputs;
 mod render;
@@ -55,6 +56,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     let output = match cli.command {
         Command::Estimate(args) => estimate::run(&args)?,
         Command::Validate(args) => validate::run(&args)?,
+        Command::Calibrate(args) => calibrate::run(&args)?,
     };
     print(&output)
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use meshplan::Estimate;
 use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown};
 use meshplan::plan::{Plan, RecomputeKind, Sharding};
-use meshplan::validate::{GroupSummary, ValidationReport};
+use meshplan::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
 
@@ -524,4 +524,46 @@ pub fn validation_text(report: &ValidationReport) -> String {
 /// The JSON report of a validation run: the library's report, serialized as is.
 pub fn validation_json(report: &ValidationReport) -> serde_json::Result<String> {
     serde_json::to_string_pretty(report)
+}
+
+/// The text report of `meshplan calibrate`.
+pub fn calibration_text(report: &CalibrationReport) -> String {
+    let mut out = String::new();
+    let mut fits = table(&[
+        "GPU",
+        "rows",
+        "fitted calibration",
+        "median err % at 1.0",
+        "median err % fitted",
+    ]);
+    for fit in &report.fits {
+        fits.add_row([
+            fit.gpu.clone(),
+            fit.rows.to_string(),
+            format!("{:.3}", fit.factor),
+            signed(fit.base_median_error_pct),
+            signed(fit.fitted_median_error_pct),
+        ]);
+    }
+    align_numbers(&mut fits, 1);
+    let _ = writeln!(
+        out,
+        "Efficiency calibration per GPU (fitted on every predicted row)\n{fits}"
+    );
+    let cross = &report.cross_validation;
+    let _ = writeln!(
+        out,
+        "\nLeave-one-source-out: each source predicted with factors fitted on the other sources\n{}",
+        group_table("held-out source", &cross.by_source)
+    );
+    let overall = &cross.overall;
+    let _ = writeln!(
+        out,
+        "\nHeld out overall: {} rows, median |error| {} %, p90 |error| {} %, mean error {} %",
+        overall.predicted,
+        optional(overall.median_abs_error_pct, 1),
+        optional(overall.p90_abs_error_pct, 1),
+        signed(overall.mean_error_pct),
+    );
+    out
 }

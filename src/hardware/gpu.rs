@@ -32,6 +32,10 @@ pub struct PeakSpec {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct EfficiencySpec {
+    /// Factor applied to every GEMM and attention efficiency below (default 1): the one number per
+    /// GPU that `meshplan calibrate` fits against published runs.
+    #[serde(default)]
+    pub calibration: Option<f64>,
     /// Fraction of the 16-bit peak a large, well-shaped GEMM reaches.
     pub gemm_16bit: f64,
     /// Fraction of the FP8 peak a large FP8 GEMM reaches.
@@ -170,25 +174,22 @@ impl Gpu {
             .as_ref()
             .map(|text| quantity("peak.fp4", parse_flops_rate(text).map(|f| f.value())));
         let eff = &spec.efficiency;
-        let gemm_16bit = fraction(&mut collector, "gemm_16bit", eff.gemm_16bit);
+        let scale = eff.calibration.unwrap_or(1.0);
+        if !(scale > 0.0 && scale.is_finite()) {
+            collector.add(
+                "gpu.efficiency.calibration",
+                scale,
+                "must be a positive factor",
+                "leave it unset (1.0) or use the value `meshplan calibrate` prints",
+            );
+        }
+        let mut scaled = |field: &str, value: f64| fraction(&mut collector, field, value * scale);
         let efficiency = Efficiency {
-            gemm_16bit,
-            gemm_8bit: fraction(
-                &mut collector,
-                "gemm_8bit",
-                eff.gemm_8bit.unwrap_or(gemm_16bit),
-            ),
-            gemm_4bit: fraction(
-                &mut collector,
-                "gemm_4bit",
-                eff.gemm_4bit.unwrap_or(gemm_16bit),
-            ),
-            attention_forward: fraction(&mut collector, "attention_forward", eff.attention_forward),
-            attention_backward: fraction(
-                &mut collector,
-                "attention_backward",
-                eff.attention_backward,
-            ),
+            gemm_16bit: scaled("gemm_16bit", eff.gemm_16bit),
+            gemm_8bit: scaled("gemm_8bit", eff.gemm_8bit.unwrap_or(eff.gemm_16bit)),
+            gemm_4bit: scaled("gemm_4bit", eff.gemm_4bit.unwrap_or(eff.gemm_16bit)),
+            attention_forward: scaled("attention_forward", eff.attention_forward),
+            attention_backward: scaled("attention_backward", eff.attention_backward),
             memory: fraction(&mut collector, "memory", eff.memory),
         };
         if spec.sm_count <= 0 {

@@ -7,6 +7,7 @@
 //! the row's assumptions.
 
 use super::RowResult;
+use super::calibrate::Calibration;
 use super::defaults::{Family, FamilyDefaults};
 use super::measured::{FlopShape, measured};
 use super::row::{CalibrationRow, count, number};
@@ -25,7 +26,7 @@ struct Mapped {
 }
 
 /// Predicts one row, or says why it cannot be predicted.
-pub(super) fn evaluate_row(row: &CalibrationRow) -> RowResult {
+pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> RowResult {
     let mut result = RowResult {
         row_id: row.row_id.clone(),
         source_id: row.source_id.clone(),
@@ -43,7 +44,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow) -> RowResult {
         assumptions: Vec::new(),
         skipped_reason: None,
     };
-    let mapped = match map_row(row) {
+    let mapped = match map_row(row, calibration) {
         Ok(mapped) => mapped,
         Err(reason) => {
             result.skipped_reason = Some(reason);
@@ -99,7 +100,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow) -> RowResult {
     result
 }
 
-fn map_row(row: &CalibrationRow) -> Result<Mapped, String> {
+fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, String> {
     match row.arch_type.trim() {
         "dense" => {}
         "moe" => return Err("mixture-of-experts layers are not modelled yet (issue #5)".into()),
@@ -115,6 +116,9 @@ fn map_row(row: &CalibrationRow) -> Result<Mapped, String> {
     let (gpu_name, network) =
         gpu_preset(&row.gpu_type).ok_or_else(|| format!("GPU `{}` has no preset", row.gpu_type))?;
     let mut gpu = presets::gpu(gpu_name).map_err(|err| err.to_string())?;
+    if let Some(factor) = calibration.get(gpu_name) {
+        gpu.efficiency.calibration = Some(*factor);
+    }
     if let Some((bandwidth, why)) = network {
         gpu.interconnect.network_bandwidth = bandwidth;
         assumptions.push(why);

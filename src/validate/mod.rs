@@ -6,6 +6,7 @@
 //! ever dropped silently. Settings a row leaves blank are filled by one rule per software family
 //! (`defaults.rs`), and every assumption made for a row is listed with its result.
 
+mod calibrate;
 mod defaults;
 mod mapping;
 mod measured;
@@ -14,6 +15,7 @@ mod summary;
 
 use serde::Serialize;
 
+pub use calibrate::{Calibration, CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
 pub use row::CalibrationRow;
 pub use summary::{GroupSummary, Summary, percentile};
 
@@ -74,6 +76,10 @@ pub enum ValidateError {
 /// Predicts every row of a calibration CSV and compares with what was measured.
 pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
     let rows = row::parse_rows(text)?;
-    let results: Vec<RowResult> = rows.iter().map(mapping::evaluate_row).collect();
+    let calibration = Calibration::new();
+    let results: Vec<RowResult> = rows
+        .iter()
+        .map(|row| mapping::evaluate_row(row, &calibration))
+        .collect();
     Ok(summary::summarize(results))
 }

@@ -1,0 +1,185 @@
+//! Fitting the one calibrated number per GPU, and measuring how well the model predicts runs it
+//! was not fitted on.
+//!
+//! A GPU preset's `efficiency.calibration` scales its GEMM and attention efficiencies. [`fit`]
+//! starts every GPU at 1.0 (the literature base values) and repeatedly divides each GPU's factor by
+//! `1 + median signed error` of its rows until the medians are near zero. [`cross_validate`] does
+//! this once per source with that source's rows left out, then predicts the left-out rows: the
+//! honest accuracy for a kind of run (a software stack, a lab) the model has not seen. A GPU with no
+//! rows outside the held-out source keeps its uncalibrated base values.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::mapping::evaluate_row;
+use super::row::CalibrationRow;
+use super::summary::{GroupSummary, percentile};
+use super::{RowResult, ValidateError, row};
+
+/// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor.
+pub type Calibration = BTreeMap<String, f64>;
+
+/// Fixed-point iterations of the fit; the medians move by well under 0.1% after four.
+const FIT_ITERATIONS: usize = 4;
+
+/// The fitted factor of one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GpuFit {
+    /// GPU preset name.
+    pub gpu: String,
+    /// Predicted rows of this GPU used in the fit.
+    pub rows: usize,
+    /// The fitted `efficiency.calibration`.
+    pub factor: f64,
+    /// Median signed error % of those rows with base efficiencies (factor 1).
+    pub base_median_error_pct: Option<f64>,
+    /// Median signed error % with the fitted factor.
+    pub fitted_median_error_pct: Option<f64>,
+}
+
+/// Held-out accuracy: each source predicted with factors fitted on the other sources.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CrossValidation {
+    /// Statistics over every held-out prediction.
+    pub overall: GroupSummary,
+    /// The same per held-out source.
+    pub by_source: Vec<GroupSummary>,
+}
+
+/// The output of `meshplan calibrate`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CalibrationReport {
+    /// Fitted factor per GPU, from every row.
+    pub fits: Vec<GpuFit>,
+    /// Leave-one-source-out accuracy.
+    pub cross_validation: CrossValidation,
+}
+
+fn evaluate(rows: &[&CalibrationRow], calibration: &Calibration) -> Vec<RowResult> {
+    rows.iter()
+        .map(|row| evaluate_row(row, calibration))
+        .collect()
+}
+
+fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {
+    let mut errors: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for result in results {
+        if let Some(error) = result.error_pct {
+            errors.entry(result.gpu.clone()).or_default().push(error);
+        }
+    }
+    errors
+}
+
+/// Fits the factor of every GPU that has predicted rows among `rows`, starting from 1.0. GPUs
+/// without rows are set to 1.0 (uncalibrated base values).
+pub fn fit(rows: &[&CalibrationRow], gpus: &[String]) -> Calibration {
+    let mut calibration: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
+    for _ in 0..FIT_ITERATIONS {
+        let errors = median_error_by_gpu(&evaluate(rows, &calibration));
+        for (gpu, errors) in errors {
+            if let (Some(median), Some(factor)) =
+                (percentile(&errors, 0.5), calibration.get_mut(&gpu))
+            {
+                *factor /= 1.0 + median / 100.0;
+            }
+        }
+    }
+    calibration
+}
+
+fn all_gpus(results: &[RowResult]) -> Vec<String> {
+    let mut gpus: Vec<String> = results
+        .iter()
+        .filter(|r| r.error_pct.is_some())
+        .map(|r| r.gpu.clone())
+        .collect();
+    gpus.sort();
+    gpus.dedup();
+    gpus
+}
+
+fn group(name: String, errors: &[f64]) -> GroupSummary {
+    let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    GroupSummary {
+        name,
+        rows: errors.len(),
+        predicted: errors.len(),
+        median_abs_error_pct: percentile(&abs, 0.5),
+        p90_abs_error_pct: percentile(&abs, 0.9),
+        mean_error_pct: if errors.is_empty() {
+            None
+        } else {
+            Some(errors.iter().sum::<f64>() / errors.len() as f64)
+        },
+    }
+}
+
+/// Leave-one-source-out cross-validation over the predicted rows.
+pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidation {
+    let mut sources: Vec<&str> = rows.iter().map(|r| r.source_id.as_str()).collect();
+    sources.sort();
+    sources.dedup();
+    let mut all_errors = Vec::new();
+    let mut by_source = Vec::new();
+    for source in sources {
+        let training: Vec<&CalibrationRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.source_id != source)
+            .collect();
+        let held_out: Vec<&CalibrationRow> = rows
+            .iter()
+            .copied()
+            .filter(|r| r.source_id == source)
+            .collect();
+        let calibration = fit(&training, gpus);
+        let errors: Vec<f64> = evaluate(&held_out, &calibration)
+            .iter()
+            .filter_map(|r| r.error_pct)
+            .collect();
+        if errors.is_empty() {
+            continue;
+        }
+        all_errors.extend_from_slice(&errors);
+        by_source.push(group(source.to_owned(), &errors));
+    }
+    CrossValidation {
+        overall: group("all held-out rows".to_owned(), &all_errors),
+        by_source,
+    }
+}
+
+/// Fits every GPU's factor on a calibration CSV and measures held-out accuracy.
+pub fn calibrate_csv(text: &str) -> Result<CalibrationReport, ValidateError> {
+    let parsed = row::parse_rows(text)?;
+    let rows: Vec<&CalibrationRow> = parsed.iter().collect();
+    let presets = evaluate(&rows, &Calibration::new());
+    let gpus = all_gpus(&presets);
+    // Only rows the model can price take part; the rest would be skipped in every fold anyway.
+    let priced: Vec<&CalibrationRow> = rows
+        .iter()
+        .zip(&presets)
+        .filter(|(_, result)| result.error_pct.is_some())
+        .map(|(row, _)| *row)
+        .collect();
+    let base: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
+    let base_errors = median_error_by_gpu(&evaluate(&priced, &base));
+    let calibration = fit(&priced, &gpus);
+    let fitted_errors = median_error_by_gpu(&evaluate(&priced, &calibration));
+    let fits = gpus
+        .iter()
+        .map(|gpu| GpuFit {
+            gpu: gpu.clone(),
+            rows: fitted_errors.get(gpu).map_or(0, Vec::len),
+            factor: calibration[gpu],
+            base_median_error_pct: base_errors.get(gpu).and_then(|e| percentile(e, 0.5)),
+            fitted_median_error_pct: fitted_errors.get(gpu).and_then(|e| percentile(e, 0.5)),
+        })
+        .collect();
+    Ok(CalibrationReport {
+        fits,
+        cross_validation: cross_validate(&priced, &gpus),
+    })
+}
