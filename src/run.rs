@@ -354,6 +354,7 @@ fn validate_plan(
         sharding,
         fsdp,
         shard_group,
+        reshard_after_forward: spec.fsdp_reshard_after_forward.unwrap_or(pp == 1),
         recompute,
         recompute_num_layers,
         overlap_grad_reduce: spec.overlap_grad_reduce.unwrap_or(true),

@@ -260,6 +260,10 @@ pub struct RunArgs {
         help_heading = "Parallel plan"
     )]
     pub hybrid_shard: Option<i64>,
+    /// FSDP full shard: re-gather parameters for the backward instead of keeping the stage whole
+    /// (needs --fsdp). [default: true without pipeline parallelism, false with it (torchtitan)]
+    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
+    pub fsdp_reshard_after_forward: Option<bool>,
     /// Megatron sequence parallelism. [default: true whenever tp > 1]
     #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
     pub sequence_parallel: Option<bool>,

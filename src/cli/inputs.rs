@@ -295,6 +295,9 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
             })
             .or(base.fsdp_mode),
         hybrid_shard: args.hybrid_shard.or(base.hybrid_shard),
+        fsdp_reshard_after_forward: args
+            .fsdp_reshard_after_forward
+            .or(base.fsdp_reshard_after_forward),
         recompute: args
             .recompute
             .map(|kind| match kind {

@@ -174,10 +174,15 @@ fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
     };
     let mut buffers = RUNTIME_WORKSPACE_GIB * (1u64 << 30) as f64;
     if plan.sharding() == Sharding::Full {
-        // Gathered 16-bit parameters of the layer being computed and the one being prefetched,
-        // and the unsharded FP32 gradients of one layer before its reduce-scatter.
-        let layer = params / layers.max(1.0);
-        buffers += 2.0 * layer * WEIGHT_BYTES + layer * GRADIENT_BYTES;
+        if plan.reshard_after_forward() {
+            // Gathered 16-bit parameters of the layer being computed and the one being
+            // prefetched, and the unsharded FP32 gradients of one layer before its reduce-scatter.
+            let layer = params / layers.max(1.0);
+            buffers += 2.0 * layer * WEIGHT_BYTES + layer * GRADIENT_BYTES;
+        } else {
+            // The whole stage stays gathered, and its gradients accumulate unsharded.
+            buffers += params * (WEIGHT_BYTES + GRADIENT_BYTES);
+        }
     }
     let mut memory = MemoryBreakdown {
         weights: Bytes::new(params * WEIGHT_BYTES / weight_shard),

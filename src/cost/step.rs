@@ -230,6 +230,15 @@ fn data_parallel_comm(run: &Run, first: &StageWork) -> Seconds {
                 + exposed(all_gather, window_forward, plan.overlap_param_gather())
                 + replica_reduce
         }
+        Sharding::Full if !plan.reshard_after_forward() => {
+            // Gathered once in the first micro-batch's forward and kept; gradients accumulate
+            // unsharded and are reduce-scattered once, under the last backward.
+            let layers = run.stage_layers(0) as f64;
+            exposed(all_gather, window_forward, true)
+                + all_gather / layers.max(1.0)
+                + exposed(reduce_scatter, window_backward, plan.overlap_grad_reduce())
+                + replica_reduce
+        }
         Sharding::Full => {
             // Parameters are gathered layer by layer in the forward and again in the backward,
             // prefetched one layer ahead; the first layer's gather is never hidden.

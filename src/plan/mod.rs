@@ -85,6 +85,11 @@ pub struct PlanSpec {
     pub fsdp_mode: Option<FsdpMode>,
     /// HSDP: shard inside groups of this many DP ranks, replicate across them (default: all dp).
     pub hybrid_shard: Option<i64>,
+    /// FSDP full shard: free gathered parameters after each layer's forward and gather them again
+    /// for its backward (default: yes without pipeline parallelism, no with it, as torchtitan's
+    /// `fsdp_reshard_after_forward = "default"` does). Without resharding a stage keeps its whole
+    /// 16-bit parameters and accumulates unsharded FP32 gradients until the step's reduce-scatter.
+    pub fsdp_reshard_after_forward: Option<bool>,
     /// Recompute granularity (default none).
     pub recompute: Option<RecomputeKind>,
     /// With full recompute: how many layers per pipeline stage recompute (default all).
@@ -159,6 +164,7 @@ pub struct Plan {
     pub(crate) sharding: Sharding,
     pub(crate) fsdp: bool,
     pub(crate) shard_group: u64,
+    pub(crate) reshard_after_forward: bool,
     pub(crate) recompute: RecomputeKind,
     pub(crate) recompute_num_layers: u64,
     pub(crate) overlap_grad_reduce: bool,
@@ -208,6 +214,11 @@ impl Plan {
     /// DP ranks that one shard group spans (dp unless hybrid sharding).
     pub fn shard_group(&self) -> u64 {
         self.shard_group
+    }
+    /// Under full sharding: whether parameters are re-gathered for the backward (else kept whole
+    /// and gradients accumulated unsharded until the end of the step).
+    pub fn reshard_after_forward(&self) -> bool {
+        self.reshard_after_forward
     }
     /// Recompute granularity.
     pub fn recompute(&self) -> RecomputeKind {
