@@ -9,10 +9,7 @@ use meshplan::{Run, RunSpec, estimate, presets};
 fn llama_405b_on_16k_h100() -> Run {
     Run::from_spec(&RunSpec {
         model: presets::model("llama3.1-405b").unwrap(),
-        cluster: ClusterSpec {
-            gpu: presets::gpu("h100-sxm").unwrap(),
-            num_gpus: 16384,
-        },
+        cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 16384 },
         training: TrainingSpec {
             seq_len: 8192,
             global_batch: 2048,

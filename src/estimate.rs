@@ -147,16 +147,8 @@ pub fn estimate(run: &Run) -> Estimate {
     let stages = cost::memory::stage_memory(run);
     let peak_memory = *stages
         .iter()
-        .max_by(|a, b| {
-            a.breakdown
-                .total()
-                .value()
-                .total_cmp(&b.breakdown.total().value())
-        })
-        .unwrap_or(&StageMemory {
-            stage: 0,
-            breakdown: MemoryBreakdown::default(),
-        });
+        .max_by(|a, b| a.breakdown.total().value().total_cmp(&b.breakdown.total().value()))
+        .unwrap_or(&StageMemory { stage: 0, breakdown: MemoryBreakdown::default() });
     let time = cost::step::step_time(run);
     let throughput = cost::step::throughput(run, &time);
     Estimate {

@@ -103,13 +103,11 @@ fn find<'a>(
     name: &str,
 ) -> Result<&'a PresetFile, PresetError> {
     let wanted = name.trim().to_ascii_lowercase();
-    list.iter()
-        .find(|p| p.name == wanted)
-        .ok_or_else(|| PresetError::Unknown {
-            kind,
-            name: name.to_owned(),
-            known: list.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
-        })
+    list.iter().find(|p| p.name == wanted).ok_or_else(|| PresetError::Unknown {
+        kind,
+        name: name.to_owned(),
+        known: list.iter().map(|p| p.name).collect::<Vec<_>>().join(", "),
+    })
 }
 
 /// The model preset of that name.
@@ -154,11 +152,7 @@ mod tests {
             let spec = gpu(file.name).unwrap();
             assert_eq!(spec.name, file.name);
             assert!(spec.source.is_some(), "{} has no source", file.name);
-            Cluster::from_spec(&ClusterSpec {
-                gpu: spec,
-                num_gpus: 8,
-            })
-            .unwrap();
+            Cluster::from_spec(&ClusterSpec { gpu: spec, num_gpus: 8 }).unwrap();
         }
     }
 
@@ -176,9 +170,7 @@ mod tests {
     }
 
     fn total_params(name: &str) -> f64 {
-        Model::from_spec(&model(name).unwrap())
-            .unwrap()
-            .total_params() as f64
+        Model::from_spec(&model(name).unwrap()).unwrap().total_params() as f64
     }
 
     #[test]
@@ -253,11 +245,7 @@ mod tests {
         for &(name, expected) in table {
             let spec = model(name).unwrap();
             assert_eq!(spec.max_position_embeddings, Some(2048), "{name}");
-            assert_eq!(
-                Model::from_spec(&spec).unwrap().total_params(),
-                expected,
-                "{name}"
-            );
+            assert_eq!(Model::from_spec(&spec).unwrap().total_params(), expected, "{name}");
         }
     }
 
@@ -267,24 +255,15 @@ mod tests {
         for file in GPUS {
             let gpu = Gpu::from_spec(&gpu(file.name).unwrap()).unwrap();
             let bf16 = gpu.peak_bf16().value();
-            assert!(
-                gpu.peak_fp16().value() >= bf16,
-                "{}: fp16 below bf16",
-                file.name
-            );
+            assert!(gpu.peak_fp16().value() >= bf16, "{}: fp16 below bf16", file.name);
             if let Some(fp8) = gpu.peak_fp8() {
                 assert!(fp8.value() >= bf16, "{}: fp8 peak below bf16", file.name);
             }
             if let Some(fp4) = gpu.peak_fp4() {
                 assert!(fp4.value() >= bf16, "{}: fp4 peak below bf16", file.name);
-                let fp8 = gpu
-                    .peak_fp8()
-                    .unwrap_or_else(|| panic!("{}: fp4 without fp8", file.name));
-                assert!(
-                    fp4.value() >= fp8.value(),
-                    "{}: fp4 peak below fp8",
-                    file.name
-                );
+                let fp8 =
+                    gpu.peak_fp8().unwrap_or_else(|| panic!("{}: fp4 without fp8", file.name));
+                assert!(fp4.value() >= fp8.value(), "{}: fp4 peak below fp8", file.name);
                 assert!(
                     gpu.block_scaled(),
                     "{}: fp4 tensor cores without block scaling",
@@ -292,11 +271,7 @@ mod tests {
                 );
             }
             if gpu.block_scaled() {
-                assert!(
-                    gpu.peak_fp8().is_some(),
-                    "{}: block-scaled but no fp8 peak",
-                    file.name
-                );
+                assert!(gpu.peak_fp8().is_some(), "{}: block-scaled but no fp8 peak", file.name);
                 block_scaled.push(file.name);
             }
         }

@@ -70,12 +70,7 @@ impl Run {
         });
         collector.finish()?;
         match (model, cluster, plan) {
-            (Some(model), Some(cluster), Some(plan)) => Ok(Run {
-                model,
-                cluster,
-                training,
-                plan,
-            }),
+            (Some(model), Some(cluster), Some(plan)) => Ok(Run { model, cluster, training, plan }),
             _ => unreachable!("validation reported no problem, so every part was built"),
         }
     }
@@ -152,43 +147,14 @@ fn validate_plan(
     gpu: Option<&Gpu>,
     training: &Training,
 ) -> Option<Plan> {
-    let tp = positive_or(
-        collector,
-        "plan.tp",
-        spec.tp,
-        1,
-        "tensor-parallel size, e.g. 8",
-    );
-    let pp = positive_or(
-        collector,
-        "plan.pp",
-        spec.pp,
-        1,
-        "pipeline-parallel size, e.g. 4",
-    );
-    let vp = positive_or(
-        collector,
-        "plan.vp",
-        spec.vp,
-        1,
-        "virtual pipeline chunks per rank, e.g. 2",
-    );
-    let cp = positive_or(
-        collector,
-        "plan.cp",
-        spec.cp,
-        1,
-        "context-parallel size, e.g. 2",
-    );
+    let tp = positive_or(collector, "plan.tp", spec.tp, 1, "tensor-parallel size, e.g. 8");
+    let pp = positive_or(collector, "plan.pp", spec.pp, 1, "pipeline-parallel size, e.g. 4");
+    let vp =
+        positive_or(collector, "plan.vp", spec.vp, 1, "virtual pipeline chunks per rank, e.g. 2");
+    let cp = positive_or(collector, "plan.cp", spec.cp, 1, "context-parallel size, e.g. 2");
     let model_parallel = tp * pp * cp;
     let default_dp = (gpus / model_parallel).max(1);
-    let dp = positive_or(
-        collector,
-        "plan.dp",
-        spec.dp,
-        default_dp,
-        "data-parallel size",
-    );
+    let dp = positive_or(collector, "plan.dp", spec.dp, default_dp, "data-parallel size");
     if tp * pp * cp * dp != gpus {
         collector.add(
             "plan.dp",
@@ -198,29 +164,14 @@ fn validate_plan(
                 tp * pp * cp * dp
             ),
             if gpus.is_multiple_of(model_parallel) {
-                format!(
-                    "leave dp unset (it becomes {}) or change --gpus",
-                    gpus / model_parallel
-                )
+                format!("leave dp unset (it becomes {}) or change --gpus", gpus / model_parallel)
             } else {
                 format!("tp x pp x cp = {model_parallel} must divide the {gpus} GPUs")
             },
         );
     }
-    check_divides(
-        collector,
-        "plan.tp",
-        tp,
-        "num_attention_heads",
-        model.num_attention_heads(),
-    );
-    check_divides(
-        collector,
-        "plan.tp",
-        tp,
-        "num_kv_heads",
-        model.num_kv_heads(),
-    );
+    check_divides(collector, "plan.tp", tp, "num_attention_heads", model.num_attention_heads());
+    check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
     let pipeline_split = spec.pipeline_split.unwrap_or(PipelineSplit::Even);
     let split_layers = match pipeline_split {
         PipelineSplit::Even => model.num_layers(),
@@ -289,10 +240,7 @@ fn validate_plan(
             collector.add(
                 "training.precision",
                 precision.name(),
-                format!(
-                    "{} has no tensor cores for this precision",
-                    gpu.display_name()
-                ),
+                format!("{} has no tensor cores for this precision", gpu.display_name()),
                 "use bf16 (or fp16) on this GPU",
             );
         } else if precision.needs_block_scaling() && !gpu.block_scaled() {
@@ -393,12 +341,7 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
         return (sharding, true);
     }
     if spec.fsdp_mode.is_some() || spec.hybrid_shard.is_some() {
-        collector.add(
-            "plan.fsdp",
-            "false",
-            "fsdp_mode and hybrid_shard need FSDP",
-            "add --fsdp",
-        );
+        collector.add("plan.fsdp", "false", "fsdp_mode and hybrid_shard need FSDP", "add --fsdp");
     }
     let sharding = match spec.zero.unwrap_or(1) {
         0 => Sharding::None,

@@ -255,14 +255,9 @@ fn parse_with_units(
     accepted: &'static str,
     example: &'static str,
 ) -> Result<f64, QuantityError> {
-    let (number, unit) = split_number(text).ok_or_else(|| QuantityError::NoNumber {
-        text: text.to_owned(),
-        example,
-    })?;
-    let scale = units
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(unit))
-        .map(|(_, s)| *s);
+    let (number, unit) = split_number(text)
+        .ok_or_else(|| QuantityError::NoNumber { text: text.to_owned(), example })?;
+    let scale = units.iter().find(|(name, _)| name.eq_ignore_ascii_case(unit)).map(|(_, s)| *s);
     let scale = scale.ok_or_else(|| QuantityError::UnknownUnit {
         text: text.to_owned(),
         unit: unit.to_owned(),
@@ -270,9 +265,7 @@ fn parse_with_units(
     })?;
     let value = number * scale;
     if !(value.is_finite() && value > 0.0) {
-        return Err(QuantityError::NotPositive {
-            text: text.to_owned(),
-        });
+        return Err(QuantityError::NotPositive { text: text.to_owned() });
     }
     Ok(value)
 }
@@ -290,35 +283,20 @@ pub fn parse_bytes(text: &str) -> Result<Bytes, QuantityError> {
         ("GiB", GIB),
         ("TiB", GIB * 1024.0),
     ];
-    parse_with_units(
-        text,
-        UNITS,
-        "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB",
-        "80 GB",
-    )
-    .map(Bytes)
+    parse_with_units(text, UNITS, "B, KB, MB, GB, TB, KiB, MiB, GiB, TiB", "80 GB").map(Bytes)
 }
 
 /// Parses a bandwidth: `GB/s`, `TB/s`, `MB/s` or network-style `Gb/s`, `Gbps` (bits).
 pub fn parse_bandwidth(text: &str) -> Result<BytesPerSec, QuantityError> {
-    const UNITS: &[(&str, f64)] = &[
-        ("MB/s", 1e6),
-        ("GB/s", 1e9),
-        ("TB/s", 1e12),
-        ("Gb/s", 1e9 / 8.0),
-        ("Gbps", 1e9 / 8.0),
-    ];
+    const UNITS: &[(&str, f64)] =
+        &[("MB/s", 1e6), ("GB/s", 1e9), ("TB/s", 1e12), ("Gb/s", 1e9 / 8.0), ("Gbps", 1e9 / 8.0)];
     // Bits and bytes differ only by case, so match the unit case-sensitively first.
-    let (number, unit) = split_number(text).ok_or_else(|| QuantityError::NoNumber {
-        text: text.to_owned(),
-        example: "450 GB/s",
-    })?;
+    let (number, unit) = split_number(text)
+        .ok_or_else(|| QuantityError::NoNumber { text: text.to_owned(), example: "450 GB/s" })?;
     if let Some((_, scale)) = UNITS.iter().find(|(name, _)| *name == unit) {
         let value = number * scale;
         if !(value.is_finite() && value > 0.0) {
-            return Err(QuantityError::NotPositive {
-                text: text.to_owned(),
-            });
+            return Err(QuantityError::NotPositive { text: text.to_owned() });
         }
         return Ok(BytesPerSec(value));
     }
@@ -365,18 +343,9 @@ mod tests {
     fn rejects_bad_quantities_with_the_text() {
         let err = parse_bytes("80 GX").unwrap_err();
         assert!(err.to_string().contains("`80 GX` has unit `GX`"), "{err}");
-        assert!(matches!(
-            parse_bytes("GB"),
-            Err(QuantityError::NoNumber { .. })
-        ));
-        assert!(matches!(
-            parse_bytes("-1 GB"),
-            Err(QuantityError::NotPositive { .. })
-        ));
-        assert!(matches!(
-            parse_bandwidth("400 gb/s"),
-            Err(QuantityError::UnknownUnit { .. })
-        ));
+        assert!(matches!(parse_bytes("GB"), Err(QuantityError::NoNumber { .. })));
+        assert!(matches!(parse_bytes("-1 GB"), Err(QuantityError::NotPositive { .. })));
+        assert!(matches!(parse_bandwidth("400 gb/s"), Err(QuantityError::UnknownUnit { .. })));
     }
 
     #[test]

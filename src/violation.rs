@@ -35,11 +35,7 @@ impl Violation {
 
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} = {}: {}\n  hint: {}",
-            self.field, self.value, self.message, self.hint
-        )
+        write!(f, "{} = {}: {}\n  hint: {}", self.field, self.value, self.message, self.hint)
     }
 }
 
@@ -55,11 +51,7 @@ impl Violations {
 
     /// Turns a list into `Ok(())` when it is empty, else into the error.
     pub fn check(list: Vec<Violation>) -> Result<(), Violations> {
-        if list.is_empty() {
-            Ok(())
-        } else {
-            Err(Violations(list))
-        }
+        if list.is_empty() { Ok(()) } else { Err(Violations(list)) }
     }
 
     /// A single problem as an error.
@@ -76,11 +68,7 @@ impl Violations {
 impl fmt::Display for Violations {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let count = self.0.len();
-        writeln!(
-            f,
-            "{count} problem{} in the input:",
-            if count == 1 { "" } else { "s" }
-        )?;
+        writeln!(f, "{count} problem{} in the input:", if count == 1 { "" } else { "s" })?;
         for violation in &self.0 {
             writeln!(f, "- {violation}")?;
         }

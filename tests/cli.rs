@@ -48,15 +48,9 @@ fn top_level_help() {
 fn estimate_help_states_every_default() {
     let output = run(&["estimate", "--help"]);
     assert_eq!(output.code, 0);
-    for flag in [
-        "--model",
-        "--gpus",
-        "--seq-len",
-        "--global-batch",
-        "--tp",
-        "--zero",
-        "--recompute",
-    ] {
+    for flag in
+        ["--model", "--gpus", "--seq-len", "--global-batch", "--tp", "--zero", "--recompute"]
+    {
         assert!(output.stdout.contains(flag), "{flag} missing from help");
     }
     insta::assert_snapshot!("estimate_help", output.stdout);
@@ -71,49 +65,25 @@ fn default_estimate_prints_memory_and_time_tables() {
     assert!(text.starts_with("Llama 3.1 70B on 64 x "), "{text}");
     assert!(text.contains("tp8 pp4 vp5 cp1 dp2"), "{text}");
     assert!(text.contains("Memory per GPU (stage "), "{text}");
-    for row in [
-        "weights",
-        "gradients",
-        "optimizer states",
-        "activations",
-        "logits",
-        "buffers",
-    ] {
-        assert!(
-            text.contains(&format!("| {row} ")),
-            "memory row {row} missing: {text}"
-        );
+    for row in ["weights", "gradients", "optimizer states", "activations", "logits", "buffers"] {
+        assert!(text.contains(&format!("| {row} ")), "memory row {row} missing: {text}");
     }
-    assert!(
-        text.contains("fits") || text.contains("DOES NOT FIT"),
-        "{text}"
-    );
-    assert!(
-        text.contains("| Step time ") && text.contains("| pipeline bubble "),
-        "{text}"
-    );
-    assert!(
-        text.contains("Tokens/s per GPU") && text.contains("MFU"),
-        "{text}"
-    );
+    assert!(text.contains("fits") || text.contains("DOES NOT FIT"), "{text}");
+    assert!(text.contains("| Step time ") && text.contains("| pipeline bubble "), "{text}");
+    assert!(text.contains("Tokens/s per GPU") && text.contains("MFU"), "{text}");
     insta::assert_snapshot!("estimate_default", text);
 }
 
 #[test]
 fn json_estimate_is_consistent() {
     let value = json(&["estimate", "--format", "json"]);
-    let tokens = value["throughput"]["tokens_per_sec_per_gpu"]
-        .as_f64()
-        .expect("a number");
+    let tokens = value["throughput"]["tokens_per_sec_per_gpu"].as_f64().expect("a number");
     assert!(tokens > 0.0, "tokens/s per GPU = {tokens}");
     let step = value["time"]["step_time_s"].as_f64().expect("a number");
     let parts = value["time"]["breakdown_s"].as_object().expect("an object");
     assert_eq!(parts.len(), 9, "{parts:?}");
     let sum: f64 = parts.values().map(|v| v.as_f64().expect("a number")).sum();
-    assert!(
-        step > 0.0 && ((sum - step) / step).abs() <= 1e-9,
-        "parts sum {sum} vs step {step}"
-    );
+    assert!(step > 0.0 && ((sum - step) / step).abs() <= 1e-9, "parts sum {sum} vs step {step}");
     assert_eq!(value["run"]["plan"]["tp"], 8);
     assert_eq!(value["run"]["plan"]["dp"], 2);
     let memory = &value["memory"];
@@ -124,22 +94,10 @@ fn json_estimate_is_consistent() {
 
 #[test]
 fn a_given_model_starts_from_an_empty_plan() {
-    let value = json(&[
-        "estimate",
-        "--model",
-        "llama3.1-70b",
-        "--tp",
-        "8",
-        "--format",
-        "json",
-    ]);
+    let value = json(&["estimate", "--model", "llama3.1-70b", "--tp", "8", "--format", "json"]);
     let plan = &value["run"]["plan"];
     assert_eq!(
-        (
-            plan["tp"].as_u64(),
-            plan["pp"].as_u64(),
-            plan["vp"].as_u64()
-        ),
+        (plan["tp"].as_u64(), plan["pp"].as_u64(), plan["vp"].as_u64()),
         (Some(8), Some(1), Some(1))
     );
     assert_eq!(plan["dp"], 8);
@@ -148,17 +106,8 @@ fn a_given_model_starts_from_an_empty_plan() {
 
 #[test]
 fn every_problem_is_reported_at_once() {
-    let output = run(&[
-        "estimate",
-        "--tp",
-        "3",
-        "--pp",
-        "7",
-        "--global-batch",
-        "100",
-        "--gpus",
-        "60",
-    ]);
+    let output =
+        run(&["estimate", "--tp", "3", "--pp", "7", "--global-batch", "100", "--gpus", "60"]);
     assert_eq!(output.code, 2, "stdout: {}", output.stdout);
     assert!(output.stdout.is_empty());
     let err = &output.stderr;
@@ -168,10 +117,7 @@ fn every_problem_is_reported_at_once() {
         // (here: 60 GPUs are not whole 8-GPU nodes), so plan.tp / plan.pp go unreported.
         assert!(err.contains(field), "{field} not named: {err}");
     }
-    assert!(
-        err.contains("training.global_batch") || err.contains("plan.dp"),
-        "{err}"
-    );
+    assert!(err.contains("training.global_batch") || err.contains("plan.dp"), "{err}");
     assert!(err.contains("hint:"), "{err}");
 }
 
@@ -190,22 +136,15 @@ fn flag_problems_and_plan_problems_come_back_together() {
     ]);
     assert_eq!(output.code, 2);
     let err = &output.stderr;
-    for field in [
-        "plan.tp = 0",
-        "plan.pp = 7",
-        "training.precision = int8",
-        "cluster.nvlink_bandwidth",
-    ] {
+    for field in
+        ["plan.tp = 0", "plan.pp = 7", "training.precision = int8", "cluster.nvlink_bandwidth"]
+    {
         assert!(err.contains(field), "{field} not named: {err}");
     }
     assert!(err.contains("--intra-node-bandwidth"), "{err}");
     let problems = err.matches("\n- ").count();
     assert!(problems >= 4, "{err}");
-    assert_eq!(
-        err.matches("\n  hint: ").count(),
-        problems,
-        "every problem has a hint: {err}"
-    );
+    assert_eq!(err.matches("\n  hint: ").count(), problems, "every problem has a hint: {err}");
 }
 
 #[test]
@@ -220,10 +159,7 @@ fn unknown_gpu_preset_lists_the_known_ones() {
 
 #[test]
 fn model_file_with_an_unknown_key_names_key_and_file() {
-    let mut file = tempfile::Builder::new()
-        .suffix(".toml")
-        .tempfile()
-        .expect("a temp file");
+    let mut file = tempfile::Builder::new().suffix(".toml").tempfile().expect("a temp file");
     writeln!(
         file,
         "name = \"tiny\"\nnum_layers = 2\nhidden_size = 64\nffn_hidden_size = 256\n\
@@ -240,10 +176,7 @@ fn model_file_with_an_unknown_key_names_key_and_file() {
 
 #[test]
 fn a_valid_model_file_is_priced() {
-    let mut file = tempfile::Builder::new()
-        .suffix(".toml")
-        .tempfile()
-        .expect("a temp file");
+    let mut file = tempfile::Builder::new().suffix(".toml").tempfile().expect("a temp file");
     writeln!(
         file,
         "name = \"tiny\"\nnum_layers = 4\nhidden_size = 1024\nffn_hidden_size = 4096\n\
@@ -251,9 +184,7 @@ fn a_valid_model_file_is_priced() {
     )
     .expect("written");
     let path = file.path().to_str().expect("a UTF-8 path");
-    let value = json(&[
-        "estimate", "--model", path, "--gpus", "8", "--format", "json",
-    ]);
+    let value = json(&["estimate", "--model", path, "--gpus", "8", "--format", "json"]);
     assert_eq!(value["run"]["model"], "tiny");
     assert_eq!(value["run"]["plan"]["dp"], 8);
 }
@@ -262,11 +193,7 @@ fn a_valid_model_file_is_priced() {
 fn unreadable_model_file_is_an_input_error() {
     let output = run(&["estimate", "--model", "/nonexistent/model.toml"]);
     assert_eq!(output.code, 2);
-    assert!(
-        output.stderr.contains("/nonexistent/model.toml"),
-        "{}",
-        output.stderr
-    );
+    assert!(output.stderr.contains("/nonexistent/model.toml"), "{}", output.stderr);
 }
 
 #[test]
@@ -285,11 +212,7 @@ fn unknown_precision_lists_the_valid_names() {
 fn fp8_on_a100_is_rejected() {
     let output = run(&["estimate", "--precision", "fp8", "--gpu", "a100-80gb"]);
     assert_eq!(output.code, 2);
-    assert!(
-        output.stderr.contains("training.precision"),
-        "{}",
-        output.stderr
-    );
+    assert!(output.stderr.contains("training.precision"), "{}", output.stderr);
     assert!(output.stderr.contains("hint:"), "{}", output.stderr);
 }
 
@@ -298,11 +221,7 @@ fn zero_and_negative_sizes_are_violations_but_text_is_a_usage_error() {
     let output = run(&["estimate", "--tp", "-2", "--seq-len", "0"]);
     assert_eq!(output.code, 2);
     assert!(output.stderr.contains("plan.tp = -2"), "{}", output.stderr);
-    assert!(
-        output.stderr.contains("training.seq_len = 0"),
-        "{}",
-        output.stderr
-    );
+    assert!(output.stderr.contains("training.seq_len = 0"), "{}", output.stderr);
 
     let output = run(&["estimate", "--tp", "four"]);
     assert_eq!(output.code, 2);
@@ -322,11 +241,7 @@ fn estimate_json_is_deterministic() {
 fn unreadable_csv_names_the_path() {
     let output = run(&["validate", "/nonexistent/runs.csv"]);
     assert_eq!(output.code, 2);
-    assert!(
-        output.stderr.contains("/nonexistent/runs.csv"),
-        "{}",
-        output.stderr
-    );
+    assert!(output.stderr.contains("/nonexistent/runs.csv"), "{}", output.stderr);
     assert!(output.stderr.contains("hint:"), "{}", output.stderr);
 }
 
@@ -341,12 +256,8 @@ const CALIBRATION_ROWS: &str = r#"row_id,source_id,source_title,source_location,
 "#;
 
 fn calibration_file() -> tempfile::NamedTempFile {
-    let mut file = tempfile::Builder::new()
-        .suffix(".csv")
-        .tempfile()
-        .expect("a temp file");
-    file.write_all(CALIBRATION_ROWS.as_bytes())
-        .expect("written");
+    let mut file = tempfile::Builder::new().suffix(".csv").tempfile().expect("a temp file");
+    file.write_all(CALIBRATION_ROWS.as_bytes()).expect("written");
     file
 }
 
@@ -358,60 +269,27 @@ fn validate_json_keeps_every_row_and_explains_skips() {
     let summary = &value["summary"];
     assert_eq!(summary["rows"], 4, "{summary}");
     let rows = value["rows"].as_array().expect("rows");
-    let ids: Vec<_> = rows
-        .iter()
-        .map(|r| r["row_id"].as_str().expect("row_id"))
-        .collect();
+    let ids: Vec<_> = rows.iter().map(|r| r["row_id"].as_str().expect("row_id")).collect();
     assert_eq!(ids, ["1", "73", "188", "408"]);
-    let predicted = rows
-        .iter()
-        .filter(|r| r["predicted_tokens_per_sec_per_gpu"].is_number())
-        .count();
-    let skipped = rows
-        .iter()
-        .filter(|r| r["skipped_reason"].is_string())
-        .count();
+    let predicted =
+        rows.iter().filter(|r| r["predicted_tokens_per_sec_per_gpu"].is_number()).count();
+    let skipped = rows.iter().filter(|r| r["skipped_reason"].is_string()).count();
     assert_eq!(summary["predicted"], predicted);
     assert_eq!(summary["skipped"], skipped);
-    assert_eq!(
-        predicted + skipped,
-        4,
-        "every row is either predicted or skipped with a reason"
-    );
+    assert_eq!(predicted + skipped, 4, "every row is either predicted or skipped with a reason");
     for row in rows.iter().filter(|r| r["error_pct"].is_number()) {
-        let measured = row["measured_tokens_per_sec_per_gpu"]
-            .as_f64()
-            .expect("measured");
-        let predicted = row["predicted_tokens_per_sec_per_gpu"]
-            .as_f64()
-            .expect("predicted");
+        let measured = row["measured_tokens_per_sec_per_gpu"].as_f64().expect("measured");
+        let predicted = row["predicted_tokens_per_sec_per_gpu"].as_f64().expect("predicted");
         let error = row["error_pct"].as_f64().expect("error");
-        assert!(
-            (error - 100.0 * (predicted - measured) / measured).abs() < 1e-6,
-            "{row}"
-        );
+        assert!((error - 100.0 * (predicted - measured) / measured).abs() < 1e-6, "{row}");
     }
-    for key in [
-        "median_abs_error_pct",
-        "p90_abs_error_pct",
-        "memory_rows",
-        "memory_median_abs_error_pct",
-    ] {
-        assert!(
-            summary.get(key).is_some(),
-            "summary.{key} missing: {summary}"
-        );
+    for key in
+        ["median_abs_error_pct", "p90_abs_error_pct", "memory_rows", "memory_median_abs_error_pct"]
+    {
+        assert!(summary.get(key).is_some(), "summary.{key} missing: {summary}");
     }
-    assert!(
-        value["by_source"]
-            .as_array()
-            .is_some_and(|groups| groups.len() == 4)
-    );
-    assert!(
-        value["by_gpu"]
-            .as_array()
-            .is_some_and(|groups| !groups.is_empty())
-    );
+    assert!(value["by_source"].as_array().is_some_and(|groups| groups.len() == 4));
+    assert!(value["by_gpu"].as_array().is_some_and(|groups| !groups.is_empty()));
 }
 
 #[test]
@@ -432,31 +310,21 @@ fn validate_text_has_rows_groups_skips_and_overall() {
     ] {
         assert!(text.contains(heading), "{heading} missing: {text}");
     }
-    for id in [
-        "narayanan2021_t1",
-        "megatron_bridge_perf",
-        "torchtitan_202412",
-    ] {
+    for id in ["narayanan2021_t1", "megatron_bridge_perf", "torchtitan_202412"] {
         assert!(text.contains(id), "{id} missing: {text}");
     }
     let report = json(&["validate", path, "--format", "json"]);
     for row in report["rows"].as_array().expect("rows") {
         if let Some(reason) = row["skipped_reason"].as_str() {
             let id = row["row_id"].as_str().expect("row_id");
-            assert!(
-                text.contains(&format!("  {id}: {reason}")),
-                "skip of {id} not listed: {text}"
-            );
+            assert!(text.contains(&format!("  {id}: {reason}")), "skip of {id} not listed: {text}");
         }
     }
 }
 
 #[test]
 fn validate_rejects_a_file_that_is_not_calibration_csv() {
-    let mut file = tempfile::Builder::new()
-        .suffix(".csv")
-        .tempfile()
-        .expect("a temp file");
+    let mut file = tempfile::Builder::new().suffix(".csv").tempfile().expect("a temp file");
     writeln!(file, "a,b\n1,2,3").expect("written");
     let path = file.path().to_str().expect("a UTF-8 path");
     let output = run(&["validate", path]);

@@ -26,15 +26,8 @@ fn dense_rows_meet_the_accuracy_targets() {
                 (row["row_id"].clone(), row["arch_type"].clone())
             })
             .collect();
-    let dense: Vec<_> = report
-        .rows
-        .iter()
-        .filter(|r| arch[&r.row_id] == "dense")
-        .collect();
-    let errors: Vec<f64> = dense
-        .iter()
-        .filter_map(|r| r.error_pct.map(f64::abs))
-        .collect();
+    let dense: Vec<_> = report.rows.iter().filter(|r| arch[&r.row_id] == "dense").collect();
+    let errors: Vec<f64> = dense.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
     let predicted_share = errors.len() as f64 / dense.len() as f64;
     let median = meshplan::validate::percentile(&errors, 0.5).unwrap();
     let p90 = meshplan::validate::percentile(&errors, 0.9).unwrap();
@@ -52,17 +45,9 @@ fn every_row_is_either_predicted_or_skipped_with_a_reason() {
     let report = validate_csv(&calibration_text()).unwrap();
     assert_eq!(report.summary.rows, 550);
     for row in &report.rows {
-        assert_eq!(
-            row.error_pct.is_some(),
-            row.skipped_reason.is_none(),
-            "row {}",
-            row.row_id
-        );
+        assert_eq!(row.error_pct.is_some(), row.skipped_reason.is_none(), "row {}", row.row_id);
     }
-    assert_eq!(
-        report.summary.predicted + report.summary.skipped,
-        report.summary.rows
-    );
+    assert_eq!(report.summary.predicted + report.summary.skipped, report.summary.rows);
 }
 
 #[test]
@@ -82,11 +67,7 @@ fn gpu_presets_carry_the_fitted_calibration() {
             fit.gpu
         );
         let residual = fit.fitted_median_error_pct.unwrap();
-        assert!(
-            residual.abs() < 0.5,
-            "{}: median error {residual} after the fit",
-            fit.gpu
-        );
+        assert!(residual.abs() < 0.5, "{}: median error {residual} after the fit", fit.gpu);
     }
 }
 

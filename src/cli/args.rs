@@ -132,20 +132,10 @@ pub struct RunArgs {
     )]
     pub gpus: i64,
     /// GPUs per server. [default: the GPU preset's, 8 for h100-sxm]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Interconnect"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Interconnect")]
     pub gpus_per_node: Option<i64>,
     /// GPUs sharing one NVLink domain. [default: the GPU preset's, 8 for h100-sxm]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Interconnect"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Interconnect")]
     pub nvlink_domain: Option<i64>,
     /// NVLink bandwidth per GPU, one direction, e.g. "450 GB/s". [default: the GPU preset's]
     #[arg(long, value_name = "RATE", help_heading = "Interconnect")]
@@ -180,12 +170,7 @@ pub struct RunArgs {
     )]
     pub global_batch: i64,
     /// Sequences per micro-batch on one model replica. [default: 1]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Training"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Training")]
     pub micro_batch: Option<i64>,
     /// Numeric recipe: bf16 fp16 fp8 fp8-delayed fp8-current fp8-blockwise mxfp8 nvfp4 (fp8 means
     /// fp8-delayed). [default: bf16]
@@ -193,45 +178,20 @@ pub struct RunArgs {
     pub precision: Option<String>,
 
     /// Tensor-parallel size. [default: 4 for the built-in example, else 1]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub tp: Option<i64>,
     /// Pipeline-parallel size. [default: 8 for the built-in example, else 1]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub pp: Option<i64>,
     /// Virtual pipeline chunks per rank (interleaved 1F1B). [default: 5 for the built-in
     /// example, else 1]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub vp: Option<i64>,
     /// Data-parallel size. [default: the GPUs left after tp x pp x cp]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub dp: Option<i64>,
     /// Context-parallel size. [default: 1]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub cp: Option<i64>,
     /// How layers are split over pipeline stages; embedding-and-loss is Megatron-LM's
     /// --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split. [default: even]
@@ -253,12 +213,7 @@ pub struct RunArgs {
     pub fsdp_mode: Option<FsdpModeArg>,
     /// HSDP: shard inside groups of N data-parallel ranks, replicate across them (needs --fsdp).
     /// [default: shard across all of dp]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub hybrid_shard: Option<i64>,
     /// FSDP full shard: re-gather parameters for the backward instead of keeping the stage whole
     /// (needs --fsdp). [default: true without pipeline parallelism, false with it (torchtitan)]
@@ -271,12 +226,7 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "KIND", help_heading = "Parallel plan")]
     pub recompute: Option<RecomputeArg>,
     /// With --recompute full: layers per pipeline stage that recompute. [default: all of them]
-    #[arg(
-        long,
-        value_name = "N",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub recompute_num_layers: Option<i64>,
     /// Overlap the data-parallel gradient reduction with the backward. [default: true]
     #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]

@@ -23,12 +23,7 @@ pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
 /// The built-in example's plan: tensor parallelism inside each 8-GPU node and an interleaved
 /// pipeline across nodes (tp 8, pp 4, vp 5, so dp 2 on 64 GPUs), which fits BF16 activations.
 pub fn example_plan() -> PlanSpec {
-    PlanSpec {
-        tp: Some(8),
-        pp: Some(4),
-        vp: Some(5),
-        ..PlanSpec::default()
-    }
+    PlanSpec { tp: Some(8), pp: Some(4), vp: Some(5), ..PlanSpec::default() }
 }
 
 /// A validated run and how it was described.
@@ -44,35 +39,22 @@ pub struct Inputs {
 pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
     let mut problems = Collector::default();
     let example = args.model.is_none();
-    let model = model_spec(
-        &mut problems,
-        args.model.as_deref().unwrap_or(EXAMPLE_MODEL),
-    );
+    let model = model_spec(&mut problems, args.model.as_deref().unwrap_or(EXAMPLE_MODEL));
     let gpu = gpu_spec(&mut problems, args);
-    let precision = args
-        .precision
-        .as_deref()
-        .and_then(|name| precision(&mut problems, name));
+    let precision = args.precision.as_deref().and_then(|name| precision(&mut problems, name));
     let training = TrainingSpec {
         seq_len: args.seq_len,
         global_batch: args.global_batch,
         micro_batch: args.micro_batch,
         precision,
     };
-    let base = if example {
-        example_plan()
-    } else {
-        PlanSpec::default()
-    };
+    let base = if example { example_plan() } else { PlanSpec::default() };
     let plan = plan_spec(args, base);
     let run = match (model, gpu) {
         (Some(model), Some(gpu)) => {
             let spec = RunSpec {
                 model,
-                cluster: ClusterSpec {
-                    gpu,
-                    num_gpus: args.gpus,
-                },
+                cluster: ClusterSpec { gpu, num_gpus: args.gpus },
                 training,
                 plan,
             };
@@ -96,13 +78,7 @@ fn model_spec(problems: &mut Collector, value: &str) -> Option<ModelSpec> {
     if is_file(value) {
         return model_file(problems, Path::new(value));
     }
-    preset(
-        problems,
-        "model",
-        value,
-        presets::model(value),
-        "or pass a path to a model TOML file",
-    )
+    preset(problems, "model", value, presets::model(value), "or pass a path to a model TOML file")
 }
 
 fn model_file(problems: &mut Collector, path: &Path) -> Option<ModelSpec> {
@@ -155,10 +131,7 @@ fn preset<T>(
                 field,
                 value,
                 format!("unknown {kind} preset"),
-                format!(
-                    "known {kind} presets: {known}{}",
-                    alternative_suffix(alternative)
-                ),
+                format!("known {kind} presets: {known}{}", alternative_suffix(alternative)),
             );
             None
         }
@@ -175,21 +148,11 @@ fn preset<T>(
 }
 
 fn alternative_suffix(alternative: &str) -> String {
-    if alternative.is_empty() {
-        String::new()
-    } else {
-        format!("; {alternative}")
-    }
+    if alternative.is_empty() { String::new() } else { format!("; {alternative}") }
 }
 
 fn gpu_spec(problems: &mut Collector, args: &RunArgs) -> Option<GpuSpec> {
-    let mut gpu = preset(
-        problems,
-        "cluster.gpu",
-        &args.gpu,
-        presets::gpu(&args.gpu),
-        "",
-    )?;
+    let mut gpu = preset(problems, "cluster.gpu", &args.gpu, presets::gpu(&args.gpu), "")?;
     let links = &mut gpu.interconnect;
     if let Some(n) = args.gpus_per_node {
         links.gpus_per_node = n;

@@ -64,19 +64,13 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
 /// Writes a command's output to stdout; a closed pipe (`meshplan ... | head`) is not an error.
 fn print(output: &str) -> Result<(), CliError> {
     let mut stdout = io::stdout().lock();
-    let written = stdout.write_all(output.as_bytes()).and_then(|()| {
-        if output.ends_with('\n') {
-            Ok(())
-        } else {
-            stdout.write_all(b"\n")
-        }
-    });
+    let written = stdout
+        .write_all(output.as_bytes())
+        .and_then(|()| if output.ends_with('\n') { Ok(()) } else { stdout.write_all(b"\n") });
     match written.and_then(|()| stdout.flush()) {
         Ok(()) => Ok(()),
         Err(err) if err.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(err) => Err(CliError::Other(
-            anyhow::Error::new(err).context("cannot write to stdout"),
-        )),
+        Err(err) => Err(CliError::Other(anyhow::Error::new(err).context("cannot write to stdout"))),
     }
 }
 

@@ -18,9 +18,7 @@ use super::inputs::Inputs;
 
 fn table(header: &[&str]) -> Table {
     let mut table = Table::new();
-    table
-        .load_style(presets::ASCII_MARKDOWN)
-        .set_header(header.iter().copied());
+    table.load_style(presets::ASCII_MARKDOWN).set_header(header.iter().copied());
     table
 }
 
@@ -32,11 +30,7 @@ fn align_numbers(table: &mut Table, text_columns: usize) {
 }
 
 fn percent(part: f64, total: f64) -> String {
-    if total > 0.0 {
-        format!("{:.1}", 100.0 * part / total)
-    } else {
-        "-".to_owned()
-    }
+    if total > 0.0 { format!("{:.1}", 100.0 * part / total) } else { "-".to_owned() }
 }
 
 fn optional(value: Option<f64>, decimals: usize) -> String {
@@ -129,11 +123,7 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
         out,
         "Plan: {}, SP {}, {}, {}",
         plan.label(),
-        if plan.sequence_parallel() {
-            "on"
-        } else {
-            "off"
-        },
+        if plan.sequence_parallel() { "on" } else { "off" },
         sharding_label(plan),
         recompute_label(plan, run.stage_layers(0)),
     );
@@ -146,19 +136,12 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
 
     let peak = &estimate.peak_memory;
     let total = peak.breakdown.total().as_gib();
-    let mut memory = table(&[
-        &format!("Memory per GPU (stage {}, the peak)", peak.stage),
-        "GiB",
-        "% of total",
-    ]);
+    let mut memory =
+        table(&[&format!("Memory per GPU (stage {}, the peak)", peak.stage), "GiB", "% of total"]);
     for (name, gib) in memory_parts(&peak.breakdown) {
         memory.add_row([name.to_owned(), format!("{gib:.2}"), percent(gib, total)]);
     }
-    memory.add_row([
-        "total".to_owned(),
-        format!("{total:.2}"),
-        percent(total, total),
-    ]);
+    memory.add_row(["total".to_owned(), format!("{total:.2}"), percent(total, total)]);
     align_numbers(&mut memory, 1);
     let _ = writeln!(out, "\n{memory}");
     let capacity = estimate.memory_capacity.as_gib();
@@ -180,34 +163,17 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     let mut time = table(&["Step time", "ms", "% of step"]);
     for (name, seconds) in estimate.time.parts() {
         let seconds = seconds.value();
-        time.add_row([
-            name.to_owned(),
-            format!("{:.1}", seconds * 1e3),
-            percent(seconds, step),
-        ]);
+        time.add_row([name.to_owned(), format!("{:.1}", seconds * 1e3), percent(seconds, step)]);
     }
-    time.add_row([
-        "total".to_owned(),
-        format!("{:.1}", step * 1e3),
-        percent(step, step),
-    ]);
+    time.add_row(["total".to_owned(), format!("{:.1}", step * 1e3), percent(step, step)]);
     align_numbers(&mut time, 1);
     let _ = writeln!(out, "\n{time}\n");
 
     let throughput = &estimate.throughput;
     let lines = [
-        (
-            "Step time",
-            format!("{:.3} s", throughput.step_time.value()),
-        ),
-        (
-            "Tokens/s per GPU",
-            format!("{:.1}", throughput.tokens_per_sec_per_gpu),
-        ),
-        (
-            "Model TFLOP/s per GPU",
-            format!("{:.1}", throughput.model_tflops_per_gpu),
-        ),
+        ("Step time", format!("{:.3} s", throughput.step_time.value())),
+        ("Tokens/s per GPU", format!("{:.1}", throughput.tokens_per_sec_per_gpu)),
+        ("Model TFLOP/s per GPU", format!("{:.1}", throughput.model_tflops_per_gpu)),
         ("MFU", format!("{:.1} %", throughput.mfu_pct)),
         ("HFU", format!("{:.1} %", throughput.hfu_pct)),
     ];
@@ -405,14 +371,8 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
 // validate
 
 fn group_table(title: &str, groups: &[GroupSummary]) -> Table {
-    let mut out = table(&[
-        title,
-        "rows",
-        "predicted",
-        "median |err| %",
-        "p90 |err| %",
-        "mean err %",
-    ]);
+    let mut out =
+        table(&[title, "rows", "predicted", "median |err| %", "p90 |err| %", "mean err %"]);
     for group in groups {
         out.add_row([
             group.name.clone(),
@@ -448,8 +408,7 @@ pub fn validation_text(report: &ValidationReport) -> String {
             row.row_id.clone(),
             row.source_id.clone(),
             row.model.clone(),
-            row.num_gpus
-                .map_or_else(|| "-".to_owned(), |n| n.to_string()),
+            row.num_gpus.map_or_else(|| "-".to_owned(), |n| n.to_string()),
             row.gpu.clone(),
             row.plan.clone().unwrap_or_else(|| "-".to_owned()),
             optional(row.measured_tokens_per_sec_per_gpu, 1),
@@ -468,11 +427,7 @@ pub fn validation_text(report: &ValidationReport) -> String {
     }
     let _ = writeln!(out, "{rows}");
 
-    let assumed: Vec<_> = report
-        .rows
-        .iter()
-        .filter(|r| !r.assumptions.is_empty())
-        .collect();
+    let assumed: Vec<_> = report.rows.iter().filter(|r| !r.assumptions.is_empty()).collect();
     let _ = writeln!(out, "\nAssumptions");
     if assumed.is_empty() {
         let _ = writeln!(out, "  none");
@@ -487,21 +442,12 @@ pub fn validation_text(report: &ValidationReport) -> String {
     let _ = writeln!(out, "\n{}", group_table("By GPU", &report.by_gpu));
 
     let _ = writeln!(out, "\nSkipped rows");
-    let skipped: Vec<_> = report
-        .rows
-        .iter()
-        .filter(|r| r.skipped_reason.is_some())
-        .collect();
+    let skipped: Vec<_> = report.rows.iter().filter(|r| r.skipped_reason.is_some()).collect();
     if skipped.is_empty() {
         let _ = writeln!(out, "  none");
     }
     for row in skipped {
-        let _ = writeln!(
-            out,
-            "  {}: {}",
-            row.row_id,
-            row.skipped_reason.as_deref().unwrap_or("")
-        );
+        let _ = writeln!(out, "  {}: {}", row.row_id, row.skipped_reason.as_deref().unwrap_or(""));
     }
 
     let s = &report.summary;
@@ -529,13 +475,8 @@ pub fn validation_json(report: &ValidationReport) -> serde_json::Result<String> 
 /// The text report of `meshplan calibrate`.
 pub fn calibration_text(report: &CalibrationReport) -> String {
     let mut out = String::new();
-    let mut fits = table(&[
-        "GPU",
-        "rows",
-        "fitted calibration",
-        "median err % at 1.0",
-        "median err % fitted",
-    ]);
+    let mut fits =
+        table(&["GPU", "rows", "fitted calibration", "median err % at 1.0", "median err % fitted"]);
     for fit in &report.fits {
         fits.add_row([
             fit.gpu.clone(),
@@ -546,10 +487,7 @@ pub fn calibration_text(report: &CalibrationReport) -> String {
         ]);
     }
     align_numbers(&mut fits, 1);
-    let _ = writeln!(
-        out,
-        "Efficiency calibration per GPU (fitted on every predicted row)\n{fits}"
-    );
+    let _ = writeln!(out, "Efficiency calibration per GPU (fitted on every predicted row)\n{fits}");
     let cross = &report.cross_validation;
     let _ = writeln!(
         out,

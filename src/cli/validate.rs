@@ -27,11 +27,7 @@ pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
 pub(super) fn read_csv(file: &Path) -> Result<String, CliError> {
     let path = file.display();
     std::fs::read_to_string(file).map_err(|err| {
-        input(
-            path.to_string(),
-            format!("cannot read {path}: {err}"),
-            "check the path",
-        )
+        input(path.to_string(), format!("cannot read {path}: {err}"), "check the path")
     })
 }
 
@@ -46,7 +42,5 @@ pub(super) fn malformed(file: &Path, err: meshplan::validate::ValidateError) -> 
 }
 
 fn input(value: String, message: String, hint: &str) -> CliError {
-    CliError::Input(Violations::one(Violation::new(
-        "file", value, message, hint,
-    )))
+    CliError::Input(Violations::one(Violation::new("file", value, message, hint)))
 }

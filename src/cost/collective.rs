@@ -78,11 +78,9 @@ pub fn collective_time(
     let n = group.size as f64;
     let path = path(interconnect, group, collective);
     let (factor, steps, inter_steps) = match collective {
-        Collective::AllReduce => (
-            2.0 * (n - 1.0) / n,
-            2 * (group.size - 1),
-            2 * (path.domains - 1),
-        ),
+        Collective::AllReduce => {
+            (2.0 * (n - 1.0) / n, 2 * (group.size - 1), 2 * (path.domains - 1))
+        }
         Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
             ((n - 1.0) / n, group.size - 1, path.domains - 1)
         }
@@ -111,28 +109,19 @@ mod tests {
         let time = collective_time(&links, Collective::AllReduce, group, bytes);
         let beta = 1.0 / (450e9 * 0.82);
         let expected = 14.0 * 3e-6 + 2.0 * 7.0 / 8.0 * 1e9 * beta;
-        assert!(
-            (time.value() - expected).abs() < 1e-12,
-            "{time:?} vs {expected}"
-        );
+        assert!((time.value() - expected).abs() < 1e-12, "{time:?} vs {expected}");
     }
 
     #[test]
     fn groups_across_nodes_are_limited_by_their_nics() {
         let links = h100_links();
         let bytes = Bytes::new(1e9);
-        let one_per_node = Group {
-            size: 16,
-            stride: 8,
-        };
+        let one_per_node = Group { size: 16, stride: 8 };
         let time = collective_time(&links, Collective::ReduceScatter, one_per_node, bytes);
         let expected = 15.0 * 10e-6 + 15.0 / 16.0 * 1e9 / (50e9 * 0.92);
         assert!((time.value() - expected).abs() < 1e-12);
         // A whole-node group aggregates its eight NICs, capped by NVLink.
-        let full_nodes = Group {
-            size: 16,
-            stride: 1,
-        };
+        let full_nodes = Group { size: 16, stride: 1 };
         let fast = collective_time(&links, Collective::ReduceScatter, full_nodes, bytes);
         assert!(fast.value() < time.value() / 7.0);
     }

@@ -111,11 +111,7 @@ mod tests {
     #[test]
     fn large_gemms_reach_the_preset_efficiency() {
         let gpu = h100();
-        let shape = GemmShape {
-            m: 16384.0,
-            n: 16384.0,
-            k: 16384.0,
-        };
+        let shape = GemmShape { m: 16384.0, n: 16384.0, k: 16384.0 };
         let factor = shape_efficiency(&gpu, shape);
         // 128 x 128 tiles = 16384 tiles over 132 SMs: 124.1 waves, the last one 12% full.
         assert!((factor - (16384.0 / 132.0) / 125.0 * 16384.0 / (16384.0 + 64.0)).abs() < 1e-12);
@@ -130,30 +126,9 @@ mod tests {
         let gpu = h100();
         // 132 row tiles fill the 132 SMs exactly, so only tile padding and depth differ.
         let m = 132.0 * 128.0;
-        let aligned = shape_efficiency(
-            &gpu,
-            GemmShape {
-                m,
-                n: 4096.0,
-                k: 4096.0,
-            },
-        );
-        let ragged = shape_efficiency(
-            &gpu,
-            GemmShape {
-                m,
-                n: 4160.0,
-                k: 4096.0,
-            },
-        );
-        let shallow = shape_efficiency(
-            &gpu,
-            GemmShape {
-                m,
-                n: 4096.0,
-                k: 256.0,
-            },
-        );
+        let aligned = shape_efficiency(&gpu, GemmShape { m, n: 4096.0, k: 4096.0 });
+        let ragged = shape_efficiency(&gpu, GemmShape { m, n: 4160.0, k: 4096.0 });
+        let shallow = shape_efficiency(&gpu, GemmShape { m, n: 4096.0, k: 256.0 });
         // 4160 columns occupy 33 tiles of 128 = 4224 columns.
         assert!((ragged / aligned - 4160.0 / 4224.0).abs() < 1e-12);
         assert!((shallow / aligned - (256.0 / 320.0) / (4096.0 / 4160.0)).abs() < 1e-12);
@@ -162,11 +137,7 @@ mod tests {
     #[test]
     fn tiny_gemms_are_memory_bound() {
         let gpu = h100();
-        let shape = GemmShape {
-            m: 1.0,
-            n: 8192.0,
-            k: 8192.0,
-        };
+        let shape = GemmShape { m: 1.0, n: 8192.0, k: 8192.0 };
         let time = gemm_time(&gpu, PrecisionClass::Bits16, shape, 2.0);
         let bytes = Bytes::new((8192.0 + 8192.0 * 8192.0) * 2.0 + 8192.0 * 2.0);
         assert_eq!(time, memory_time(&gpu, bytes));

@@ -9,7 +9,7 @@ use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::{
     GemmShape, attention_backward_time, attention_forward_time, gemm_time, memory_time,
 };
-use crate::hardware::PrecisionClass;
+use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
 use crate::plan::Precision;
 use crate::run::Run;
@@ -64,13 +64,14 @@ pub struct OpTable {
 }
 
 impl OpTable {
+    /// Adds a memory-bound kernel that moves `bytes` through HBM.
+    fn push_memory(&mut self, gpu: &Gpu, name: &'static str, phase: Phase, bytes: Bytes) {
+        self.push(name, phase, OpKind::Memory, Flops::ZERO, bytes, memory_time(gpu, bytes));
+    }
+
     /// Total time of the rows of one phase and kind.
     pub fn time(&self, phase: Phase, kind: OpKind) -> Seconds {
-        self.ops
-            .iter()
-            .filter(|op| op.phase == phase && op.kind == kind)
-            .map(|op| op.time)
-            .sum()
+        self.ops.iter().filter(|op| op.phase == phase && op.kind == kind).map(|op| op.time).sum()
     }
 
     /// Compute time of a phase: GEMMs, attention and memory-bound kernels.
@@ -82,11 +83,7 @@ impl OpTable {
 
     /// Total FLOPs of a phase.
     pub fn flops(&self, phase: Phase) -> Flops {
-        self.ops
-            .iter()
-            .filter(|op| op.phase == phase)
-            .map(|op| op.flops)
-            .sum()
+        self.ops.iter().filter(|op| op.phase == phase).map(|op| op.flops).sum()
     }
 
     fn push(
@@ -98,14 +95,7 @@ impl OpTable {
         bytes: Bytes,
         time: Seconds,
     ) {
-        self.ops.push(Op {
-            name,
-            phase,
-            kind,
-            flops,
-            bytes,
-            time,
-        });
+        self.ops.push(Op { name, phase, kind, flops, bytes, time });
     }
 }
 
@@ -130,11 +120,7 @@ impl<'a> Ctx<'a> {
             run,
             tokens: (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64,
             tp: plan.tp() as f64,
-            sp: if plan.sequence_parallel() {
-                plan.tp() as f64
-            } else {
-                1.0
-            },
+            sp: if plan.sequence_parallel() { plan.tp() as f64 } else { 1.0 },
             class: precision.gemm_class(),
             precision,
         }
@@ -143,23 +129,11 @@ impl<'a> Ctx<'a> {
     fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
         let gpu = self.run.cluster().gpu();
         let input_bytes = self.precision.saved_gemm_input_bytes();
-        let forward = GemmShape {
-            m: self.tokens,
-            n,
-            k,
-        };
+        let forward = GemmShape { m: self.tokens, n, k };
         // Backward: the input gradient (m x k from m x n and n x k) and the weight gradient
         // (k x n, reducing over the tokens).
-        let data_grad = GemmShape {
-            m: self.tokens,
-            n: k,
-            k: n,
-        };
-        let weight_grad = GemmShape {
-            m: k,
-            n,
-            k: self.tokens,
-        };
+        let data_grad = GemmShape { m: self.tokens, n: k, k: n };
+        let weight_grad = GemmShape { m: k, n, k: self.tokens };
         let bytes =
             |s: GemmShape| Bytes::new((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0);
         table.push(
@@ -186,23 +160,9 @@ impl<'a> Ctx<'a> {
     fn streaming(&self, table: &mut OpTable, name: &'static str, bytes_per_token: f64) {
         let gpu = self.run.cluster().gpu();
         let forward = Bytes::new(bytes_per_token * self.tokens);
-        table.push(
-            name,
-            Phase::Forward,
-            OpKind::Memory,
-            Flops::ZERO,
-            forward,
-            memory_time(gpu, forward),
-        );
+        table.push_memory(gpu, name, Phase::Forward, forward);
         let backward = forward * 2.0;
-        table.push(
-            name,
-            Phase::Backward,
-            OpKind::Memory,
-            Flops::ZERO,
-            backward,
-            memory_time(gpu, backward),
-        );
+        table.push_memory(gpu, name, Phase::Backward, backward);
     }
 
     /// Tensor-parallel collectives around one block: forward and backward each move one
@@ -213,10 +173,7 @@ impl<'a> Ctx<'a> {
             return;
         }
         let links = self.run.cluster().interconnect();
-        let group = Group {
-            size: plan.tp(),
-            stride: 1,
-        };
+        let group = Group { size: plan.tp(), stride: 1 };
         let bytes = Bytes::new(
             self.tokens * self.run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES,
         );
@@ -226,22 +183,8 @@ impl<'a> Ctx<'a> {
         } else {
             collective_time(links, Collective::AllReduce, group, bytes)
         };
-        table.push(
-            name,
-            Phase::Forward,
-            OpKind::TpComm,
-            Flops::ZERO,
-            bytes,
-            time,
-        );
-        table.push(
-            name,
-            Phase::Backward,
-            OpKind::TpComm,
-            Flops::ZERO,
-            bytes,
-            time,
-        );
+        table.push(name, Phase::Forward, OpKind::TpComm, Flops::ZERO, bytes, time);
+        table.push(name, Phase::Backward, OpKind::TpComm, Flops::ZERO, bytes, time);
     }
 }
 
@@ -258,12 +201,7 @@ pub fn transformer_layer(run: &Run) -> OpTable {
     // Attention block.
     ctx.tp_block_comm(&mut table, "tp-attention");
     ctx.streaming(&mut table, "input-norm", 2.0 * h * act / sp);
-    ctx.gemm(
-        &mut table,
-        "qkv",
-        (model.query_width() + 2 * model.kv_width()) as f64 / tp,
-        h,
-    );
+    ctx.gemm(&mut table, "qkv", (model.query_width() + 2 * model.kv_width()) as f64 / tp, h);
     if model.position_embedding() == crate::model::PositionEmbedding::Rope {
         ctx.streaming(
             &mut table,
@@ -301,22 +239,8 @@ pub fn transformer_layer(run: &Run) -> OpTable {
             + (model.query_width() + 2 * model.kv_width() + model.mlp_up_width()) as f64 / tp;
         let forward = Bytes::new(cast * forward_elements * ctx.tokens);
         let backward = Bytes::new(cast * backward_elements * ctx.tokens);
-        table.push(
-            "quantize",
-            Phase::Forward,
-            OpKind::Memory,
-            Flops::ZERO,
-            forward,
-            memory_time(gpu, forward),
-        );
-        table.push(
-            "quantize",
-            Phase::Backward,
-            OpKind::Memory,
-            Flops::ZERO,
-            backward,
-            memory_time(gpu, backward),
-        );
+        table.push_memory(gpu, "quantize", Phase::Forward, forward);
+        table.push_memory(gpu, "quantize", Phase::Backward, backward);
     }
     table
 }
@@ -358,10 +282,7 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
             ctx.tokens * 2.0 * model.kv_width() as f64 / ctx.tp * Precision::ACTIVATION_BYTES,
         );
         let links = run.cluster().interconnect();
-        let group = Group {
-            size: 2,
-            stride: plan.tp(),
-        };
+        let group = Group { size: 2, stride: plan.tp() };
         let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
         let steps = (plan.cp() - 1) as f64;
         table.push(
@@ -388,17 +309,10 @@ pub fn embedding(run: &Run) -> OpTable {
     let ctx = Ctx::new(run);
     let h = run.model().hidden_size() as f64;
     let mut table = OpTable::default();
-    ctx.streaming(
-        &mut table,
-        "embedding",
-        2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp,
-    );
+    ctx.streaming(&mut table, "embedding", 2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     if run.plan().tp() > 1 {
         let links = run.cluster().interconnect();
-        let group = Group {
-            size: run.plan().tp(),
-            stride: 1,
-        };
+        let group = Group { size: run.plan().tp(), stride: 1 };
         let bytes = Bytes::new(ctx.tokens * h * Precision::ACTIVATION_BYTES);
         let kind = if run.plan().sequence_parallel() {
             Collective::ReduceScatter
@@ -406,14 +320,7 @@ pub fn embedding(run: &Run) -> OpTable {
             Collective::AllReduce
         };
         let time = collective_time(links, kind, group, bytes);
-        table.push(
-            "tp-embedding",
-            Phase::Forward,
-            OpKind::TpComm,
-            Flops::ZERO,
-            bytes,
-            time,
-        );
+        table.push("tp-embedding", Phase::Forward, OpKind::TpComm, Flops::ZERO, bytes, time);
     }
     table
 }
@@ -426,39 +333,18 @@ pub fn head(run: &Run) -> OpTable {
     let h = model.hidden_size() as f64;
     let mut table = OpTable::default();
     ctx.tp_block_comm(&mut table, "tp-head");
-    ctx.streaming(
-        &mut table,
-        "final-norm",
-        2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp,
-    );
+    ctx.streaming(&mut table, "final-norm", 2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     // The logit layer stays in 16-bit under every recipe.
     let vocab = padded_vocab(run) / ctx.tp;
-    let logit_ctx = Ctx {
-        class: PrecisionClass::Bits16,
-        precision: Precision::Bf16,
-        ..Ctx::new(run)
-    };
+    let logit_ctx =
+        Ctx { class: PrecisionClass::Bits16, precision: Precision::Bf16, ..Ctx::new(run) };
     logit_ctx.gemm(&mut table, "logits", vocab, h);
     // Vocab-parallel cross-entropy in fp32: max, exp-sum and loss passes forward (~12 bytes per
     // logit), softmax gradient backward (~8 bytes).
     let forward = Bytes::new(12.0 * vocab * ctx.tokens);
     let backward = Bytes::new(8.0 * vocab * ctx.tokens);
-    table.push(
-        "cross-entropy",
-        Phase::Forward,
-        OpKind::Memory,
-        Flops::ZERO,
-        forward,
-        memory_time(gpu, forward),
-    );
-    table.push(
-        "cross-entropy",
-        Phase::Backward,
-        OpKind::Memory,
-        Flops::ZERO,
-        backward,
-        memory_time(gpu, backward),
-    );
+    table.push_memory(gpu, "cross-entropy", Phase::Forward, forward);
+    table.push_memory(gpu, "cross-entropy", Phase::Backward, backward);
     table
 }
 

@@ -121,10 +121,7 @@ pub fn in_flight_microbatches(run: &Run, stage: u64) -> f64 {
 /// Memory of every pipeline stage.
 pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
     (0..run.plan().pp())
-        .map(|stage| StageMemory {
-            stage,
-            breakdown: breakdown(run, stage),
-        })
+        .map(|stage| StageMemory { stage, breakdown: breakdown(run, stage) })
         .collect()
 }
 
@@ -143,11 +140,7 @@ fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
     let layers = run.stage_layers(stage) as f64;
     let per_layer = layer_activation_bytes(run);
     let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
-    let sp = if plan.sequence_parallel() {
-        plan.tp() as f64
-    } else {
-        1.0
-    };
+    let sp = if plan.sequence_parallel() { plan.tp() as f64 } else { 1.0 };
     let layer_input = tokens * model.hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp;
     let stored_per_microbatch = match plan.recompute() {
         RecomputeKind::None | RecomputeKind::Selective => layers * per_layer,
@@ -157,11 +150,7 @@ fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
         }
     };
     // Under full recompute one layer's activations are rebuilt at a time during the backward.
-    let working = if plan.recompute() == RecomputeKind::Full {
-        per_layer
-    } else {
-        0.0
-    };
+    let working = if plan.recompute() == RecomputeKind::Full { per_layer } else { 0.0 };
     let mut activations = in_flight_microbatches(run, stage) * stored_per_microbatch + working;
     if stage == 0 {
         activations += in_flight_microbatches(run, stage) * layer_input;
@@ -207,10 +196,7 @@ mod tests {
     fn run(plan: PlanSpec, gpus: i64) -> Run {
         Run::from_spec(&RunSpec {
             model: presets::model("llama3.1-70b").unwrap(),
-            cluster: ClusterSpec {
-                gpu: presets::gpu("h100-sxm").unwrap(),
-                num_gpus: gpus,
-            },
+            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
             training: TrainingSpec {
                 seq_len: 8192,
                 global_batch: 128,
@@ -224,25 +210,12 @@ mod tests {
 
     #[test]
     fn sharded_stage_params_add_up_to_the_model() {
-        let unsplit = run(
-            PlanSpec {
-                pp: Some(4),
-                ..PlanSpec::default()
-            },
-            64,
-        );
+        let unsplit = run(PlanSpec { pp: Some(4), ..PlanSpec::default() }, 64);
         let total = unsplit.model().total_params() as f64;
         let sum: f64 = (0..4).map(|stage| stage_params(&unsplit, stage)).sum();
         assert_eq!(sum, total);
         // With TP, everything but the replicated norms splits eight ways.
-        let split = run(
-            PlanSpec {
-                tp: Some(8),
-                pp: Some(4),
-                ..PlanSpec::default()
-            },
-            64,
-        );
+        let split = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
         let model = split.model();
         let replicated = layer_norm_params(&split) * model.num_layers() as f64
             + model.final_norm_params() as f64;
@@ -255,29 +228,15 @@ mod tests {
 
     #[test]
     fn one_f_one_b_holds_pp_minus_stage_microbatches() {
-        let run = run(
-            PlanSpec {
-                tp: Some(8),
-                pp: Some(4),
-                ..PlanSpec::default()
-            },
-            64,
-        );
+        let run = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
         let counts: Vec<f64> = (0..4).map(|s| in_flight_microbatches(&run, s)).collect();
         assert_eq!(counts, [4.0, 3.0, 2.0, 1.0]);
     }
 
     #[test]
     fn interleaving_adds_the_korthikanti_factor_on_the_first_stage() {
-        let run = run(
-            PlanSpec {
-                tp: Some(8),
-                pp: Some(4),
-                vp: Some(5),
-                ..PlanSpec::default()
-            },
-            64,
-        );
+        let run =
+            run(PlanSpec { tp: Some(8), pp: Some(4), vp: Some(5), ..PlanSpec::default() }, 64);
         // Stage 0 holds pp (1 + (pp - 1) / (pp vp)) micro-batches' worth of a stage.
         let expected = 4.0 * (1.0 + 3.0 / 20.0);
         assert!((in_flight_microbatches(&run, 0) - expected).abs() < 1e-12);
@@ -293,20 +252,14 @@ mod tests {
         model.dropout = true;
         let run = Run::from_spec(&RunSpec {
             model,
-            cluster: ClusterSpec {
-                gpu: presets::gpu("h100-sxm").unwrap(),
-                num_gpus: 8,
-            },
+            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
             training: TrainingSpec {
                 seq_len: 2048,
                 global_batch: 8,
                 micro_batch: Some(1),
                 precision: None,
             },
-            plan: PlanSpec {
-                tp: Some(8),
-                ..PlanSpec::default()
-            },
+            plan: PlanSpec { tp: Some(8), ..PlanSpec::default() },
         })
         .unwrap();
         let sbh = 2048.0 * 8192.0;
@@ -315,14 +268,7 @@ mod tests {
 
     #[test]
     fn the_distributed_optimizer_matches_megatrons_6_plus_12_over_dp() {
-        let run = run(
-            PlanSpec {
-                tp: Some(8),
-                pp: Some(4),
-                ..PlanSpec::default()
-            },
-            64,
-        );
+        let run = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
         let memory = breakdown(&run, 1);
         let params = stage_params(&run, 1);
         let states = memory.weights + memory.gradients + memory.optimizer_states;

@@ -49,11 +49,7 @@ impl StageWork {
 }
 
 fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
-    if run.plan().tp_comm_overlap() {
-        time * (1.0 - TP_COMM_OVERLAP_HIDDEN)
-    } else {
-        time
-    }
+    if run.plan().tp_comm_overlap() { time * (1.0 - TP_COMM_OVERLAP_HIDDEN) } else { time }
 }
 
 fn stage_work(run: &Run, stage: u64, tables: &Tables) -> StageWork {
@@ -113,9 +109,8 @@ pub fn step_time(run: &Run) -> TimeBreakdown {
         embedding: layer::embedding(run),
         head: layer::head(run),
     };
-    let stages: Vec<StageWork> = (0..plan.pp())
-        .map(|stage| stage_work(run, stage, &tables))
-        .collect();
+    let stages: Vec<StageWork> =
+        (0..plan.pp()).map(|stage| stage_work(run, stage, &tables)).collect();
     let critical = stages
         .iter()
         .copied()
@@ -144,30 +139,15 @@ fn pipeline_comm(run: &Run) -> Seconds {
         return Seconds::ZERO;
     }
     let training = run.training();
-    let sp = if plan.sequence_parallel() {
-        plan.tp()
-    } else {
-        1
-    };
+    let sp = if plan.sequence_parallel() { plan.tp() } else { 1 };
     let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
     let bytes = Bytes::new(
         tokens * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp as f64,
     );
-    let group = Group {
-        size: 2,
-        stride: plan.tp() * plan.cp() * plan.dp(),
-    };
-    let transfer = collective_time(
-        run.cluster().interconnect(),
-        Collective::SendRecv,
-        group,
-        bytes,
-    );
-    let (m, pp, vp) = (
-        plan.num_microbatches() as f64,
-        plan.pp() as f64,
-        plan.vp() as f64,
-    );
+    let group = Group { size: 2, stride: plan.tp() * plan.cp() * plan.dp() };
+    let transfer =
+        collective_time(run.cluster().interconnect(), Collective::SendRecv, group, bytes);
+    let (m, pp, vp) = (plan.num_microbatches() as f64, plan.pp() as f64, plan.vp() as f64);
     if plan.vp() == 1 {
         // Plain 1F1B blocks on every send/receive pair: one forward and one backward transfer per
         // micro-batch, plus the fill and drain.
@@ -186,34 +166,20 @@ fn data_parallel_comm(run: &Run, first: &StageWork) -> Seconds {
     let params = stage_params(run, 0);
     let grad_bytes = Bytes::new(params * if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 });
     let param_bytes = Bytes::new(params * Precision::ACTIVATION_BYTES);
-    let shard = Group {
-        size: plan.shard_group() * plan.cp(),
-        stride: plan.tp(),
-    };
+    let shard = Group { size: plan.shard_group() * plan.cp(), stride: plan.tp() };
     let replicas = plan.dp() / plan.shard_group();
-    let replicate = Group {
-        size: replicas,
-        stride: plan.tp() * plan.cp() * plan.shard_group(),
-    };
+    let replicate = Group { size: replicas, stride: plan.tp() * plan.cp() * plan.shard_group() };
     let m = plan.num_microbatches() as f64;
     let window_backward = (first.backward + first.recompute) * OVERLAP_EFFICIENCY;
     let window_forward = first.forward * OVERLAP_EFFICIENCY;
     let exposed = |comm: Seconds, window: Seconds, overlap: bool| {
-        if overlap {
-            (comm - window).max(Seconds::ZERO)
-        } else {
-            comm
-        }
+        if overlap { (comm - window).max(Seconds::ZERO) } else { comm }
     };
     let reduce_scatter = collective_time(links, Collective::ReduceScatter, shard, grad_bytes);
     let all_gather = collective_time(links, Collective::AllGather, shard, param_bytes);
     // Hybrid sharding all-reduces each shard across the replicas once per step.
-    let replica_reduce = collective_time(
-        links,
-        Collective::AllReduce,
-        replicate,
-        grad_bytes / shard.size as f64,
-    );
+    let replica_reduce =
+        collective_time(links, Collective::AllReduce, replicate, grad_bytes / shard.size as f64);
     match plan.sharding() {
         Sharding::None => {
             let all_reduce = collective_time(links, Collective::AllReduce, shard, grad_bytes);
@@ -254,9 +220,7 @@ fn data_parallel_comm(run: &Run, first: &StageWork) -> Seconds {
 /// The Adam step and gradient bookkeeping on the stage with the most parameters.
 fn optimizer_time(run: &Run) -> Seconds {
     let plan = run.plan();
-    let params = (0..plan.pp())
-        .map(|stage| stage_params(run, stage))
-        .fold(0.0, f64::max);
+    let params = (0..plan.pp()).map(|stage| stage_params(run, stage)).fold(0.0, f64::max);
     let shard = match plan.sharding() {
         Sharding::None => 1.0,
         _ => (plan.shard_group() * plan.cp()) as f64,

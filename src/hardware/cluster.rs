@@ -55,11 +55,7 @@ impl Cluster {
         let (Some(gpu), Some(interconnect)) = (gpu, interconnect) else {
             unreachable!("finish() returned Ok, so every part validated");
         };
-        Ok(Cluster {
-            gpu,
-            num_gpus: spec.num_gpus as u64,
-            interconnect,
-        })
+        Ok(Cluster { gpu, num_gpus: spec.num_gpus as u64, interconnect })
     }
 
     /// The GPU kind.

@@ -155,10 +155,7 @@ impl Gpu {
             "memory_bandwidth",
             parse_bandwidth(&spec.memory_bandwidth).map(|b| b.value()),
         );
-        let bf16 = quantity(
-            "peak.bf16",
-            parse_flops_rate(&spec.peak.bf16).map(|f| f.value()),
-        );
+        let bf16 = quantity("peak.bf16", parse_flops_rate(&spec.peak.bf16).map(|f| f.value()));
         let fp16 = match &spec.peak.fp16 {
             Some(text) => quantity("peak.fp16", parse_flops_rate(text).map(|f| f.value())),
             None => bf16,
@@ -203,10 +200,7 @@ impl Gpu {
         collector.finish()?;
         Ok(Gpu {
             name: spec.name.clone(),
-            display_name: spec
-                .display_name
-                .clone()
-                .unwrap_or_else(|| spec.name.clone()),
+            display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
             memory: Bytes::new(memory),
             memory_bandwidth: BytesPerSec::new(bandwidth),
             sm_count: spec.sm_count as u64,

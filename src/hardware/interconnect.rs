@@ -86,36 +86,23 @@ impl Interconnect {
             }
         }
         let mut bandwidth = |field: &str, text: &str, efficiency: f64| {
-            parse_bandwidth(text)
-                .map(|b| b * efficiency)
-                .unwrap_or_else(|err| {
-                    collector.add(
-                        format!("cluster.{field}"),
-                        text,
-                        err.to_string(),
-                        "e.g. \"450 GB/s\"",
-                    );
-                    BytesPerSec::new(1.0)
-                })
-        };
-        let nvlink_bandwidth = bandwidth(
-            "nvlink_bandwidth",
-            &spec.nvlink_bandwidth,
-            spec.nvlink_efficiency,
-        );
-        let network_bandwidth = bandwidth(
-            "network_bandwidth",
-            &spec.network_bandwidth,
-            spec.network_efficiency,
-        );
-        let mut latency = |field: &str, text: &str| {
-            parse_seconds(text).unwrap_or_else(|err| {
+            parse_bandwidth(text).map(|b| b * efficiency).unwrap_or_else(|err| {
                 collector.add(
                     format!("cluster.{field}"),
                     text,
                     err.to_string(),
-                    "e.g. \"5 us\"",
+                    "e.g. \"450 GB/s\"",
                 );
+                BytesPerSec::new(1.0)
+            })
+        };
+        let nvlink_bandwidth =
+            bandwidth("nvlink_bandwidth", &spec.nvlink_bandwidth, spec.nvlink_efficiency);
+        let network_bandwidth =
+            bandwidth("network_bandwidth", &spec.network_bandwidth, spec.network_efficiency);
+        let mut latency = |field: &str, text: &str| {
+            parse_seconds(text).unwrap_or_else(|err| {
+                collector.add(format!("cluster.{field}"), text, err.to_string(), "e.g. \"5 us\"");
                 Seconds::ZERO
             })
         };
@@ -164,10 +151,6 @@ impl Interconnect {
     /// inside one domain.
     pub fn tier_for_group(&self, size: u64, stride: u64) -> LinkTier {
         let span = (size.saturating_sub(1)) * stride + 1;
-        if span <= self.nvlink_domain {
-            LinkTier::Nvlink
-        } else {
-            LinkTier::Network
-        }
+        if span <= self.nvlink_domain { LinkTier::Nvlink } else { LinkTier::Network }
     }
 }

@@ -62,11 +62,7 @@ impl Model {
 
     /// Parameters of the output (logit) projection; zero when tied to the embedding.
     pub fn output_params(&self) -> u64 {
-        if self.tied_embeddings() {
-            0
-        } else {
-            self.vocab_size() * self.hidden_size()
-        }
+        if self.tied_embeddings() { 0 } else { self.vocab_size() * self.hidden_size() }
     }
 
     /// Parameters of the final norm before the logit layer.

@@ -135,16 +135,9 @@ impl Model {
         let num_layers = positive(&mut collector, "num_layers", spec.num_layers);
         let hidden_size = positive(&mut collector, "hidden_size", spec.hidden_size);
         let ffn_hidden_size = positive(&mut collector, "ffn_hidden_size", spec.ffn_hidden_size);
-        let heads = positive(
-            &mut collector,
-            "num_attention_heads",
-            spec.num_attention_heads,
-        );
-        let kv_heads = positive(
-            &mut collector,
-            "num_kv_heads",
-            spec.num_kv_heads.unwrap_or(heads as i64),
-        );
+        let heads = positive(&mut collector, "num_attention_heads", spec.num_attention_heads);
+        let kv_heads =
+            positive(&mut collector, "num_kv_heads", spec.num_kv_heads.unwrap_or(heads as i64));
         let vocab_size = positive(&mut collector, "vocab_size", spec.vocab_size);
         let head_dim = match spec.head_dim {
             Some(dim) => positive(&mut collector, "head_dim", dim),
@@ -185,20 +178,12 @@ impl Model {
             );
         }
         if spec.name.trim().is_empty() {
-            collector.add(
-                "model.name",
-                "\"\"",
-                "must not be empty",
-                "give the model a short name",
-            );
+            collector.add("model.name", "\"\"", "must not be empty", "give the model a short name");
         }
         collector.finish()?;
         Ok(Model {
             name: spec.name.clone(),
-            display_name: spec
-                .display_name
-                .clone()
-                .unwrap_or_else(|| spec.name.clone()),
+            display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
             num_layers,
             hidden_size,
             ffn_hidden_size,
@@ -316,14 +301,7 @@ mod tests {
         bad.num_kv_heads = Some(3);
         let errors = Model::from_spec(&bad).unwrap_err();
         let fields: Vec<_> = errors.list().iter().map(|v| v.field.as_str()).collect();
-        assert_eq!(
-            fields,
-            [
-                "model.num_layers",
-                "model.hidden_size",
-                "model.num_kv_heads"
-            ]
-        );
+        assert_eq!(fields, ["model.num_layers", "model.hidden_size", "model.num_kv_heads"]);
         assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
     }
 

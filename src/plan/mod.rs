@@ -254,9 +254,6 @@ impl Plan {
     }
     /// A compact label such as `tp8 pp4 vp5 cp1 dp2`.
     pub fn label(&self) -> String {
-        format!(
-            "tp{} pp{} vp{} cp{} dp{}",
-            self.tp, self.pp, self.vp, self.cp, self.dp
-        )
+        format!("tp{} pp{} vp{} cp{} dp{}", self.tp, self.pp, self.vp, self.cp, self.dp)
     }
 }

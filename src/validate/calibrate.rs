@@ -57,9 +57,7 @@ pub struct CalibrationReport {
 }
 
 fn evaluate(rows: &[&CalibrationRow], calibration: &Calibration) -> Vec<RowResult> {
-    rows.iter()
-        .map(|row| evaluate_row(row, calibration))
-        .collect()
+    rows.iter().map(|row| evaluate_row(row, calibration)).collect()
 }
 
 fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {
@@ -90,11 +88,8 @@ pub fn fit(rows: &[&CalibrationRow], gpus: &[String]) -> Calibration {
 }
 
 fn all_gpus(results: &[RowResult]) -> Vec<String> {
-    let mut gpus: Vec<String> = results
-        .iter()
-        .filter(|r| r.error_pct.is_some())
-        .map(|r| r.gpu.clone())
-        .collect();
+    let mut gpus: Vec<String> =
+        results.iter().filter(|r| r.error_pct.is_some()).map(|r| r.gpu.clone()).collect();
     gpus.sort();
     gpus.dedup();
     gpus
@@ -124,31 +119,20 @@ pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidat
     let mut all_errors = Vec::new();
     let mut by_source = Vec::new();
     for source in sources {
-        let training: Vec<&CalibrationRow> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.source_id != source)
-            .collect();
-        let held_out: Vec<&CalibrationRow> = rows
-            .iter()
-            .copied()
-            .filter(|r| r.source_id == source)
-            .collect();
+        let training: Vec<&CalibrationRow> =
+            rows.iter().copied().filter(|r| r.source_id != source).collect();
+        let held_out: Vec<&CalibrationRow> =
+            rows.iter().copied().filter(|r| r.source_id == source).collect();
         let calibration = fit(&training, gpus);
-        let errors: Vec<f64> = evaluate(&held_out, &calibration)
-            .iter()
-            .filter_map(|r| r.error_pct)
-            .collect();
+        let errors: Vec<f64> =
+            evaluate(&held_out, &calibration).iter().filter_map(|r| r.error_pct).collect();
         if errors.is_empty() {
             continue;
         }
         all_errors.extend_from_slice(&errors);
         by_source.push(group(source.to_owned(), &errors));
     }
-    CrossValidation {
-        overall: group("all held-out rows".to_owned(), &all_errors),
-        by_source,
-    }
+    CrossValidation { overall: group("all held-out rows".to_owned(), &all_errors), by_source }
 }
 
 /// Fits every GPU's factor on a calibration CSV and measures held-out accuracy.
@@ -178,8 +162,5 @@ pub fn calibrate_csv(text: &str) -> Result<CalibrationReport, ValidateError> {
             fitted_median_error_pct: fitted_errors.get(gpu).and_then(|e| percentile(e, 0.5)),
         })
         .collect();
-    Ok(CalibrationReport {
-        fits,
-        cross_validation: cross_validate(&priced, &gpus),
-    })
+    Ok(CalibrationReport { fits, cross_validation: cross_validate(&priced, &gpus) })
 }

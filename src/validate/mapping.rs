@@ -61,9 +61,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
         }
     };
     if measured.how != "tokens_per_sec_per_gpu" {
-        result
-            .assumptions
-            .push(format!("measured throughput from {}", measured.how));
+        result.assumptions.push(format!("measured throughput from {}", measured.how));
     }
     result.measured_tokens_per_sec_per_gpu = Some(measured.tokens_per_sec_per_gpu);
     let run = match Run::from_spec(&mapped.spec) {
@@ -158,15 +156,14 @@ fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, St
     recompute(row, &defaults, &mut plan, &mut assumptions);
     let settings = row.other_settings.to_ascii_lowercase();
     let sp_stated = row.sequence_parallel.trim().to_ascii_lowercase();
-    plan.sequence_parallel = Some(
-        if sp_stated.starts_with("yes") || settings.contains("--sequence-parallel") {
+    plan.sequence_parallel =
+        Some(if sp_stated.starts_with("yes") || settings.contains("--sequence-parallel") {
             true
         } else if sp_stated.starts_with("no") {
             false
         } else {
             defaults.sequence_parallel
-        },
-    );
+        });
     plan.tp_comm_overlap = Some(
         defaults.tp_comm_overlap
             || settings.contains("async tp")
@@ -192,10 +189,7 @@ fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, St
     };
     let spec = RunSpec {
         model,
-        cluster: ClusterSpec {
-            gpu,
-            num_gpus: num_gpus as i64,
-        },
+        cluster: ClusterSpec { gpu, num_gpus: num_gpus as i64 },
         training: TrainingSpec {
             seq_len: seq_len as i64,
             global_batch: global_batch as i64,
@@ -204,12 +198,7 @@ fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, St
         },
         plan,
     };
-    Ok(Mapped {
-        spec,
-        gpu: gpu_name.to_owned(),
-        assumptions,
-        shape,
-    })
+    Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape })
 }
 
 fn family_name(family: Family) -> &'static str {
@@ -261,15 +250,7 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         }
     };
     let (mlp, norm, position, tied, bias, dropout, family) = if llama_like {
-        (
-            MlpKind::Gated,
-            NormKind::Rmsnorm,
-            PositionEmbedding::Rope,
-            false,
-            false,
-            false,
-            "Llama",
-        )
+        (MlpKind::Gated, NormKind::Rmsnorm, PositionEmbedding::Rope, false, false, false, "Llama")
     } else if nemotron {
         (
             MlpKind::Plain,
@@ -293,15 +274,7 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
             "MPT benchmark",
         )
     } else if bloom {
-        (
-            MlpKind::Plain,
-            NormKind::Layernorm,
-            PositionEmbedding::Alibi,
-            true,
-            true,
-            false,
-            "BLOOM",
-        )
+        (MlpKind::Plain, NormKind::Layernorm, PositionEmbedding::Alibi, true, true, false, "BLOOM")
     } else {
         (
             MlpKind::Plain,
@@ -387,10 +360,7 @@ fn gpu_preset(gpu_type: &str) -> Option<(&'static str, NetworkOverride)> {
             "network: 1600 Gb/s RoCE per 8-GPU node = 200 Gb/s per GPU (row's gpu_type)".to_owned(),
         ))
     } else if text.contains("IB 200GB/S") {
-        Some((
-            "200 Gb/s".to_owned(),
-            "network: IB 200 Gb/s per GPU (row's gpu_type)".to_owned(),
-        ))
+        Some(("200 Gb/s".to_owned(), "network: IB 200 Gb/s per GPU (row's gpu_type)".to_owned()))
     } else {
         None
     };
@@ -418,11 +388,7 @@ fn precision(
     } else if text.contains("mxfp8") || text.contains("fp8-mx") {
         Precision::Mxfp8
     } else if text.contains("block-scaled") || text.contains("blockwise") {
-        if blackwell {
-            Precision::Mxfp8
-        } else {
-            Precision::Fp8Blockwise
-        }
+        if blackwell { Precision::Mxfp8 } else { Precision::Fp8Blockwise }
     } else if text.contains("fp8-cs") || text.contains("current scaling") || text.contains("float8")
     {
         Precision::Fp8Current
@@ -434,20 +400,13 @@ fn precision(
                 family_name(family)
             ));
         }
-        if text.contains("te hybrid") {
-            Precision::Fp8Delayed
-        } else {
-            defaults.fp8
-        }
+        if text.contains("te hybrid") { Precision::Fp8Delayed } else { defaults.fp8 }
     } else if text.contains("fp16") {
         Precision::Fp16
     } else if text.contains("bf16") || text.starts_with("amp") {
         Precision::Bf16
     } else {
-        return Err(format!(
-            "precision `{}` (full fp32 training) is not modelled",
-            row.precision
-        ));
+        return Err(format!("precision `{}` (full fp32 training) is not modelled", row.precision));
     };
     Ok(precision)
 }
@@ -462,9 +421,7 @@ fn batch(
 ) -> Result<(u64, u64), String> {
     let settings = row.other_settings.to_ascii_lowercase();
     let local_batch = settings.split(';').find_map(|part| {
-        part.trim()
-            .strip_prefix("local batch size ")
-            .and_then(|v| v.trim().parse::<u64>().ok())
+        part.trim().strip_prefix("local batch size ").and_then(|v| v.trim().parse::<u64>().ok())
     });
     let gbs = count(&row.global_batch_size);
     let mbs = count(&row.micro_batch_size);
@@ -525,11 +482,8 @@ fn sharding(
         .next_back();
     if text.contains("fsdp") && !text.contains("fsdp=0") {
         plan.fsdp = Some(true);
-        plan.fsdp_mode = Some(if text.contains("grad_op") {
-            FsdpMode::GradOp
-        } else {
-            FsdpMode::Full
-        });
+        plan.fsdp_mode =
+            Some(if text.contains("grad_op") { FsdpMode::GradOp } else { FsdpMode::Full });
         if let Some(degree) = degree.filter(|d| *d < dp && *d > 0 && dp.is_multiple_of(*d)) {
             plan.hybrid_shard = Some(degree as i64);
         }
@@ -557,9 +511,7 @@ fn sharding(
             2 => "ZeRO-2",
             _ => "FSDP full shard",
         };
-        assumptions.push(format!(
-            "data-parallel sharding not stated: {what} (family default)"
-        ));
+        assumptions.push(format!("data-parallel sharding not stated: {what} (family default)"));
     }
 }
 
@@ -570,8 +522,8 @@ fn recompute(
     assumptions: &mut Vec<String>,
 ) {
     let text = row.activation_recompute.to_ascii_lowercase();
-    plan.recompute = Some(
-        if text.contains("selective") || text.contains("recompute-activations") {
+    plan.recompute =
+        Some(if text.contains("selective") || text.contains("recompute-activations") {
             RecomputeKind::Selective
         } else if text.contains("full") || text.contains("recompute=true") {
             RecomputeKind::Full
@@ -583,6 +535,5 @@ fn recompute(
                 defaults.recompute
             ));
             defaults.recompute
-        },
-    );
+        });
 }

@@ -39,13 +39,7 @@ pub struct FlopShape {
 /// FLOPs per token of Narayanan et al. 2021 Eq. (3): `96 B s l h^2 (1 + s/6h + V/16lh)` per
 /// iteration (recomputation forward counted, non-causal attention, logit layer included).
 fn narayanan_flops_per_token(shape: &FlopShape) -> f64 {
-    let FlopShape {
-        layers,
-        hidden,
-        vocab,
-        seq,
-        ..
-    } = *shape;
+    let FlopShape { layers, hidden, vocab, seq, .. } = *shape;
     96.0 * layers
         * hidden
         * hidden
@@ -55,16 +49,7 @@ fn narayanan_flops_per_token(shape: &FlopShape) -> f64 {
 /// FLOPs per token of Megatron-LM's `num_floating_point_operations` (r0.8): model FLOPs with GQA,
 /// gated MLPs, non-causal attention and the logit layer, `12 s l h^2 (...)`.
 fn megatron_core_flops_per_token(shape: &FlopShape) -> f64 {
-    let FlopShape {
-        layers,
-        hidden,
-        ffn,
-        heads,
-        kv_heads,
-        vocab,
-        seq,
-        gated,
-    } = *shape;
+    let FlopShape { layers, hidden, ffn, heads, kv_heads, vocab, seq, gated } = *shape;
     let head_dim = hidden / heads;
     let query_ratio = heads * head_dim / hidden;
     let gated_multiplier = if gated { 1.5 } else { 1.0 };
@@ -79,10 +64,7 @@ fn megatron_core_flops_per_token(shape: &FlopShape) -> f64 {
 /// The row's measured throughput, or why there is none.
 pub fn measured(row: &CalibrationRow, shape: Option<&FlopShape>) -> Result<Measured, String> {
     if let Some(value) = number(&row.tokens_per_sec_per_gpu) {
-        return Ok(Measured {
-            tokens_per_sec_per_gpu: value,
-            how: "tokens_per_sec_per_gpu",
-        });
+        return Ok(Measured { tokens_per_sec_per_gpu: value, how: "tokens_per_sec_per_gpu" });
     }
     let gpus = count(&row.num_gpus);
     if let (Some(total), Some(gpus)) = (number(&row.tokens_per_sec_total), gpus) {
@@ -91,12 +73,9 @@ pub fn measured(row: &CalibrationRow, shape: Option<&FlopShape>) -> Result<Measu
             how: "tokens_per_sec_total / num_gpus",
         });
     }
-    if let (Some(step), Some(gbs), Some(seq), Some(gpus)) = (
-        number(&row.step_time_s),
-        count(&row.global_batch_size),
-        count(&row.seq_length),
-        gpus,
-    ) {
+    if let (Some(step), Some(gbs), Some(seq), Some(gpus)) =
+        (number(&row.step_time_s), count(&row.global_batch_size), count(&row.seq_length), gpus)
+    {
         return Ok(Measured {
             tokens_per_sec_per_gpu: (gbs * seq) as f64 / step / gpus as f64,
             how: "global batch x sequence / step time / GPUs",
@@ -145,10 +124,7 @@ mod tests {
         };
         let per_token = narayanan_flops_per_token(&shape);
         let per_iteration = per_token * 1536.0 * 2048.0;
-        assert!(
-            (per_iteration / 4.5e18 - 1.0).abs() < 0.02,
-            "{per_iteration:e}"
-        );
+        assert!((per_iteration / 4.5e18 - 1.0).abs() < 0.02, "{per_iteration:e}");
     }
 
     #[test]

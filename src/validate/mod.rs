@@ -77,9 +77,7 @@ pub enum ValidateError {
 pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
     let rows = row::parse_rows(text)?;
     let calibration = Calibration::new();
-    let results: Vec<RowResult> = rows
-        .iter()
-        .map(|row| mapping::evaluate_row(row, &calibration))
-        .collect();
+    let results: Vec<RowResult> =
+        rows.iter().map(|row| mapping::evaluate_row(row, &calibration)).collect();
     Ok(summary::summarize(results))
 }

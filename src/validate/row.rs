@@ -92,25 +92,17 @@ pub struct CalibrationRow {
 
 /// Reads every row; extra columns are ignored, missing optional ones are empty.
 pub(super) fn parse_rows(text: &str) -> Result<Vec<CalibrationRow>, csv::Error> {
-    let mut reader = csv::ReaderBuilder::new()
-        .flexible(false)
-        .from_reader(text.as_bytes());
+    let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(text.as_bytes());
     reader.deserialize().collect()
 }
 
 /// The cell as a number, or `None` when blank or not a plain number.
 pub(super) fn number(cell: &str) -> Option<f64> {
     let cell = cell.trim().replace(',', "");
-    if cell.is_empty() {
-        None
-    } else {
-        cell.parse().ok().filter(|v: &f64| v.is_finite())
-    }
+    if cell.is_empty() { None } else { cell.parse().ok().filter(|v: &f64| v.is_finite()) }
 }
 
 /// The cell as a positive whole number.
 pub(super) fn count(cell: &str) -> Option<u64> {
-    number(cell)
-        .filter(|v| *v > 0.0 && v.fract() == 0.0)
-        .map(|v| v as u64)
+    number(cell).filter(|v| *v > 0.0 && v.fract() == 0.0).map(|v| v as u64)
 }

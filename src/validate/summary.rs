@@ -60,11 +60,7 @@ pub fn percentile(values: &[f64], fraction: f64) -> Option<f64> {
 }
 
 fn mean(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        None
-    } else {
-        Some(values.iter().sum::<f64>() / values.len() as f64)
-    }
+    if values.is_empty() { None } else { Some(values.iter().sum::<f64>() / values.len() as f64) }
 }
 
 fn group(name: String, rows: &[&RowResult]) -> GroupSummary {
@@ -85,20 +81,15 @@ fn groups(rows: &[RowResult], key: impl Fn(&RowResult) -> String) -> Vec<GroupSu
     for row in rows {
         by_key.entry(key(row)).or_default().push(row);
     }
-    by_key
-        .into_iter()
-        .map(|(name, rows)| group(name, &rows))
-        .collect()
+    by_key.into_iter().map(|(name, rows)| group(name, &rows)).collect()
 }
 
 /// Builds the report from the per-row results.
 pub(super) fn summarize(rows: Vec<RowResult>) -> ValidationReport {
     let all: Vec<&RowResult> = rows.iter().collect();
     let overall = group(String::new(), &all);
-    let memory_errors: Vec<f64> = rows
-        .iter()
-        .filter_map(|r| r.memory_error_pct.map(f64::abs))
-        .collect();
+    let memory_errors: Vec<f64> =
+        rows.iter().filter_map(|r| r.memory_error_pct.map(f64::abs)).collect();
     let summary = Summary {
         rows: rows.len(),
         predicted: overall.predicted,

@@ -1,0 +1,146 @@
+//! Invariants of the cost model, checked on random valid plans with proptest: breakdowns add up,
+//! sharded totals equal unsharded totals, the pipeline bubble matches its closed form on uniform
+//! stages, and the same input always gives the same estimate.
+
+use meshplan::cost::layer::padded_vocab;
+use meshplan::cost::memory::stage_params;
+use meshplan::hardware::ClusterSpec;
+use meshplan::model::ModelSpec;
+use meshplan::plan::{PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use meshplan::{Run, RunSpec, estimate, presets};
+use proptest::prelude::*;
+
+/// A random plan of Llama 3.1 8B (32 layers, 32 heads, 8 KV heads) on a power-of-two GPU count.
+fn plans() -> impl Strategy<Value = (i64, i64, i64, i64, i64, i64, u8, u8)> {
+    (
+        0u32..4, // tp = 1, 2, 4, 8
+        0u32..4, // pp = 1, 2, 4, 8
+        0u32..3, // dp = 1, 2, 4
+        0u32..2, // cp = 1, 2
+        1i64..3, // micro batch
+        1i64..5, // micro-batches per step
+        0u8..4,  // sharding: zero 0..2, fsdp
+        0u8..3,  // recompute
+    )
+        .prop_map(|(tp, pp, dp, cp, mbs, m, sharding, recompute)| {
+            (1 << tp, 1 << pp, 1 << dp, 1 << cp, mbs, m, sharding, recompute)
+        })
+}
+
+fn spec(model: ModelSpec, plan: (i64, i64, i64, i64, i64, i64, u8, u8)) -> RunSpec {
+    let (tp, pp, dp, cp, mbs, m, sharding, recompute) = plan;
+    RunSpec {
+        model,
+        cluster: ClusterSpec {
+            gpu: presets::gpu("h100-sxm").unwrap(),
+            num_gpus: tp * pp * dp * cp,
+        },
+        training: TrainingSpec {
+            seq_len: 4096,
+            global_batch: mbs * dp * m,
+            micro_batch: Some(mbs),
+            precision: Some(Precision::Bf16),
+        },
+        plan: PlanSpec {
+            tp: Some(tp),
+            pp: Some(pp),
+            cp: Some(cp),
+            zero: (sharding < 3).then_some(i64::from(sharding)),
+            fsdp: Some(sharding == 3),
+            recompute: Some(
+                [RecomputeKind::None, RecomputeKind::Selective, RecomputeKind::Full]
+                    [recompute as usize],
+            ),
+            ..PlanSpec::default()
+        },
+    }
+}
+
+proptest! {
+    #[test]
+    fn breakdowns_add_up_to_their_totals(plan in plans()) {
+        let run = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), plan)).unwrap();
+        let estimate = estimate(&run);
+        let parts: f64 = estimate.time.parts().iter().map(|(_, t)| t.value()).sum();
+        let step = estimate.throughput.step_time.value();
+        prop_assert!((parts - step).abs() <= 1e-12 * step);
+        for part in estimate.time.parts() {
+            prop_assert!(part.1.value() >= 0.0, "{} is negative", part.0);
+        }
+        let stage = estimate.peak_memory.breakdown;
+        let sum = stage.weights + stage.gradients + stage.optimizer_states + stage.activations
+            + stage.logits + stage.buffers + stage.fragmentation;
+        prop_assert_eq!(sum, stage.total());
+        prop_assert!(estimate.stages.iter().all(|s| s.breakdown.total() <= stage.total()));
+    }
+
+    #[test]
+    fn sharded_parameters_add_up_to_the_unsharded_model(plan in plans()) {
+        let run = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), plan)).unwrap();
+        let model = run.model();
+        let tp = run.plan().tp() as f64;
+        let per_rank: f64 = (0..run.plan().pp()).map(|stage| stage_params(&run, stage)).sum();
+        // Norms are replicated on every TP rank; the embedding and output rows are padded to a
+        // multiple of 128 x tp as Megatron-LM pads them.
+        let h = model.hidden_size() as f64;
+        let replicated = 2.0 * h * model.num_layers() as f64 + h;
+        let padding = (padded_vocab(&run) - model.vocab_size() as f64) * h * 2.0;
+        let reconstructed = per_rank * tp - (tp - 1.0) * replicated - padding;
+        prop_assert!((reconstructed - model.total_params() as f64).abs() < 1.0);
+        // Model states shard exactly: per-GPU states x shard size = 18 bytes per parameter.
+        let estimate = estimate(&run);
+        if run.plan().fsdp() {
+            let shard = (run.plan().shard_group() * run.plan().cp()) as f64;
+            let stage0 = estimate.stages[0].breakdown;
+            let states = (stage0.weights + stage0.gradients + stage0.optimizer_states).value();
+            prop_assert!((states * shard / stage_params(&run, 0) - 18.0).abs() < 1e-9);
+        }
+    }
+
+    #[test]
+    fn the_same_input_gives_the_same_estimate(plan in plans()) {
+        let spec = spec(presets::model("llama3.1-8b").unwrap(), plan);
+        let first = estimate(&Run::from_spec(&spec).unwrap());
+        let second = estimate(&Run::from_spec(&spec).unwrap());
+        prop_assert_eq!(first, second);
+    }
+
+    #[test]
+    fn more_tensor_parallelism_never_adds_weight_memory(plan in plans()) {
+        let (tp, ..) = plan;
+        prop_assume!(tp < 8);
+        let narrow = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), plan)).unwrap();
+        let mut wider_plan = plan;
+        wider_plan.0 = tp * 2;
+        let wider = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), wider_plan)).unwrap();
+        let weights = |run: &Run| estimate(run).stages[0].breakdown.weights;
+        prop_assert!(weights(&wider) <= weights(&narrow));
+    }
+}
+
+/// A model whose embedding and logit layer are negligible, so every pipeline stage costs the same.
+fn uniform_model() -> ModelSpec {
+    let mut model = presets::model("llama3.1-8b").unwrap();
+    model.vocab_size = 128;
+    model
+}
+
+proptest! {
+    #[test]
+    fn the_pipeline_bubble_matches_its_closed_form_on_uniform_stages(
+        pp_log in 1u32..4, vp_index in 0usize..3, m in 1i64..17,
+    ) {
+        let pp = 1i64 << pp_log;
+        let vp = [1i64, 2, 4][vp_index];
+        prop_assume!(32 % (pp * vp) == 0);
+        let mut spec = spec(uniform_model(), (1, pp, 1, 1, 1, m, 1, 0));
+        spec.plan.vp = Some(vp);
+        let run = Run::from_spec(&spec).unwrap();
+        let time = estimate(&run).time;
+        let ideal = time.forward + time.backward + time.recompute + time.tp_exposed + time.cp_exposed;
+        let expected = (pp - 1) as f64 / (vp * m) as f64;
+        let bubble = time.pipeline_bubble / ideal;
+        // The embedding lookup and a 128-word head still make the end stages ~0.1% heavier.
+        prop_assert!((bubble - expected).abs() <= 0.01 * expected.max(1e-3), "bubble {bubble} vs {expected}");
+    }
+}
