@@ -260,3 +260,74 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
         hfu_pct: per_gpu(hardware_flops) / peak * 100.0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::ClusterSpec;
+    use crate::plan::{PlanSpec, TrainingSpec};
+    use crate::{RunSpec, presets};
+
+    fn run(plan: PlanSpec, gpus: i64, global_batch: i64) -> Run {
+        Run::from_spec(&RunSpec {
+            model: presets::model("llama3.1-8b").unwrap(),
+            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
+            training: TrainingSpec {
+                seq_len: 8192,
+                global_batch,
+                micro_batch: Some(1),
+                precision: None,
+            },
+            plan,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn without_a_pipeline_there_is_no_bubble_and_no_send_receive() {
+        let time = step_time(&run(PlanSpec { tp: Some(8), ..PlanSpec::default() }, 64, 64));
+        assert_eq!(time.pipeline_bubble, Seconds::ZERO);
+        assert_eq!(time.pp_exposed, Seconds::ZERO);
+    }
+
+    #[test]
+    fn unoverlapped_distributed_optimizer_exposes_its_whole_reduce_scatter_and_gather() {
+        let plan = PlanSpec {
+            tp: Some(8),
+            overlap_grad_reduce: Some(false),
+            overlap_param_gather: Some(false),
+            ..PlanSpec::default()
+        };
+        let run = run(plan, 64, 64);
+        let links = run.cluster().interconnect();
+        let params = stage_params(&run, 0);
+        let group = Group { size: 8, stride: 8 };
+        let expected =
+            collective_time(links, Collective::ReduceScatter, group, Bytes::new(params * 4.0))
+                + collective_time(links, Collective::AllGather, group, Bytes::new(params * 2.0));
+        assert!((step_time(&run).dp_exposed - expected).value().abs() < 1e-12);
+        // Overlapped, most of it hides under the first stage's compute.
+        let overlapped = self::run(PlanSpec { tp: Some(8), ..PlanSpec::default() }, 64, 64);
+        assert!(step_time(&overlapped).dp_exposed < expected);
+    }
+
+    #[test]
+    fn full_recompute_reruns_the_forward_of_every_layer() {
+        let plan =
+            PlanSpec { tp: Some(8), recompute: Some(RecomputeKind::Full), ..PlanSpec::default() };
+        let time = step_time(&run(plan, 8, 8));
+        // The recomputed forward is the layers' forward, without the embedding and the logit head.
+        let ratio = time.recompute / time.forward;
+        assert!(ratio > 0.85 && ratio < 1.0, "recompute / forward = {ratio}");
+    }
+
+    #[test]
+    fn throughput_is_the_step_tokens_over_time_and_gpus() {
+        let run = run(PlanSpec { tp: Some(2), pp: Some(2), ..PlanSpec::default() }, 16, 64);
+        let time = step_time(&run);
+        let throughput = throughput(&run, &time);
+        let tokens = throughput.tokens_per_sec_per_gpu * time.step_time().value() * 16.0;
+        assert!((tokens - 64.0 * 8192.0).abs() < 1e-6);
+        assert!((throughput.hfu_pct - throughput.mfu_pct).abs() < 1e-12);
+    }
+}

@@ -107,3 +107,36 @@ impl Model {
         3.0 * self.forward_flops_per_token(seq_len)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::model::Model;
+    use crate::presets;
+
+    fn model(name: &str) -> Model {
+        Model::from_spec(&presets::model(name).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn gpt3_training_flops_match_the_papers_6n_budget() {
+        // Brown et al. 2020, Table D.1: GPT-3 175B took 3.14e23 FLOPs for 300B tokens, counted as
+        // 6N per token without attention. Causal attention at s = 2048 adds 6 s h per layer (~1.4%).
+        let gpt3 = model("gpt3-175b");
+        let per_token = gpt3.training_flops_per_token(2048);
+        let paper = 3.14e23 / 300e9;
+        let attention = 3.0 * 96.0 * gpt3.layer_attention_flops_per_token(2048);
+        assert!(((per_token - attention) / paper - 1.0).abs() < 0.01, "{per_token:e} vs {paper:e}");
+        assert!((attention / per_token - 0.014).abs() < 0.002);
+    }
+
+    #[test]
+    fn llama_layer_gemm_flops_are_twice_its_matrix_parameters() {
+        // Llama 3.1 70B layer: q 8192x8192, k and v 8192x1024, o 8192x8192, three 8192x28672.
+        let llama = model("llama3.1-70b");
+        let matrices = 2.0 * 8192.0 * 8192.0 + 2.0 * 8192.0 * 1024.0 + 3.0 * 8192.0 * 28672.0;
+        assert_eq!(llama.matmul_params_per_layer() as f64, matrices);
+        assert_eq!(llama.layer_gemm_flops_per_token(), 2.0 * matrices);
+        // Causal attention: QK^T and PV over half the 8192 x 8192 scores, 64 heads of 128.
+        assert_eq!(llama.layer_attention_flops_per_token(8192), 2.0 * 8192.0 * 8192.0);
+    }
+}

@@ -537,3 +537,74 @@ fn recompute(
             defaults.recompute
         });
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_types_map_to_presets_and_stated_fabrics() {
+        assert_eq!(gpu_preset("GB200 (DGX-GB200 NVL72)").unwrap().0, "gb200");
+        assert_eq!(gpu_preset("B200 (DGX-B200)").unwrap().0, "b200");
+        assert_eq!(
+            gpu_preset("A800-SXM4-80GB (DGX A800, IB 200Gb/s; table labels it A100)").unwrap().0,
+            "a800"
+        );
+        let (name, network) = gpu_preset("A100-SXM4-80GB (Jean Zay, 8/node, 4x OmniPath)").unwrap();
+        assert_eq!(name, "a100-80gb");
+        assert_eq!(network.unwrap().0, "50 Gb/s");
+        assert!(gpu_preset("TPU v5p").is_none());
+    }
+
+    fn dense_row() -> CalibrationRow {
+        CalibrationRow {
+            row_id: "1".into(),
+            source_id: "megatron_bridge_perf".into(),
+            model: "LLAMA3_8B".into(),
+            arch_type: "dense".into(),
+            num_layers: "32".into(),
+            hidden_size: "4096".into(),
+            ffn_hidden_size: "14336".into(),
+            num_attention_heads: "32".into(),
+            num_kv_heads: "8".into(),
+            vocab_size: "128256".into(),
+            seq_length: "8192".into(),
+            gpu_type: "H100-SXM5-80GB (DGX-H100)".into(),
+            num_gpus: "8".into(),
+            tp: "1".into(),
+            pp: "1".into(),
+            cp: "1".into(),
+            micro_batch_size: "1".into(),
+            global_batch_size: "128".into(),
+            precision: "FP8".into(),
+            tokens_per_sec_per_gpu: "14000".into(),
+            ..CalibrationRow::default()
+        }
+    }
+
+    #[test]
+    fn a_dense_row_is_priced_with_its_family_defaults_listed() {
+        let result = evaluate_row(&dense_row(), &Calibration::new());
+        assert_eq!(result.skipped_reason, None);
+        assert_eq!(result.plan.as_deref(), Some("tp1 pp1 vp1 cp1 dp8"));
+        let error = result.error_pct.unwrap();
+        let predicted = result.predicted_tokens_per_sec_per_gpu.unwrap();
+        assert!((error - (predicted / 14000.0 - 1.0) * 100.0).abs() < 1e-9);
+        let assumptions = result.assumptions.join("\n");
+        assert!(assumptions.contains("FP8 recipe fp8-delayed"), "{assumptions}");
+        assert!(assumptions.contains("data-parallel sharding not stated"), "{assumptions}");
+    }
+
+    #[test]
+    fn rows_that_cannot_be_priced_say_why() {
+        let moe = CalibrationRow { arch_type: "moe".into(), ..dense_row() };
+        let reason = evaluate_row(&moe, &Calibration::new()).skipped_reason.unwrap();
+        assert!(reason.contains("mixture-of-experts"), "{reason}");
+        let no_plan = CalibrationRow { tp: String::new(), ..dense_row() };
+        let reason = evaluate_row(&no_plan, &Calibration::new()).skipped_reason.unwrap();
+        assert!(reason.contains("not stated"), "{reason}");
+        let uneven = CalibrationRow { pp: "3".into(), num_gpus: "24".into(), ..dense_row() };
+        let reason = evaluate_row(&uneven, &Calibration::new()).skipped_reason.unwrap();
+        assert!(reason.contains("plan.pp = 3"), "{reason}");
+    }
+}
