@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::hardware::{Cluster, ClusterSpec, Gpu};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{
-    FsdpMode, PipelineSplit, Plan, PlanSpec, Precision, RecomputeKind, Sharding, Training,
-    TrainingSpec,
+    FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec, Precision, RecomputeKind, Sharding,
+    Training, TrainingSpec,
 };
 use crate::violation::{Collector, Violations};
 
@@ -223,6 +223,8 @@ fn validate_plan(
         );
     }
     let per_step = training.micro_batch * dp;
+    let num_microbatches = (training.global_batch / per_step.max(1)).max(1);
+    let schedule = validate_schedule(collector, spec, pp, vp, num_microbatches);
     if !training.global_batch.is_multiple_of(per_step) {
         collector.add(
             "training.global_batch",
@@ -298,6 +300,7 @@ fn validate_plan(
         dp,
         cp,
         pipeline_split,
+        schedule,
         sequence_parallel: tp > 1 && spec.sequence_parallel.unwrap_or(true),
         sharding,
         fsdp,
@@ -309,8 +312,54 @@ fn validate_plan(
         overlap_param_gather: spec.overlap_param_gather.unwrap_or(true),
         tp_comm_overlap: tp > 1 && spec.tp_comm_overlap.unwrap_or(false),
         grad_reduce_in_fp32: spec.grad_reduce_in_fp32.unwrap_or(true),
-        num_microbatches: (training.global_batch / per_step.max(1)).max(1),
+        num_microbatches,
     })
+}
+
+fn validate_schedule(
+    collector: &mut Collector,
+    spec: &PlanSpec,
+    pp: u64,
+    vp: u64,
+    microbatches: u64,
+) -> PipelineSchedule {
+    let default = if vp > 1 { PipelineSchedule::Interleaved } else { PipelineSchedule::OneFOneB };
+    let schedule = spec.schedule.unwrap_or(default);
+    let name = schedule.name();
+    match schedule {
+        PipelineSchedule::Interleaved if vp == 1 => collector.add(
+            "plan.schedule",
+            name,
+            "needs virtual pipeline chunks (vp > 1)",
+            "raise --vp, or use --schedule 1f1b",
+        ),
+        PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB | PipelineSchedule::ZeroBubble
+            if vp > 1 =>
+        {
+            collector.add(
+                "plan.schedule",
+                name,
+                format!("runs one chunk per rank, but vp is {vp}"),
+                "use --schedule interleaved, or --vp 1",
+            )
+        }
+        PipelineSchedule::Dualpipe if vp > 1 => collector.add(
+            "plan.schedule",
+            name,
+            "places two stages on every rank itself; vp must be 1",
+            "drop --vp",
+        ),
+        PipelineSchedule::Dualpipe if pp % 2 != 0 || microbatches % 2 != 0 || microbatches < 2 * pp => {
+            collector.add(
+                "plan.schedule",
+                name,
+                format!("needs an even pp and an even number of micro-batches >= 2 x pp (pp {pp}, {microbatches} micro-batches)"),
+                "DualPipe feeds half the micro-batches from each end; raise the global batch or change pp",
+            )
+        }
+        _ => {}
+    }
+    schedule
 }
 
 fn check_divides(collector: &mut Collector, field: &str, size: u64, what: &str, count: u64) {

@@ -73,6 +73,36 @@ pub enum PipelineSplitArg {
     EmbeddingAndLoss,
 }
 
+/// `--schedule` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ScheduleArg {
+    /// All forwards, then all backwards.
+    Gpipe,
+    /// One forward, one backward (PipeDream-Flush).
+    #[value(name = "1f1b")]
+    OneFOneB,
+    /// Megatron-LM's interleaved 1F1B over --vp chunks.
+    Interleaved,
+    /// ZB-H1: weight gradients deferred into the drain bubble.
+    ZeroBubble,
+    /// DeepSeek-V3's DualPipe: micro-batches from both ends, two stages per rank.
+    Dualpipe,
+}
+
+impl ScheduleArg {
+    /// The library's schedule.
+    pub fn schedule(self) -> meshplan::plan::PipelineSchedule {
+        use meshplan::plan::PipelineSchedule as S;
+        match self {
+            ScheduleArg::Gpipe => S::Gpipe,
+            ScheduleArg::OneFOneB => S::OneFOneB,
+            ScheduleArg::Interleaved => S::Interleaved,
+            ScheduleArg::ZeroBubble => S::ZeroBubble,
+            ScheduleArg::Dualpipe => S::Dualpipe,
+        }
+    }
+}
+
 /// `meshplan estimate` flags.
 #[derive(Debug, Args)]
 pub struct EstimateArgs {
@@ -197,6 +227,9 @@ pub struct RunArgs {
     /// --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split. [default: even]
     #[arg(long, value_enum, value_name = "SPLIT", help_heading = "Parallel plan")]
     pub pipeline_split: Option<PipelineSplitArg>,
+    /// Pipeline schedule. [default: interleaved when --vp > 1, else 1f1b, as Megatron-LM runs]
+    #[arg(long, value_enum, value_name = "SCHEDULE", help_heading = "Parallel plan")]
+    pub schedule: Option<ScheduleArg>,
     /// ZeRO stage 0-3; 1 is Megatron's distributed optimizer. [default: 1]
     #[arg(
         long,

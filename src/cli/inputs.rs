@@ -15,7 +15,7 @@ use meshplan::units::{parse_bandwidth, parse_seconds};
 use meshplan::violation::{Collector, Violations};
 use meshplan::{Run, RunSpec};
 
-use super::args::{FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs};
+use super::args::{FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs, ScheduleArg};
 
 /// The built-in example's model preset, used when `--model` is not given.
 pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
@@ -247,6 +247,7 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
                 PipelineSplitArg::EmbeddingAndLoss => PipelineSplit::EmbeddingAndLoss,
             })
             .or(base.pipeline_split),
+        schedule: args.schedule.map(ScheduleArg::schedule).or(base.schedule),
         sequence_parallel: args.sequence_parallel.or(base.sequence_parallel),
         zero: args.zero.or(base.zero),
         fsdp: if args.fsdp { Some(true) } else { base.fsdp },

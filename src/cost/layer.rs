@@ -27,8 +27,10 @@ pub enum Phase {
 /// What resource an operation occupies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OpKind {
-    /// A weight GEMM on the tensor cores.
+    /// A GEMM on the tensor cores: forward, or the input-gradient GEMM of the backward.
     Gemm,
+    /// The weight-gradient GEMM of the backward, which zero-bubble schedules defer.
+    WeightGradient,
     /// A fused attention kernel.
     Attention,
     /// A memory-bound kernel (norms, residuals, activations, casts, loss).
@@ -77,6 +79,7 @@ impl OpTable {
     /// Compute time of a phase: GEMMs, attention and memory-bound kernels.
     pub fn compute(&self, phase: Phase) -> Seconds {
         self.time(phase, OpKind::Gemm)
+            + self.time(phase, OpKind::WeightGradient)
             + self.time(phase, OpKind::Attention)
             + self.time(phase, OpKind::Memory)
     }
@@ -144,15 +147,21 @@ impl<'a> Ctx<'a> {
             bytes(forward),
             gemm_time(gpu, self.class, forward, input_bytes),
         );
-        let backward_time = gemm_time(gpu, self.class, data_grad, input_bytes)
-            + gemm_time(gpu, self.class, weight_grad, input_bytes);
         table.push(
             name,
             Phase::Backward,
             OpKind::Gemm,
-            data_grad.flops() + weight_grad.flops(),
-            bytes(data_grad) + bytes(weight_grad),
-            backward_time,
+            data_grad.flops(),
+            bytes(data_grad),
+            gemm_time(gpu, self.class, data_grad, input_bytes),
+        );
+        table.push(
+            name,
+            Phase::Backward,
+            OpKind::WeightGradient,
+            weight_grad.flops(),
+            bytes(weight_grad),
+            gemm_time(gpu, self.class, weight_grad, input_bytes),
         );
     }
 

@@ -9,3 +9,4 @@ pub mod kernels;
 pub mod layer;
 pub mod memory;
 pub mod step;
+pub mod work;

@@ -10,21 +10,13 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;
-use crate::cost::layer::{self, OpKind, OpTable, Phase};
 use crate::cost::memory::stage_params;
+use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segment};
 use crate::estimate::{Throughput, TimeBreakdown};
 use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
 
-/// Fraction of a compute window that can hide communication: collective kernels take SMs and
-/// memory bandwidth from the compute they overlap. Galvatron calibrates this as a 1.1-1.3x
-/// slowdown of overlapped compute (reference/peers.md); 1 / 1.15 is taken.
-pub const OVERLAP_EFFICIENCY: f64 = 1.0 / 1.15;
-/// Fraction of TP communication hidden by `--tp-comm-overlap` (Transformer Engine userbuffers
-/// pipeline the all-gather / reduce-scatter with GEMM chunks; the first and last chunks stay
-/// exposed).
-pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 /// HBM traffic of an Adam step per parameter of the shard being updated: read the FP32 gradient,
 /// master weight and two moments (16 bytes), write the last three (12) and the 16-bit weight (2).
 const ADAM_BYTES_PER_SHARD_PARAM: f64 = 30.0;
@@ -32,99 +24,26 @@ const ADAM_BYTES_PER_SHARD_PARAM: f64 = 30.0;
 /// write of the FP32 buffer.
 const GRADIENT_BUFFER_BYTES_PER_PARAM: f64 = 8.0;
 
-/// One stage's work for one micro-batch.
-#[derive(Debug, Clone, Copy, Default)]
-struct StageWork {
-    forward: Seconds,
-    backward: Seconds,
-    recompute: Seconds,
-    tp_exposed: Seconds,
-    cp_exposed: Seconds,
-}
-
-impl StageWork {
-    fn total(&self) -> Seconds {
-        self.forward + self.backward + self.recompute + self.tp_exposed + self.cp_exposed
-    }
-}
-
-fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
-    if run.plan().tp_comm_overlap() { time * (1.0 - TP_COMM_OVERLAP_HIDDEN) } else { time }
-}
-
-fn stage_work(run: &Run, stage: u64, tables: &Tables) -> StageWork {
-    let plan = run.plan();
-    let layers = run.stage_layers(stage) as f64;
-    let recomputed = (plan.recompute_num_layers() as f64).min(layers);
-    let layer = &tables.layer;
-    let mut extras: Vec<&OpTable> = Vec::new();
-    if stage == 0 {
-        extras.push(&tables.embedding);
-    }
-    if stage + 1 == plan.pp() {
-        extras.push(&tables.head);
-    }
-    let extra = |f: &dyn Fn(&OpTable) -> Seconds| extras.iter().map(|t| f(t)).sum::<Seconds>();
-    let tp_forward = layer.time(Phase::Forward, OpKind::TpComm);
-    let recompute = match plan.recompute() {
-        RecomputeKind::None => Seconds::ZERO,
-        RecomputeKind::Selective => layer.time(Phase::Forward, OpKind::Attention) * layers,
-        RecomputeKind::Full => layer.compute(Phase::Forward) * recomputed,
-    };
-    let recompute_tp = match plan.recompute() {
-        RecomputeKind::Full => tp_forward * recomputed,
-        _ => Seconds::ZERO,
-    };
-    let tp = (tp_forward + layer.time(Phase::Backward, OpKind::TpComm)) * layers
-        + recompute_tp
-        + extra(&|t| {
-            t.time(Phase::Forward, OpKind::TpComm) + t.time(Phase::Backward, OpKind::TpComm)
-        });
-    // Ring attention overlaps each key/value transfer with the attention block it feeds.
-    let hidden = |phase| {
-        (layer.time(phase, OpKind::CpComm)
-            - layer.time(phase, OpKind::Attention) * OVERLAP_EFFICIENCY)
-            .max(Seconds::ZERO)
-    };
-    StageWork {
-        forward: layer.compute(Phase::Forward) * layers + extra(&|t| t.compute(Phase::Forward)),
-        backward: layer.compute(Phase::Backward) * layers + extra(&|t| t.compute(Phase::Backward)),
-        recompute,
-        tp_exposed: exposed_tp(run, tp),
-        cp_exposed: (hidden(Phase::Forward) + hidden(Phase::Backward)) * layers,
-    }
-}
-
-struct Tables {
-    layer: OpTable,
-    embedding: OpTable,
-    head: OpTable,
-}
-
 /// Time of one optimizer step, broken down.
 pub fn step_time(run: &Run) -> TimeBreakdown {
     let plan = run.plan();
-    let tables = Tables {
-        layer: layer::transformer_layer(run),
-        embedding: layer::embedding(run),
-        head: layer::head(run),
-    };
-    let stages: Vec<StageWork> =
-        (0..plan.pp()).map(|stage| stage_work(run, stage, &tables)).collect();
+    let tables = Tables::new(run);
+    let stages: Vec<Work> =
+        (0..plan.pp()).map(|stage| segment_work(run, &tables, stage_segment(run, stage))).collect();
     let critical = stages
         .iter()
         .copied()
         .max_by(|a, b| a.total().value().total_cmp(&b.total().value()))
         .unwrap_or_default();
     let m = plan.num_microbatches() as f64;
-    let all_stages: Seconds = stages.iter().map(StageWork::total).sum();
+    let all_stages: Seconds = stages.iter().map(Work::total).sum();
     let first = stages.first().copied().unwrap_or_default();
     TimeBreakdown {
         forward: critical.forward * m,
         backward: critical.backward * m,
         recompute: critical.recompute * m,
-        tp_exposed: critical.tp_exposed * m,
-        cp_exposed: critical.cp_exposed * m,
+        tp_exposed: (critical.forward_tp + critical.backward_tp) * m,
+        cp_exposed: (critical.forward_cp + critical.backward_cp) * m,
         pp_exposed: pipeline_comm(run),
         dp_exposed: data_parallel_comm(run, &first),
         pipeline_bubble: (all_stages - critical.total()) / plan.vp() as f64,
@@ -160,7 +79,7 @@ fn pipeline_comm(run: &Run) -> Seconds {
 }
 
 /// Data-parallel communication not hidden under the first stage's compute.
-fn data_parallel_comm(run: &Run, first: &StageWork) -> Seconds {
+fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
     let plan = run.plan();
     let links = run.cluster().interconnect();
     let params = stage_params(run, 0);

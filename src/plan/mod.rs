@@ -33,6 +33,47 @@ pub enum FsdpMode {
     GradOp,
 }
 
+/// The pipeline schedule: the order in which each stage runs forward and backward work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PipelineSchedule {
+    /// All forwards, then all backwards (Huang et al. 2019).
+    Gpipe,
+    /// One forward, one backward, after a warm-up of `pp - stage - 1` forwards (PipeDream-Flush,
+    /// Megatron-LM's default without interleaving).
+    #[serde(rename = "1f1b")]
+    OneFOneB,
+    /// Megatron-LM's interleaved 1F1B over `vp` virtual chunks per rank (Narayanan et al. 2021).
+    Interleaved,
+    /// ZB-H1 (Qi et al. 2024): backward split into input and weight gradients, the weight
+    /// gradients deferred into the drain bubble at 1F1B's memory.
+    ZeroBubble,
+    /// DualPipe (DeepSeek-V3): micro-batches enter from both ends; every rank holds two stages.
+    Dualpipe,
+}
+
+impl PipelineSchedule {
+    /// Every schedule, in the order the CLI lists them.
+    pub const ALL: [PipelineSchedule; 5] = [
+        PipelineSchedule::Gpipe,
+        PipelineSchedule::OneFOneB,
+        PipelineSchedule::Interleaved,
+        PipelineSchedule::ZeroBubble,
+        PipelineSchedule::Dualpipe,
+    ];
+
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            PipelineSchedule::Gpipe => "gpipe",
+            PipelineSchedule::OneFOneB => "1f1b",
+            PipelineSchedule::Interleaved => "interleaved",
+            PipelineSchedule::ZeroBubble => "zero-bubble",
+            PipelineSchedule::Dualpipe => "dualpipe",
+        }
+    }
+}
+
 /// How transformer layers are assigned to pipeline stages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -75,6 +116,8 @@ pub struct PlanSpec {
     pub cp: Option<i64>,
     /// How layers are split across pipeline stages (default even).
     pub pipeline_split: Option<PipelineSplit>,
+    /// Pipeline schedule (default: interleaved when vp > 1, else 1F1B, as Megatron-LM runs).
+    pub schedule: Option<PipelineSchedule>,
     /// Megatron sequence parallelism (default: on whenever tp > 1).
     pub sequence_parallel: Option<bool>,
     /// ZeRO stage 0-3 (default 1, Megatron's distributed optimizer).
@@ -160,6 +203,7 @@ pub struct Plan {
     pub(crate) dp: u64,
     pub(crate) cp: u64,
     pub(crate) pipeline_split: PipelineSplit,
+    pub(crate) schedule: PipelineSchedule,
     pub(crate) sequence_parallel: bool,
     pub(crate) sharding: Sharding,
     pub(crate) fsdp: bool,
@@ -194,6 +238,10 @@ impl Plan {
     /// Context-parallel size.
     pub fn cp(&self) -> u64 {
         self.cp
+    }
+    /// The pipeline schedule.
+    pub fn schedule(&self) -> PipelineSchedule {
+        self.schedule
     }
     /// How layers are split across pipeline stages.
     pub fn pipeline_split(&self) -> PipelineSplit {
