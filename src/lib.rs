@@ -33,6 +33,7 @@ pub mod model;
 pub mod plan;
 pub mod presets;
 pub mod run;
+pub mod sim;
 pub mod units;
 pub mod validate;
 pub mod violation;

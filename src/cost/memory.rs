@@ -30,23 +30,28 @@ const FRAGMENTATION: f64 = 0.05;
 
 /// Parameters held by one GPU of pipeline stage `stage` before data-parallel sharding.
 pub fn stage_params(run: &Run, stage: u64) -> f64 {
+    segment_params(run, run.stage_layers(stage) as f64, stage == 0, stage + 1 == run.plan().pp())
+}
+
+/// Parameters one GPU holds for `layers` layers, plus the embedding (`first`) and the output
+/// layer and final norm (`last`), before data-parallel sharding.
+pub fn segment_params(run: &Run, layers: f64, first: bool, last: bool) -> f64 {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
-    let layers = run.stage_layers(stage) as f64;
     let h = model.hidden_size() as f64;
     // Matrices and their biases split across TP; norms are replicated.
     let norms = layer_norm_params(run);
     let per_layer = (model.params_per_layer() as f64 - norms) / tp + norms;
     let mut params = layers * per_layer;
     let vocab_rows = padded_vocab(run) / tp * h;
-    if stage == 0 {
+    if first {
         params += vocab_rows;
         if model.position_embedding() == PositionEmbedding::Learned {
             params += (model.max_position_embeddings() * model.hidden_size()) as f64;
         }
     }
-    if stage + 1 == plan.pp() {
+    if last {
         // The last stage holds the output layer; with tied embeddings and pp > 1 it keeps its own
         // copy of the embedding (Megatron-LM synchronises the two copies' gradients).
         if !model.tied_embeddings() || plan.pp() > 1 {
@@ -125,41 +130,65 @@ pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
         .collect()
 }
 
-fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
-    let plan = run.plan();
-    let model = run.model();
+fn tokens(run: &Run) -> f64 {
     let training = run.training();
-    let params = stage_params(run, stage);
+    (training.micro_batch() * training.seq_len()) as f64 / run.plan().cp() as f64
+}
+
+/// Bytes of one layer's input (the residual stream), what full recompute keeps per layer.
+pub fn layer_input_bytes(run: &Run) -> f64 {
+    let plan = run.plan();
+    let sp = if plan.sequence_parallel() { plan.tp() as f64 } else { 1.0 };
+    tokens(run) * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp
+}
+
+/// Bytes of the GEMM inputs one layer keeps for its weight gradients: what a split (zero-bubble)
+/// backward still holds after the input-gradient pass.
+pub fn layer_weight_gradient_input_bytes(run: &Run) -> f64 {
+    let model = run.model();
+    let plan = run.plan();
+    let tp = plan.tp() as f64;
+    let sp = if plan.sequence_parallel() { tp } else { 1.0 };
+    let h = model.hidden_size() as f64;
+    let gemm_in = run.training().precision().saved_gemm_input_bytes();
+    tokens(run) * (2.0 * h * gemm_in / sp + (model.query_width() as f64 + ffn_input(run)) * gemm_in / tp)
+}
+
+/// Activation bytes one micro-batch leaves stored in a segment of `layers` layers (of which
+/// `recomputed` recompute under full recompute), plus the embedding output on the first stage.
+pub fn stored_activation_bytes(run: &Run, layers: f64, recomputed: f64, first: bool) -> f64 {
+    let per_layer = layer_activation_bytes(run);
+    let layer_input = layer_input_bytes(run);
+    let stored = match run.plan().recompute() {
+        RecomputeKind::None | RecomputeKind::Selective => layers * per_layer,
+        RecomputeKind::Full => {
+            let recomputed = recomputed.min(layers);
+            recomputed * layer_input + (layers - recomputed) * per_layer
+        }
+    };
+    stored + if first { layer_input } else { 0.0 }
+}
+
+/// Activations rebuilt at once during a full-recompute backward: one layer's.
+pub fn recompute_working_bytes(run: &Run) -> f64 {
+    if run.plan().recompute() == RecomputeKind::Full { layer_activation_bytes(run) } else { 0.0 }
+}
+
+/// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
+pub fn logits_bytes(run: &Run) -> f64 {
+    tokens(run) * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0)
+}
+
+/// Model states, workspaces and FSDP buffers of a rank holding `params` parameters in `layers`
+/// layers: everything but activations and logits, before fragmentation.
+pub fn model_state_memory(run: &Run, params: f64, layers: f64) -> MemoryBreakdown {
+    let plan = run.plan();
     let shard = (plan.shard_group() * plan.cp()) as f64;
     let (weight_shard, gradient_shard, optimizer_shard) = match plan.sharding() {
         Sharding::None => (1.0, 1.0, 1.0),
         Sharding::Optimizer => (1.0, 1.0, shard),
         Sharding::OptimizerAndGradients => (1.0, shard, shard),
         Sharding::Full => (shard, shard, shard),
-    };
-    let layers = run.stage_layers(stage) as f64;
-    let per_layer = layer_activation_bytes(run);
-    let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
-    let sp = if plan.sequence_parallel() { plan.tp() as f64 } else { 1.0 };
-    let layer_input = tokens * model.hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp;
-    let stored_per_microbatch = match plan.recompute() {
-        RecomputeKind::None | RecomputeKind::Selective => layers * per_layer,
-        RecomputeKind::Full => {
-            let recomputed = (plan.recompute_num_layers() as f64).min(layers);
-            recomputed * layer_input + (layers - recomputed) * per_layer
-        }
-    };
-    // Under full recompute one layer's activations are rebuilt at a time during the backward.
-    let working = if plan.recompute() == RecomputeKind::Full { per_layer } else { 0.0 };
-    let mut activations = in_flight_microbatches(run, stage) * stored_per_microbatch + working;
-    if stage == 0 {
-        activations += in_flight_microbatches(run, stage) * layer_input;
-    }
-    let logits = if stage + 1 == plan.pp() {
-        // BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
-        tokens * padded_vocab(run) / plan.tp() as f64 * (2.0 + 4.0)
-    } else {
-        0.0
     };
     let mut buffers = RUNTIME_WORKSPACE_GIB * (1u64 << 30) as f64;
     if plan.sharding() == Sharding::Full {
@@ -173,17 +202,34 @@ fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
             buffers += params * (WEIGHT_BYTES + GRADIENT_BYTES);
         }
     }
-    let mut memory = MemoryBreakdown {
+    MemoryBreakdown {
         weights: Bytes::new(params * WEIGHT_BYTES / weight_shard),
         gradients: Bytes::new(params * GRADIENT_BYTES / gradient_shard),
         optimizer_states: Bytes::new(params * OPTIMIZER_BYTES / optimizer_shard),
-        activations: Bytes::new(activations),
-        logits: Bytes::new(logits),
         buffers: Bytes::new(buffers),
-        fragmentation: Bytes::ZERO,
-    };
+        ..MemoryBreakdown::default()
+    }
+}
+
+/// Adds the fragmentation allowance to a breakdown.
+pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
+    memory.fragmentation = Bytes::ZERO;
     memory.fragmentation = memory.total() * FRAGMENTATION;
     memory
+}
+
+fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
+    let plan = run.plan();
+    let layers = run.stage_layers(stage) as f64;
+    let recomputed = plan.recompute_num_layers() as f64;
+    let in_flight = in_flight_microbatches(run, stage);
+    let stored = stored_activation_bytes(run, layers, recomputed, stage == 0);
+    let mut memory = model_state_memory(run, stage_params(run, stage), layers);
+    memory.activations = Bytes::new(in_flight * stored + recompute_working_bytes(run));
+    if stage + 1 == plan.pp() {
+        memory.logits = Bytes::new(logits_bytes(run));
+    }
+    with_fragmentation(memory)
 }
 
 #[cfg(test)]

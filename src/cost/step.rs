@@ -57,15 +57,7 @@ fn pipeline_comm(run: &Run) -> Seconds {
     if plan.pp() == 1 {
         return Seconds::ZERO;
     }
-    let training = run.training();
-    let sp = if plan.sequence_parallel() { plan.tp() } else { 1 };
-    let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
-    let bytes = Bytes::new(
-        tokens * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp as f64,
-    );
-    let group = Group { size: 2, stride: plan.tp() * plan.cp() * plan.dp() };
-    let transfer =
-        collective_time(run.cluster().interconnect(), Collective::SendRecv, group, bytes);
+    let transfer = p2p_transfer(run);
     let (m, pp, vp) = (plan.num_microbatches() as f64, plan.pp() as f64, plan.vp() as f64);
     if plan.vp() == 1 {
         // Plain 1F1B blocks on every send/receive pair: one forward and one backward transfer per
@@ -78,32 +70,68 @@ fn pipeline_comm(run: &Run) -> Seconds {
     }
 }
 
-/// Data-parallel communication not hidden under the first stage's compute.
-fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
+/// One pipeline send/receive of a micro-batch's activations (or their gradients) between
+/// neighbouring stages, which sit `tp x cp x dp` ranks apart in Megatron-LM's rank order.
+pub fn p2p_transfer(run: &Run) -> Seconds {
+    let plan = run.plan();
+    let training = run.training();
+    let sp = if plan.sequence_parallel() { plan.tp() } else { 1 };
+    let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
+    let bytes = Bytes::new(
+        tokens * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp as f64,
+    );
+    let group = Group { size: 2, stride: plan.tp() * plan.cp() * plan.dp() };
+    collective_time(run.cluster().interconnect(), Collective::SendRecv, group, bytes)
+}
+
+/// The data-parallel collectives over `params` parameters, each as one un-overlapped duration.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DataParallelCollectives {
+    /// Gradient all-reduce over the sharding group (plain DDP).
+    pub all_reduce: Seconds,
+    /// Gradient reduce-scatter over the sharding group (ZeRO / FSDP).
+    pub reduce_scatter: Seconds,
+    /// 16-bit parameter all-gather over the sharding group.
+    pub all_gather: Seconds,
+    /// Hybrid sharding: the shard's all-reduce across replicas.
+    pub replica_reduce: Seconds,
+}
+
+/// The collectives that synchronize `params` parameters across data-parallel ranks.
+pub fn data_parallel_collectives(run: &Run, params: f64) -> DataParallelCollectives {
     let plan = run.plan();
     let links = run.cluster().interconnect();
-    let params = stage_params(run, 0);
     let grad_bytes = Bytes::new(params * if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 });
     let param_bytes = Bytes::new(params * Precision::ACTIVATION_BYTES);
     let shard = Group { size: plan.shard_group() * plan.cp(), stride: plan.tp() };
     let replicas = plan.dp() / plan.shard_group();
     let replicate = Group { size: replicas, stride: plan.tp() * plan.cp() * plan.shard_group() };
+    DataParallelCollectives {
+        all_reduce: collective_time(links, Collective::AllReduce, shard, grad_bytes),
+        reduce_scatter: collective_time(links, Collective::ReduceScatter, shard, grad_bytes),
+        all_gather: collective_time(links, Collective::AllGather, shard, param_bytes),
+        replica_reduce: collective_time(
+            links,
+            Collective::AllReduce,
+            replicate,
+            grad_bytes / shard.size as f64,
+        ),
+    }
+}
+
+/// Data-parallel communication not hidden under the first stage's compute.
+fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
+    let plan = run.plan();
+    let DataParallelCollectives { all_reduce, reduce_scatter, all_gather, replica_reduce } =
+        data_parallel_collectives(run, stage_params(run, 0));
     let m = plan.num_microbatches() as f64;
     let window_backward = (first.backward + first.recompute) * OVERLAP_EFFICIENCY;
     let window_forward = first.forward * OVERLAP_EFFICIENCY;
     let exposed = |comm: Seconds, window: Seconds, overlap: bool| {
         if overlap { (comm - window).max(Seconds::ZERO) } else { comm }
     };
-    let reduce_scatter = collective_time(links, Collective::ReduceScatter, shard, grad_bytes);
-    let all_gather = collective_time(links, Collective::AllGather, shard, param_bytes);
-    // Hybrid sharding all-reduces each shard across the replicas once per step.
-    let replica_reduce =
-        collective_time(links, Collective::AllReduce, replicate, grad_bytes / shard.size as f64);
     match plan.sharding() {
-        Sharding::None => {
-            let all_reduce = collective_time(links, Collective::AllReduce, shard, grad_bytes);
-            exposed(all_reduce, window_backward, plan.overlap_grad_reduce())
-        }
+        Sharding::None => exposed(all_reduce, window_backward, plan.overlap_grad_reduce()),
         Sharding::Optimizer => {
             exposed(reduce_scatter, window_backward, plan.overlap_grad_reduce())
                 + exposed(all_gather, window_forward, plan.overlap_param_gather())
@@ -140,6 +168,12 @@ fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
 fn optimizer_time(run: &Run) -> Seconds {
     let plan = run.plan();
     let params = (0..plan.pp()).map(|stage| stage_params(run, stage)).fold(0.0, f64::max);
+    optimizer_time_for(run, params)
+}
+
+/// The Adam step and gradient bookkeeping of a rank holding `params` parameters.
+pub fn optimizer_time_for(run: &Run, params: f64) -> Seconds {
+    let plan = run.plan();
     let shard = match plan.sharding() {
         Sharding::None => 1.0,
         _ => (plan.shard_group() * plan.cp()) as f64,

@@ -1,0 +1,586 @@
+//! The event-driven core: runs every rank's task order against the dependencies between ranks,
+//! with a compute stream, a pipeline send stream and a data-parallel stream per rank.
+//!
+//! A task starts when its rank's compute stream is free, its inputs have arrived (the producing
+//! task's end plus one send/receive when it ran on another rank) and, under FSDP, its parameters
+//! have been gathered. Task times are exact for a fixed per-rank order, whatever order the loop
+//! visits ranks in: each task is placed once all its dependencies are placed, and ranks are
+//! visited in index order so ties resolve the same way every time. A pass that places nothing
+//! while tasks remain is a deadlock, reported with the tasks that are stuck and what they wait
+//! for; the loop never spins.
+//!
+//! Data-parallel collectives run on their own stream; compute that overlaps them is slowed by
+//! `slowdown` (collective kernels take SMs and memory bandwidth).
+
+use super::program::{Program, Task, TaskKind};
+use crate::cost::work::Work;
+use crate::units::Seconds;
+
+/// What one position (virtual stage) costs per micro-batch, and what it holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PositionCost {
+    /// Compute and exposed in-layer communication by phase.
+    pub work: Work,
+    /// Activation bytes stored from the forward to the backward.
+    pub activations: f64,
+    /// Of those, bytes kept after an input-gradient backward until the weight gradient.
+    pub weight_gradient_inputs: f64,
+    /// Transient bytes alive during the backward (a layer rebuilt by full recompute, logits).
+    pub backward_working: f64,
+}
+
+/// Data-parallel collectives, per position of the path.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DataParallel {
+    /// Parameter gather before a position's first forward (distributed optimizer, or FSDP that
+    /// keeps stages gathered), issued at the start of the step.
+    pub gather_before_first_forward: Vec<Seconds>,
+    /// Parameter gather before every forward and backward (FSDP with resharding), prefetched
+    /// when the rank's previous task starts.
+    pub gather_each_task: Vec<Seconds>,
+    /// Gradient reduction after every backward (FSDP with resharding, ZeRO-2).
+    pub reduce_each_backward: Vec<Seconds>,
+    /// Gradient reduction once a position's gradients are complete for the step.
+    pub reduce_when_complete: Vec<Seconds>,
+    /// Whether `reduce_when_complete` starts as soon as the position is complete (else after the
+    /// rank's last task).
+    pub overlap_reduce: bool,
+    /// Work after the data-parallel stream drains: un-overlapped gathers, replica reductions.
+    pub tail: Seconds,
+}
+
+/// Everything the engine needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Setup<'a> {
+    /// The schedule.
+    pub program: &'a Program,
+    /// Cost of each position.
+    pub positions: Vec<PositionCost>,
+    /// One pipeline send/receive.
+    pub transfer: Seconds,
+    /// Data-parallel collectives.
+    pub data_parallel: DataParallel,
+    /// Factor by which compute slows while a data-parallel collective runs.
+    pub slowdown: f64,
+    /// Model-state bytes of each rank (weights, gradients, optimizer, buffers).
+    pub base_memory: Vec<f64>,
+    /// Optimizer step of each rank.
+    pub optimizer: Vec<Seconds>,
+}
+
+/// A stream of a rank.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lane {
+    /// Forward, backward and weight-gradient compute.
+    Compute,
+    /// Pipeline sends to the neighbouring stage.
+    PipelineSend,
+    /// Data-parallel collectives.
+    DataParallel,
+}
+
+/// What a slice of a lane is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SliceKind {
+    /// A compute task.
+    Task(Task),
+    /// The send of a task's output to the rank that needs it.
+    Send(Task),
+    /// A parameter all-gather for a position.
+    ParamGather {
+        /// Position gathered.
+        position: u32,
+    },
+    /// A gradient reduction for a position.
+    GradientReduce {
+        /// Position reduced.
+        position: u32,
+    },
+    /// The optimizer step.
+    Optimizer,
+}
+
+/// One busy interval of a lane.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Slice {
+    /// Rank.
+    pub rank: u32,
+    /// Lane.
+    pub lane: Lane,
+    /// What ran.
+    pub kind: SliceKind,
+    /// Start.
+    pub start: Seconds,
+    /// End.
+    pub end: Seconds,
+}
+
+/// Memory in use on a rank from `time` on.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MemorySample {
+    /// Rank.
+    pub rank: u32,
+    /// Time of the change.
+    pub time: Seconds,
+    /// Bytes in use.
+    pub bytes: f64,
+}
+
+/// Where one rank's time went.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct RankTime {
+    /// Forward compute.
+    pub forward: Seconds,
+    /// Backward compute.
+    pub backward: Seconds,
+    /// Recomputed forward.
+    pub recompute: Seconds,
+    /// Exposed TP communication.
+    pub tp: Seconds,
+    /// Exposed CP communication.
+    pub cp: Seconds,
+    /// Waiting for a neighbour's send beyond its compute.
+    pub pp: Seconds,
+    /// Data-parallel collectives not hidden, and the slowdown of compute they overlapped.
+    pub dp: Seconds,
+    /// Waiting for a neighbour's compute (fill, drain and imbalance).
+    pub bubble: Seconds,
+    /// Optimizer step.
+    pub optimizer: Seconds,
+    /// End of the rank's step.
+    pub end: Seconds,
+}
+
+/// The result of a run of the engine.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Outcome {
+    /// Every busy interval, per rank and lane, in placement order.
+    pub slices: Vec<Slice>,
+    /// Memory over time, per rank, in time order within a rank.
+    pub memory: Vec<MemorySample>,
+    /// Where each rank's time went.
+    pub ranks: Vec<RankTime>,
+    /// Peak bytes in use per rank.
+    pub peak_memory: Vec<f64>,
+    /// Peak micro-batches with a finished forward and an unfinished backward, per rank.
+    pub peak_in_flight: Vec<u32>,
+}
+
+/// A task that could not start, and what it waits for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StuckTask {
+    /// Rank.
+    pub rank: u32,
+    /// The rank's next task.
+    pub task: Task,
+    /// Tasks it depends on that never ran.
+    pub waiting_for: Vec<Task>,
+}
+
+struct Dependency {
+    ready: Seconds,
+    /// Send time included in `ready` when the binding input came from another rank.
+    transfer: Seconds,
+}
+
+struct Engine<'a> {
+    setup: &'a Setup<'a>,
+    forward_end: Vec<Option<Seconds>>,
+    backward_end: Vec<Option<Seconds>>,
+    gather_done: Vec<Seconds>,
+    remaining_gradients: Vec<u32>,
+    outcome: Outcome,
+}
+
+/// Runs the program.
+pub fn run(setup: &Setup) -> Result<Outcome, Vec<StuckTask>> {
+    let program = setup.program;
+    let ranks = program.ranks as usize;
+    let slots = (program.microbatches * program.positions) as usize;
+    let mut engine = Engine {
+        setup,
+        forward_end: vec![None; slots],
+        backward_end: vec![None; slots],
+        gather_done: vec![Seconds::ZERO; program.positions as usize],
+        remaining_gradients: vec![0; program.positions as usize],
+        outcome: Outcome {
+            slices: Vec::with_capacity(program.len() * 2),
+            memory: Vec::new(),
+            ranks: vec![RankTime::default(); ranks],
+            peak_memory: setup.base_memory.clone(),
+            peak_in_flight: vec![0; ranks],
+        },
+    };
+    for tasks in &program.order {
+        for task in tasks {
+            if matches!(task.kind, TaskKind::Backward | TaskKind::WeightGradient) {
+                engine.remaining_gradients[task.position as usize] += 1;
+            }
+        }
+    }
+    engine.execute(ranks)?;
+    Ok(engine.outcome)
+}
+
+/// Per-rank progress of the main loop.
+#[derive(Clone, Copy, Default)]
+struct Cursor {
+    next: usize,
+    compute_free: Seconds,
+    data_parallel_free: Seconds,
+    previous_start: Seconds,
+    memory: f64,
+    in_flight: u32,
+    /// Index into the rank's data-parallel intervals below which all end before `compute_free`.
+    overlap_from: usize,
+}
+
+impl Engine<'_> {
+    fn slot(&self, microbatch: u32, position: u32) -> usize {
+        (microbatch * self.setup.program.positions + position) as usize
+    }
+
+    fn execute(&mut self, ranks: usize) -> Result<(), Vec<StuckTask>> {
+        let program = self.setup.program;
+        let mut cursors: Vec<Cursor> = (0..ranks)
+            .map(|rank| Cursor { memory: self.setup.base_memory[rank], ..Cursor::default() })
+            .collect();
+        let mut intervals: Vec<Vec<(Seconds, Seconds)>> = vec![Vec::new(); ranks];
+        self.issue_start_gathers(&mut cursors, &mut intervals);
+        for (rank, cursor) in cursors.iter().enumerate() {
+            self.sample(rank as u32, Seconds::ZERO, cursor.memory);
+        }
+        let total = program.len();
+        let mut placed = 0;
+        while placed < total {
+            let mut progress = false;
+            for rank in 0..ranks {
+                while let Some(&task) = program.order[rank].get(cursors[rank].next) {
+                    let Some(dependency) = self.dependency(task) else { break };
+                    self.place(rank, task, dependency, &mut cursors[rank], &mut intervals[rank]);
+                    cursors[rank].next += 1;
+                    placed += 1;
+                    progress = true;
+                }
+            }
+            if !progress {
+                return Err(self.stuck(&cursors));
+            }
+        }
+        for rank in 0..ranks {
+            self.finish(rank, &cursors[rank], &mut intervals[rank]);
+        }
+        Ok(())
+    }
+
+    fn issue_start_gathers(&mut self, cursors: &mut [Cursor], intervals: &mut [Vec<(Seconds, Seconds)>]) {
+        let program = self.setup.program;
+        let gathers = &self.setup.data_parallel.gather_before_first_forward;
+        if gathers.is_empty() {
+            return;
+        }
+        for (rank, tasks) in program.order.iter().enumerate() {
+            let mut seen = Vec::new();
+            for task in tasks.iter().filter(|t| t.kind == TaskKind::Forward) {
+                if seen.contains(&task.position) {
+                    continue;
+                }
+                seen.push(task.position);
+                let duration = gathers[task.position as usize];
+                let start = cursors[rank].data_parallel_free;
+                let end = start + duration;
+                cursors[rank].data_parallel_free = end;
+                self.gather_done[task.position as usize] = end;
+                intervals[rank].push((start, end));
+                self.outcome.slices.push(Slice {
+                    rank: rank as u32,
+                    lane: Lane::DataParallel,
+                    kind: SliceKind::ParamGather { position: task.position },
+                    start,
+                    end,
+                });
+            }
+        }
+    }
+
+    /// When the task's inputs are available, or `None` if a producer has not been placed.
+    fn dependency(&self, task: Task) -> Option<Dependency> {
+        let program = self.setup.program;
+        let rank = program.rank_of(task.microbatch, task.position);
+        let transfer = self.setup.transfer;
+        let from = |end: Seconds, producer_position: u32| {
+            if program.rank_of(task.microbatch, producer_position) == rank {
+                Dependency { ready: end, transfer: Seconds::ZERO }
+            } else {
+                Dependency { ready: end + transfer, transfer }
+            }
+        };
+        let later = |a: Dependency, b: Dependency| if b.ready > a.ready { b } else { a };
+        let own = self.slot(task.microbatch, task.position);
+        match task.kind {
+            TaskKind::Forward => {
+                if task.position == 0 {
+                    return Some(Dependency { ready: Seconds::ZERO, transfer: Seconds::ZERO });
+                }
+                let end = self.forward_end[self.slot(task.microbatch, task.position - 1)]?;
+                Some(from(end, task.position - 1))
+            }
+            TaskKind::Backward | TaskKind::BackwardInput => {
+                let forward = Dependency { ready: self.forward_end[own]?, transfer: Seconds::ZERO };
+                if task.position + 1 == program.positions {
+                    return Some(forward);
+                }
+                let next = self.backward_end[self.slot(task.microbatch, task.position + 1)]?;
+                Some(later(forward, from(next, task.position + 1)))
+            }
+            TaskKind::WeightGradient => {
+                Some(Dependency { ready: self.backward_end[own]?, transfer: Seconds::ZERO })
+            }
+        }
+    }
+
+    fn duration(&self, task: Task) -> (Seconds, RankTime) {
+        let work = self.setup.positions[task.position as usize].work;
+        let mut parts = RankTime::default();
+        match task.kind {
+            TaskKind::Forward => {
+                parts.forward = work.forward;
+                parts.tp = work.forward_tp;
+                parts.cp = work.forward_cp;
+            }
+            TaskKind::Backward | TaskKind::BackwardInput => {
+                parts.backward = work.backward;
+                if task.kind == TaskKind::BackwardInput {
+                    parts.backward = work.backward - work.weight_gradient;
+                }
+                parts.recompute = work.recompute;
+                parts.tp = work.backward_tp;
+                parts.cp = work.backward_cp;
+            }
+            TaskKind::WeightGradient => parts.backward = work.weight_gradient,
+        }
+        let total = parts.forward + parts.backward + parts.recompute + parts.tp + parts.cp;
+        (total, parts)
+    }
+
+    fn place(
+        &mut self,
+        rank: usize,
+        task: Task,
+        dependency: Dependency,
+        cursor: &mut Cursor,
+        intervals: &mut Vec<(Seconds, Seconds)>,
+    ) {
+        let setup = self.setup;
+        let dp = &setup.data_parallel;
+        let position = task.position as usize;
+        let mut start = cursor.compute_free.max(dependency.ready);
+        let mut gather_wait = Seconds::ZERO;
+        if task.kind == TaskKind::Forward && !dp.gather_before_first_forward.is_empty() {
+            gather_wait = (self.gather_done[position] - start).max(Seconds::ZERO);
+            start = start.max(self.gather_done[position]);
+        }
+        if task.kind != TaskKind::WeightGradient && !dp.gather_each_task.is_empty() {
+            // Prefetched when the previous task started, behind whatever the stream is doing.
+            let issue = cursor.previous_start.max(cursor.data_parallel_free);
+            let end = issue + dp.gather_each_task[position];
+            self.push_dp(rank, SliceKind::ParamGather { position: task.position }, issue, end, cursor, intervals);
+            gather_wait = gather_wait.max(end - start).max(Seconds::ZERO);
+            start = start.max(end);
+        }
+        // Attribute the wait before the task.
+        let wait = start - cursor.compute_free;
+        let times = &mut self.outcome.ranks[rank];
+        if wait > Seconds::ZERO {
+            let waited_for_dp = gather_wait.min(wait);
+            let waited_for_send = dependency.transfer.min(wait - waited_for_dp);
+            times.dp += waited_for_dp;
+            times.pp += waited_for_send;
+            times.bubble += wait - waited_for_dp - waited_for_send;
+        }
+        let (duration, parts) = self.duration(task);
+        // Slow the compute by the data-parallel traffic it overlaps.
+        while cursor.overlap_from < intervals.len() && intervals[cursor.overlap_from].1 <= start {
+            cursor.overlap_from += 1;
+        }
+        let mut overlapped = Seconds::ZERO;
+        for &(busy_start, busy_end) in &intervals[cursor.overlap_from..] {
+            if busy_start >= start + duration {
+                break;
+            }
+            overlapped += (busy_end.min(start + duration) - busy_start.max(start)).max(Seconds::ZERO);
+        }
+        let stretch = overlapped * (setup.slowdown - 1.0);
+        let end = start + duration + stretch;
+        let times = &mut self.outcome.ranks[rank];
+        times.forward += parts.forward;
+        times.backward += parts.backward;
+        times.recompute += parts.recompute;
+        times.tp += parts.tp;
+        times.cp += parts.cp;
+        times.dp += stretch;
+        cursor.previous_start = start;
+        cursor.compute_free = end;
+        self.outcome.slices.push(Slice { rank: rank as u32, lane: Lane::Compute, kind: SliceKind::Task(task), start, end });
+        self.record(rank, task, start, end, cursor, intervals);
+    }
+
+    fn record(
+        &mut self,
+        rank: usize,
+        task: Task,
+        start: Seconds,
+        end: Seconds,
+        cursor: &mut Cursor,
+        intervals: &mut Vec<(Seconds, Seconds)>,
+    ) {
+        let setup = self.setup;
+        let program = setup.program;
+        let cost = setup.positions[task.position as usize];
+        let own = self.slot(task.microbatch, task.position);
+        let sends = |position_next: Option<u32>| {
+            position_next.is_some_and(|p| program.rank_of(task.microbatch, p) != rank as u32)
+        };
+        match task.kind {
+            TaskKind::Forward => {
+                self.forward_end[own] = Some(end);
+                cursor.in_flight += 1;
+                let peak = &mut self.outcome.peak_in_flight[rank];
+                *peak = (*peak).max(cursor.in_flight);
+                self.change_memory(rank, end, cost.activations, cursor);
+                let next = (task.position + 1 < program.positions).then_some(task.position + 1);
+                if sends(next) {
+                    self.push_send(rank, task, end);
+                }
+            }
+            TaskKind::Backward | TaskKind::BackwardInput => {
+                self.backward_end[own] = Some(end);
+                cursor.in_flight -= 1;
+                self.change_memory(rank, start, cost.backward_working, cursor);
+                let kept = if task.kind == TaskKind::BackwardInput { cost.weight_gradient_inputs } else { 0.0 };
+                self.change_memory(rank, end, -cost.backward_working - (cost.activations - kept), cursor);
+                if sends(task.position.checked_sub(1)) {
+                    self.push_send(rank, task, end);
+                }
+            }
+            TaskKind::WeightGradient => {
+                self.change_memory(rank, end, -cost.weight_gradient_inputs, cursor);
+            }
+        }
+        let dp = &setup.data_parallel;
+        let position = task.position as usize;
+        if matches!(task.kind, TaskKind::Backward | TaskKind::BackwardInput) && !dp.reduce_each_backward.is_empty() {
+            let issue = end.max(cursor.data_parallel_free);
+            let done = issue + dp.reduce_each_backward[position];
+            self.push_dp(rank, SliceKind::GradientReduce { position: task.position }, issue, done, cursor, intervals);
+        }
+        if matches!(task.kind, TaskKind::Backward | TaskKind::WeightGradient) {
+            self.remaining_gradients[position] -= 1;
+            if self.remaining_gradients[position] == 0 && dp.overlap_reduce && !dp.reduce_when_complete.is_empty() {
+                let issue = end.max(cursor.data_parallel_free);
+                let done = issue + dp.reduce_when_complete[position];
+                self.push_dp(rank, SliceKind::GradientReduce { position: task.position }, issue, done, cursor, intervals);
+            }
+        }
+    }
+
+    fn push_send(&mut self, rank: usize, task: Task, end: Seconds) {
+        self.outcome.slices.push(Slice {
+            rank: rank as u32,
+            lane: Lane::PipelineSend,
+            kind: SliceKind::Send(task),
+            start: end,
+            end: end + self.setup.transfer,
+        });
+    }
+
+    fn push_dp(
+        &mut self,
+        rank: usize,
+        kind: SliceKind,
+        start: Seconds,
+        end: Seconds,
+        cursor: &mut Cursor,
+        intervals: &mut Vec<(Seconds, Seconds)>,
+    ) {
+        cursor.data_parallel_free = end;
+        intervals.push((start, end));
+        self.outcome.slices.push(Slice { rank: rank as u32, lane: Lane::DataParallel, kind, start, end });
+    }
+
+    fn change_memory(&mut self, rank: usize, time: Seconds, delta: f64, cursor: &mut Cursor) {
+        if delta == 0.0 {
+            return;
+        }
+        cursor.memory += delta;
+        let peak = &mut self.outcome.peak_memory[rank];
+        *peak = peak.max(cursor.memory);
+        self.sample(rank as u32, time, cursor.memory);
+    }
+
+    fn sample(&mut self, rank: u32, time: Seconds, bytes: f64) {
+        self.outcome.memory.push(MemorySample { rank, time, bytes });
+    }
+
+    /// Drains the data-parallel stream and runs the optimizer.
+    fn finish(&mut self, rank: usize, cursor: &Cursor, intervals: &mut Vec<(Seconds, Seconds)>) {
+        let setup = self.setup;
+        let dp = &setup.data_parallel;
+        let mut cursor = *cursor;
+        if !dp.overlap_reduce {
+            let positions: Vec<u32> = {
+                let mut seen: Vec<u32> = setup.program.order[rank].iter().map(|t| t.position).collect();
+                seen.sort_unstable();
+                seen.dedup();
+                seen
+            };
+            for position in positions {
+                if let Some(&duration) = dp.reduce_when_complete.get(position as usize) {
+                    let issue = cursor.compute_free.max(cursor.data_parallel_free);
+                    self.push_dp(rank, SliceKind::GradientReduce { position }, issue, issue + duration, &mut cursor, intervals);
+                }
+            }
+        }
+        let drained = cursor.compute_free.max(cursor.data_parallel_free) + dp.tail;
+        let optimizer = setup.optimizer[rank];
+        self.outcome.slices.push(Slice { rank: rank as u32, lane: Lane::Compute, kind: SliceKind::Optimizer, start: drained, end: drained + optimizer });
+        let times = &mut self.outcome.ranks[rank];
+        times.dp += drained - cursor.compute_free;
+        times.optimizer = optimizer;
+        times.end = drained + optimizer;
+    }
+
+    fn stuck(&self, cursors: &[Cursor]) -> Vec<StuckTask> {
+        let program = self.setup.program;
+        let mut stuck = Vec::new();
+        for (rank, cursor) in cursors.iter().enumerate() {
+            let Some(&task) = program.order[rank].get(cursor.next) else { continue };
+            let mut waiting_for = Vec::new();
+            let own = self.slot(task.microbatch, task.position);
+            let mut need = |kind, position: u32, done: bool| {
+                if !done {
+                    waiting_for.push(Task { kind, microbatch: task.microbatch, position });
+                }
+            };
+            match task.kind {
+                TaskKind::Forward if task.position > 0 => {
+                    let done = self.forward_end[self.slot(task.microbatch, task.position - 1)].is_some();
+                    need(TaskKind::Forward, task.position - 1, done);
+                }
+                TaskKind::Forward => {}
+                TaskKind::Backward | TaskKind::BackwardInput => {
+                    need(TaskKind::Forward, task.position, self.forward_end[own].is_some());
+                    if task.position + 1 < program.positions {
+                        let done = self.backward_end[self.slot(task.microbatch, task.position + 1)].is_some();
+                        need(TaskKind::Backward, task.position + 1, done);
+                    }
+                }
+                TaskKind::WeightGradient => {
+                    need(TaskKind::BackwardInput, task.position, self.backward_end[own].is_some());
+                }
+            }
+            stuck.push(StuckTask { rank: rank as u32, task, waiting_for });
+        }
+        stuck
+    }
+}

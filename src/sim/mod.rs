@@ -1,0 +1,264 @@
+//! The step simulator: one training step of one pipeline replica, event by event, under the
+//! plan's pipeline schedule.
+//!
+//! Durations come from the same per-segment work as the closed form (`cost::work`), memory from
+//! the same per-micro-batch byte counts (`cost::memory`), collective times from `cost::collective`:
+//! the simulator adds the schedule's order, the dependencies between ranks, pipeline sends,
+//! data-parallel buckets on their own stream and the memory each rank holds over time.
+//!
+//! Symmetry: every tensor-, context- and data-parallel rank of a pipeline stage does the same work,
+//! so one pipeline (pp ranks) stands for the whole job; a 16,384-GPU run costs what its pipeline
+//! costs. Determinism: ranks are visited in index order and nothing is random, so the same run
+//! gives the same timeline, byte for byte.
+
+mod engine;
+pub mod program;
+mod schedule;
+pub mod trace;
+
+use serde::Serialize;
+
+use crate::cost::memory::{
+    layer_weight_gradient_input_bytes, logits_bytes, model_state_memory, recompute_working_bytes,
+    segment_params, stored_activation_bytes, with_fragmentation,
+};
+use crate::cost::step::{data_parallel_collectives, optimizer_time_for, p2p_transfer};
+use crate::cost::work::{OVERLAP_EFFICIENCY, Segment, Tables, segment_work};
+use crate::estimate::{MemoryBreakdown, TimeBreakdown};
+use crate::plan::{PipelineSplit, Sharding};
+use crate::run::Run;
+use crate::units::{Bytes, Seconds};
+
+pub use engine::{Lane, MemorySample, Slice, SliceKind, StuckTask};
+pub use program::{Placement, Program, Task, TaskKind};
+
+/// One rank (pipeline stage) of the simulated step.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RankSummary {
+    /// Pipeline rank.
+    pub rank: u32,
+    /// When its step ends (optimizer included).
+    pub end: Seconds,
+    /// Peak memory over the step, with the fragmentation allowance.
+    pub peak_memory: MemoryBreakdown,
+    /// Most micro-batches whose forward had run and whose backward had not, at any time.
+    pub peak_in_flight: u32,
+    /// Pipeline bubble seen by this rank (idle waiting for neighbours' compute).
+    pub bubble: Seconds,
+}
+
+/// A simulated step.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Simulation {
+    /// Where the step's time goes, read on the rank that finishes last.
+    pub time: TimeBreakdown,
+    /// Every rank.
+    pub ranks: Vec<RankSummary>,
+    /// Busy intervals of every rank's lanes.
+    pub slices: Vec<Slice>,
+    /// Memory in use over time.
+    pub memory: Vec<MemorySample>,
+    /// The schedule that ran.
+    pub program: Program,
+}
+
+impl Simulation {
+    /// The step time.
+    pub fn step_time(&self) -> Seconds {
+        self.time.step_time()
+    }
+}
+
+/// Why a step could not be simulated.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The schedule's orders wait on each other: no rank can run its next task.
+    #[error("the pipeline schedule cannot make progress: {}", describe(.stuck))]
+    Deadlock {
+        /// Each rank's next task and the tasks it waits for.
+        stuck: Vec<StuckTask>,
+    },
+}
+
+fn describe(stuck: &[StuckTask]) -> String {
+    stuck
+        .iter()
+        .map(|s| {
+            let waits: Vec<String> = s.waiting_for.iter().map(Task::to_string).collect();
+            format!("rank {} at {} waits for [{}]", s.rank, s.task, waits.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Layers of each position along a micro-batch's path.
+fn position_layers(run: &Run, positions: u32) -> Vec<f64> {
+    let model_layers = run.model().num_layers();
+    let split = run.plan().pipeline_split();
+    let units = match split {
+        PipelineSplit::Even => model_layers,
+        PipelineSplit::EmbeddingAndLoss => model_layers + 2,
+    };
+    let per = (units / u64::from(positions)) as f64;
+    (0..positions)
+        .map(|position| {
+            let edges = u32::from(position == 0) + u32::from(position + 1 == positions);
+            match split {
+                PipelineSplit::Even => per,
+                PipelineSplit::EmbeddingAndLoss => per - f64::from(edges),
+            }
+        })
+        .collect()
+}
+
+/// Simulates one step of a run under its plan's schedule.
+pub fn simulate(run: &Run) -> Result<Simulation, SimError> {
+    let plan = run.plan();
+    let program = schedule::program(
+        plan.schedule(),
+        plan.pp() as u32,
+        plan.vp() as u32,
+        plan.num_microbatches() as u32,
+    );
+    let tables = Tables::new(run);
+    let layers = position_layers(run, program.positions);
+    let last = program.positions - 1;
+    // Full recompute: the fraction of a stage's layers that recompute applies to each chunk.
+    let stage_layers = layers.iter().sum::<f64>() / plan.pp() as f64;
+    let recompute_fraction = (plan.recompute_num_layers() as f64 / stage_layers).min(1.0);
+    let segments: Vec<Segment> = layers
+        .iter()
+        .enumerate()
+        .map(|(position, &layers)| Segment {
+            layers,
+            recomputed_layers: layers * recompute_fraction,
+            first: position == 0,
+            last: position as u32 == last,
+        })
+        .collect();
+    let positions: Vec<engine::PositionCost> = segments
+        .iter()
+        .map(|segment| engine::PositionCost {
+            work: segment_work(run, &tables, *segment),
+            activations: stored_activation_bytes(run, segment.layers, segment.recomputed_layers, segment.first),
+            weight_gradient_inputs: segment.layers * layer_weight_gradient_input_bytes(run),
+            backward_working: recompute_working_bytes(run)
+                + if segment.last { logits_bytes(run) } else { 0.0 },
+        })
+        .collect();
+    let params: Vec<f64> =
+        segments.iter().map(|s| segment_params(run, s.layers, s.first, s.last)).collect();
+    let rank_positions = |rank: u32| -> Vec<u32> {
+        let mut held: Vec<u32> = program.order[rank as usize].iter().map(|t| t.position).collect();
+        held.sort_unstable();
+        held.dedup();
+        held
+    };
+    let rank_params: Vec<f64> = (0..program.ranks)
+        .map(|rank| rank_positions(rank).iter().map(|&p| params[p as usize]).sum())
+        .collect();
+    let rank_layers: Vec<f64> = (0..program.ranks)
+        .map(|rank| rank_positions(rank).iter().map(|&p| layers[p as usize]).sum())
+        .collect();
+    let states: Vec<MemoryBreakdown> = (0..program.ranks as usize)
+        .map(|rank| model_state_memory(run, rank_params[rank], rank_layers[rank]))
+        .collect();
+    let setup = engine::Setup {
+        program: &program,
+        positions,
+        transfer: if plan.pp() > 1 { p2p_transfer(run) } else { Seconds::ZERO },
+        data_parallel: data_parallel(run, &params),
+        slowdown: 1.0 / OVERLAP_EFFICIENCY,
+        base_memory: states.iter().map(|s| s.total().value()).collect(),
+        optimizer: rank_params.iter().map(|&p| optimizer_time_for(run, p)).collect(),
+    };
+    let outcome = engine::run(&setup).map_err(|stuck| SimError::Deadlock { stuck })?;
+    Ok(summarize(&program, &states, outcome))
+}
+
+/// The data-parallel collectives of each position under the plan's sharding.
+fn data_parallel(run: &Run, params: &[f64]) -> engine::DataParallel {
+    let plan = run.plan();
+    let collectives: Vec<_> = params.iter().map(|&p| data_parallel_collectives(run, p)).collect();
+    let each = |f: &dyn Fn(&crate::cost::step::DataParallelCollectives) -> Seconds| {
+        collectives.iter().map(f).collect::<Vec<Seconds>>()
+    };
+    let replicas: Seconds = collectives.iter().map(|c| c.replica_reduce).sum();
+    let gathers: Seconds = collectives.iter().map(|c| c.all_gather).sum();
+    let mut dp = engine::DataParallel { overlap_reduce: plan.overlap_grad_reduce(), ..Default::default() };
+    match plan.sharding() {
+        Sharding::None => dp.reduce_when_complete = each(&|c| c.all_reduce),
+        Sharding::Optimizer | Sharding::OptimizerAndGradients => {
+            if plan.sharding() == Sharding::Optimizer {
+                dp.reduce_when_complete = each(&|c| c.reduce_scatter);
+            } else {
+                dp.reduce_each_backward = each(&|c| c.reduce_scatter);
+            }
+            if plan.overlap_param_gather() {
+                dp.gather_before_first_forward = each(&|c| c.all_gather);
+            } else {
+                dp.tail += gathers;
+            }
+            dp.tail += replicas;
+        }
+        Sharding::Full if !plan.reshard_after_forward() => {
+            dp.gather_before_first_forward = each(&|c| c.all_gather);
+            dp.reduce_when_complete = each(&|c| c.reduce_scatter);
+            dp.tail += replicas;
+        }
+        Sharding::Full => {
+            // Forward and backward both gather their parameters; every backward reduce-scatters.
+            dp.gather_each_task = each(&|c| c.all_gather);
+            dp.reduce_each_backward = each(&|c| c.reduce_scatter);
+            dp.tail += replicas;
+        }
+    }
+    dp
+}
+
+fn summarize(program: &Program, states: &[MemoryBreakdown], outcome: engine::Outcome) -> Simulation {
+    let critical = outcome
+        .ranks
+        .iter()
+        .enumerate()
+        .max_by(|(ia, a), (ib, b)| a.end.value().total_cmp(&b.end.value()).then(ib.cmp(ia)))
+        .map_or(0, |(rank, _)| rank);
+    let times = outcome.ranks[critical];
+    let time = TimeBreakdown {
+        forward: times.forward,
+        backward: times.backward,
+        recompute: times.recompute,
+        tp_exposed: times.tp,
+        cp_exposed: times.cp,
+        pp_exposed: times.pp,
+        dp_exposed: times.dp,
+        pipeline_bubble: times.bubble,
+        optimizer: times.optimizer,
+    };
+    let ranks = outcome
+        .ranks
+        .iter()
+        .enumerate()
+        .map(|(rank, times)| {
+            let mut peak = states[rank];
+            peak.activations = Bytes::new(outcome.peak_memory[rank] - states[rank].total().value());
+            RankSummary {
+                rank: rank as u32,
+                end: times.end,
+                peak_memory: with_fragmentation(peak),
+                peak_in_flight: outcome.peak_in_flight[rank],
+                bubble: times.bubble,
+            }
+        })
+        .collect();
+    Simulation {
+        time,
+        ranks,
+        slices: outcome.slices,
+        memory: outcome.memory,
+        program: program.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

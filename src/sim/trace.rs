@@ -1,0 +1,1 @@
+//! Chrome trace output (filled in below).
