@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cost;
 use crate::run::Run;
+use crate::sim::{SimError, Simulation, simulate};
 use crate::units::{Bytes, Seconds};
 
 /// Per-GPU memory of one pipeline stage, by what it holds.
@@ -120,9 +121,21 @@ pub struct Throughput {
     pub hfu_pct: f64,
 }
 
+/// Where an estimate's step time comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TimeSource {
+    /// The closed form: slowest stage times micro-batches plus the schedule's bubble formula.
+    ClosedForm,
+    /// The event simulation of the plan's pipeline schedule.
+    Simulated,
+}
+
 /// The full prediction for one run.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Estimate {
+    /// How the step time was obtained.
+    pub time_source: TimeSource,
     /// Memory of the stage with the highest peak.
     pub peak_memory: StageMemory,
     /// Memory of every pipeline stage.
@@ -142,20 +155,47 @@ impl Estimate {
     }
 }
 
-/// Prices one run: memory of every stage and the time of one step.
-pub fn estimate(run: &Run) -> Estimate {
-    let stages = cost::memory::stage_memory(run);
-    let peak_memory = *stages
+/// The stage with the highest peak.
+fn peak_stage(stages: &[StageMemory]) -> StageMemory {
+    *stages
         .iter()
         .max_by(|a, b| a.breakdown.total().value().total_cmp(&b.breakdown.total().value()))
-        .unwrap_or(&StageMemory { stage: 0, breakdown: MemoryBreakdown::default() });
+        .unwrap_or(&StageMemory { stage: 0, breakdown: MemoryBreakdown::default() })
+}
+
+/// Prices one run with the closed form: memory of every stage and the time of one step. This is
+/// the fast path (a few microseconds) that a plan search calls for every candidate.
+pub fn estimate(run: &Run) -> Estimate {
+    let stages = cost::memory::stage_memory(run);
     let time = cost::step::step_time(run);
-    let throughput = cost::step::throughput(run, &time);
     Estimate {
-        peak_memory,
+        time_source: TimeSource::ClosedForm,
+        peak_memory: peak_stage(&stages),
         stages,
         memory_capacity: run.cluster().gpu().memory(),
+        throughput: cost::step::throughput(run, &time),
         time,
-        throughput,
     }
+}
+
+/// Prices one run with the step simulated under its pipeline schedule: the step time and each
+/// stage's peak memory come from the simulation, which knows what the closed form cannot (the
+/// schedule's real order, zero-bubble and DualPipe, bucketed data-parallel traffic).
+pub fn estimate_simulated(run: &Run) -> Result<(Estimate, Simulation), SimError> {
+    let simulation = simulate(run)?;
+    let stages: Vec<StageMemory> = simulation
+        .ranks
+        .iter()
+        .map(|rank| StageMemory { stage: u64::from(rank.rank), breakdown: rank.peak_memory })
+        .collect();
+    let time = simulation.time;
+    let estimate = Estimate {
+        time_source: TimeSource::Simulated,
+        peak_memory: peak_stage(&stages),
+        stages,
+        memory_capacity: run.cluster().gpu().memory(),
+        throughput: cost::step::throughput(run, &time),
+        time,
+    };
+    Ok((estimate, simulation))
 }

@@ -38,5 +38,5 @@ pub mod units;
 pub mod validate;
 pub mod violation;
 
-pub use estimate::{Estimate, estimate};
+pub use estimate::{Estimate, estimate, estimate_simulated};
 pub use run::{Run, RunSpec};

@@ -349,7 +349,7 @@ fn validate_schedule(
             "places two stages on every rank itself; vp must be 1",
             "drop --vp",
         ),
-        PipelineSchedule::Dualpipe if pp % 2 != 0 || microbatches % 2 != 0 || microbatches < 2 * pp => {
+        PipelineSchedule::Dualpipe if !pp.is_multiple_of(2) || !microbatches.is_multiple_of(2) || microbatches < 2 * pp => {
             collector.add(
                 "plan.schedule",
                 name,

@@ -151,7 +151,8 @@ pub fn layer_weight_gradient_input_bytes(run: &Run) -> f64 {
     let sp = if plan.sequence_parallel() { tp } else { 1.0 };
     let h = model.hidden_size() as f64;
     let gemm_in = run.training().precision().saved_gemm_input_bytes();
-    tokens(run) * (2.0 * h * gemm_in / sp + (model.query_width() as f64 + ffn_input(run)) * gemm_in / tp)
+    tokens(run)
+        * (2.0 * h * gemm_in / sp + (model.query_width() as f64 + ffn_input(run)) * gemm_in / tp)
 }
 
 /// Activation bytes one micro-batch leaves stored in a segment of `layers` layers (of which

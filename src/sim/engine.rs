@@ -19,6 +19,8 @@ use crate::units::Seconds;
 /// What one position (virtual stage) costs per micro-batch, and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PositionCost {
+    /// Transformer layers in the position: data-parallel traffic streams layer by layer.
+    pub layers: f64,
     /// Compute and exposed in-layer communication by phase.
     pub work: Work,
     /// Activation bytes stored from the forward to the backward.
@@ -187,7 +189,8 @@ struct Engine<'a> {
     setup: &'a Setup<'a>,
     forward_end: Vec<Option<Seconds>>,
     backward_end: Vec<Option<Seconds>>,
-    gather_done: Vec<Seconds>,
+    /// A position's start-of-step parameter gather, until its first forward consumes it.
+    gather_pending: Vec<Option<(Seconds, Seconds)>>,
     remaining_gradients: Vec<u32>,
     outcome: Outcome,
 }
@@ -201,7 +204,7 @@ pub fn run(setup: &Setup) -> Result<Outcome, Vec<StuckTask>> {
         setup,
         forward_end: vec![None; slots],
         backward_end: vec![None; slots],
-        gather_done: vec![Seconds::ZERO; program.positions as usize],
+        gather_pending: vec![None; program.positions as usize],
         remaining_gradients: vec![0; program.positions as usize],
         outcome: Outcome {
             slices: Vec::with_capacity(program.len() * 2),
@@ -273,7 +276,11 @@ impl Engine<'_> {
         Ok(())
     }
 
-    fn issue_start_gathers(&mut self, cursors: &mut [Cursor], intervals: &mut [Vec<(Seconds, Seconds)>]) {
+    fn issue_start_gathers(
+        &mut self,
+        cursors: &mut [Cursor],
+        intervals: &mut [Vec<(Seconds, Seconds)>],
+    ) {
         let program = self.setup.program;
         let gathers = &self.setup.data_parallel.gather_before_first_forward;
         if gathers.is_empty() {
@@ -290,7 +297,7 @@ impl Engine<'_> {
                 let start = cursors[rank].data_parallel_free;
                 let end = start + duration;
                 cursors[rank].data_parallel_free = end;
-                self.gather_done[task.position as usize] = end;
+                self.gather_pending[task.position as usize] = Some((start, end));
                 intervals[rank].push((start, end));
                 self.outcome.slices.push(Slice {
                     rank: rank as u32,
@@ -374,20 +381,36 @@ impl Engine<'_> {
         let setup = self.setup;
         let dp = &setup.data_parallel;
         let position = task.position as usize;
-        let mut start = cursor.compute_free.max(dependency.ready);
-        let mut gather_wait = Seconds::ZERO;
-        if task.kind == TaskKind::Forward && !dp.gather_before_first_forward.is_empty() {
-            gather_wait = (self.gather_done[position] - start).max(Seconds::ZERO);
-            start = start.max(self.gather_done[position]);
+        let (duration, parts) = self.duration(task);
+        let layers = setup.positions[position].layers.max(1.0);
+        let ready = cursor.compute_free.max(dependency.ready);
+        let mut start = ready;
+        // Parameter gathers stream layer by layer: the task can start once the first layer's
+        // parameters arrived, and cannot finish before the last layer's arrived and ran.
+        let mut floor = Seconds::ZERO;
+        if task.kind == TaskKind::Forward
+            && let Some((gather_start, gather_end)) = self.gather_pending[position].take()
+        {
+            start = start.max(gather_start + (gather_end - gather_start) / layers);
+            floor = gather_end + duration / layers;
         }
         if task.kind != TaskKind::WeightGradient && !dp.gather_each_task.is_empty() {
             // Prefetched when the previous task started, behind whatever the stream is doing.
             let issue = cursor.previous_start.max(cursor.data_parallel_free);
-            let end = issue + dp.gather_each_task[position];
-            self.push_dp(rank, SliceKind::ParamGather { position: task.position }, issue, end, cursor, intervals);
-            gather_wait = gather_wait.max(end - start).max(Seconds::ZERO);
-            start = start.max(end);
+            let gather = dp.gather_each_task[position];
+            let end = issue + gather;
+            self.push_dp(
+                rank,
+                SliceKind::ParamGather { position: task.position },
+                issue,
+                end,
+                cursor,
+                intervals,
+            );
+            start = start.max(issue + gather / layers);
+            floor = floor.max(end + duration / layers);
         }
+        let gather_wait = start - ready;
         // Attribute the wait before the task.
         let wait = start - cursor.compute_free;
         let times = &mut self.outcome.ranks[rank];
@@ -398,7 +421,6 @@ impl Engine<'_> {
             times.pp += waited_for_send;
             times.bubble += wait - waited_for_dp - waited_for_send;
         }
-        let (duration, parts) = self.duration(task);
         // Slow the compute by the data-parallel traffic it overlaps.
         while cursor.overlap_from < intervals.len() && intervals[cursor.overlap_from].1 <= start {
             cursor.overlap_from += 1;
@@ -408,10 +430,12 @@ impl Engine<'_> {
             if busy_start >= start + duration {
                 break;
             }
-            overlapped += (busy_end.min(start + duration) - busy_start.max(start)).max(Seconds::ZERO);
+            overlapped +=
+                (busy_end.min(start + duration) - busy_start.max(start)).max(Seconds::ZERO);
         }
         let stretch = overlapped * (setup.slowdown - 1.0);
-        let end = start + duration + stretch;
+        let end = (start + duration + stretch).max(floor);
+        let stretch = end - start - duration;
         let times = &mut self.outcome.ranks[rank];
         times.forward += parts.forward;
         times.backward += parts.backward;
@@ -421,7 +445,13 @@ impl Engine<'_> {
         times.dp += stretch;
         cursor.previous_start = start;
         cursor.compute_free = end;
-        self.outcome.slices.push(Slice { rank: rank as u32, lane: Lane::Compute, kind: SliceKind::Task(task), start, end });
+        self.outcome.slices.push(Slice {
+            rank: rank as u32,
+            lane: Lane::Compute,
+            kind: SliceKind::Task(task),
+            start,
+            end,
+        });
         self.record(rank, task, start, end, cursor, intervals);
     }
 
@@ -457,8 +487,17 @@ impl Engine<'_> {
                 self.backward_end[own] = Some(end);
                 cursor.in_flight -= 1;
                 self.change_memory(rank, start, cost.backward_working, cursor);
-                let kept = if task.kind == TaskKind::BackwardInput { cost.weight_gradient_inputs } else { 0.0 };
-                self.change_memory(rank, end, -cost.backward_working - (cost.activations - kept), cursor);
+                let kept = if task.kind == TaskKind::BackwardInput {
+                    cost.weight_gradient_inputs
+                } else {
+                    0.0
+                };
+                self.change_memory(
+                    rank,
+                    end,
+                    -cost.backward_working - (cost.activations - kept),
+                    cursor,
+                );
                 if sends(task.position.checked_sub(1)) {
                     self.push_send(rank, task, end);
                 }
@@ -469,17 +508,41 @@ impl Engine<'_> {
         }
         let dp = &setup.data_parallel;
         let position = task.position as usize;
-        if matches!(task.kind, TaskKind::Backward | TaskKind::BackwardInput) && !dp.reduce_each_backward.is_empty() {
-            let issue = end.max(cursor.data_parallel_free);
-            let done = issue + dp.reduce_each_backward[position];
-            self.push_dp(rank, SliceKind::GradientReduce { position: task.position }, issue, done, cursor, intervals);
+        // Gradient reductions stream layer by layer behind the backward that produces them.
+        let layers = cost.layers.max(1.0);
+        let first_bucket = start + (end - start) / layers;
+        if matches!(task.kind, TaskKind::Backward | TaskKind::BackwardInput)
+            && !dp.reduce_each_backward.is_empty()
+        {
+            let reduce = dp.reduce_each_backward[position];
+            let issue = first_bucket.max(cursor.data_parallel_free);
+            let done = (issue + reduce).max(end + reduce / layers);
+            self.push_dp(
+                rank,
+                SliceKind::GradientReduce { position: task.position },
+                issue,
+                done,
+                cursor,
+                intervals,
+            );
         }
         if matches!(task.kind, TaskKind::Backward | TaskKind::WeightGradient) {
             self.remaining_gradients[position] -= 1;
-            if self.remaining_gradients[position] == 0 && dp.overlap_reduce && !dp.reduce_when_complete.is_empty() {
-                let issue = end.max(cursor.data_parallel_free);
-                let done = issue + dp.reduce_when_complete[position];
-                self.push_dp(rank, SliceKind::GradientReduce { position: task.position }, issue, done, cursor, intervals);
+            if self.remaining_gradients[position] == 0
+                && dp.overlap_reduce
+                && !dp.reduce_when_complete.is_empty()
+            {
+                let reduce = dp.reduce_when_complete[position];
+                let issue = first_bucket.max(cursor.data_parallel_free);
+                let done = (issue + reduce).max(end + reduce / layers);
+                self.push_dp(
+                    rank,
+                    SliceKind::GradientReduce { position: task.position },
+                    issue,
+                    done,
+                    cursor,
+                    intervals,
+                );
             }
         }
     }
@@ -505,7 +568,13 @@ impl Engine<'_> {
     ) {
         cursor.data_parallel_free = end;
         intervals.push((start, end));
-        self.outcome.slices.push(Slice { rank: rank as u32, lane: Lane::DataParallel, kind, start, end });
+        self.outcome.slices.push(Slice {
+            rank: rank as u32,
+            lane: Lane::DataParallel,
+            kind,
+            start,
+            end,
+        });
     }
 
     fn change_memory(&mut self, rank: usize, time: Seconds, delta: f64, cursor: &mut Cursor) {
@@ -529,7 +598,8 @@ impl Engine<'_> {
         let mut cursor = *cursor;
         if !dp.overlap_reduce {
             let positions: Vec<u32> = {
-                let mut seen: Vec<u32> = setup.program.order[rank].iter().map(|t| t.position).collect();
+                let mut seen: Vec<u32> =
+                    setup.program.order[rank].iter().map(|t| t.position).collect();
                 seen.sort_unstable();
                 seen.dedup();
                 seen
@@ -537,13 +607,26 @@ impl Engine<'_> {
             for position in positions {
                 if let Some(&duration) = dp.reduce_when_complete.get(position as usize) {
                     let issue = cursor.compute_free.max(cursor.data_parallel_free);
-                    self.push_dp(rank, SliceKind::GradientReduce { position }, issue, issue + duration, &mut cursor, intervals);
+                    self.push_dp(
+                        rank,
+                        SliceKind::GradientReduce { position },
+                        issue,
+                        issue + duration,
+                        &mut cursor,
+                        intervals,
+                    );
                 }
             }
         }
         let drained = cursor.compute_free.max(cursor.data_parallel_free) + dp.tail;
         let optimizer = setup.optimizer[rank];
-        self.outcome.slices.push(Slice { rank: rank as u32, lane: Lane::Compute, kind: SliceKind::Optimizer, start: drained, end: drained + optimizer });
+        self.outcome.slices.push(Slice {
+            rank: rank as u32,
+            lane: Lane::Compute,
+            kind: SliceKind::Optimizer,
+            start: drained,
+            end: drained + optimizer,
+        });
         let times = &mut self.outcome.ranks[rank];
         times.dp += drained - cursor.compute_free;
         times.optimizer = optimizer;
@@ -564,14 +647,16 @@ impl Engine<'_> {
             };
             match task.kind {
                 TaskKind::Forward if task.position > 0 => {
-                    let done = self.forward_end[self.slot(task.microbatch, task.position - 1)].is_some();
+                    let done =
+                        self.forward_end[self.slot(task.microbatch, task.position - 1)].is_some();
                     need(TaskKind::Forward, task.position - 1, done);
                 }
                 TaskKind::Forward => {}
                 TaskKind::Backward | TaskKind::BackwardInput => {
                     need(TaskKind::Forward, task.position, self.forward_end[own].is_some());
                     if task.position + 1 < program.positions {
-                        let done = self.backward_end[self.slot(task.microbatch, task.position + 1)].is_some();
+                        let done = self.backward_end[self.slot(task.microbatch, task.position + 1)]
+                            .is_some();
                         need(TaskKind::Backward, task.position + 1, done);
                     }
                 }

@@ -139,8 +139,14 @@ pub fn simulate(run: &Run) -> Result<Simulation, SimError> {
     let positions: Vec<engine::PositionCost> = segments
         .iter()
         .map(|segment| engine::PositionCost {
+            layers: segment.layers,
             work: segment_work(run, &tables, *segment),
-            activations: stored_activation_bytes(run, segment.layers, segment.recomputed_layers, segment.first),
+            activations: stored_activation_bytes(
+                run,
+                segment.layers,
+                segment.recomputed_layers,
+                segment.first,
+            ),
             weight_gradient_inputs: segment.layers * layer_weight_gradient_input_bytes(run),
             backward_working: recompute_working_bytes(run)
                 + if segment.last { logits_bytes(run) } else { 0.0 },
@@ -185,7 +191,8 @@ fn data_parallel(run: &Run, params: &[f64]) -> engine::DataParallel {
     };
     let replicas: Seconds = collectives.iter().map(|c| c.replica_reduce).sum();
     let gathers: Seconds = collectives.iter().map(|c| c.all_gather).sum();
-    let mut dp = engine::DataParallel { overlap_reduce: plan.overlap_grad_reduce(), ..Default::default() };
+    let mut dp =
+        engine::DataParallel { overlap_reduce: plan.overlap_grad_reduce(), ..Default::default() };
     match plan.sharding() {
         Sharding::None => dp.reduce_when_complete = each(&|c| c.all_reduce),
         Sharding::Optimizer | Sharding::OptimizerAndGradients => {
@@ -216,7 +223,11 @@ fn data_parallel(run: &Run, params: &[f64]) -> engine::DataParallel {
     dp
 }
 
-fn summarize(program: &Program, states: &[MemoryBreakdown], outcome: engine::Outcome) -> Simulation {
+fn summarize(
+    program: &Program,
+    states: &[MemoryBreakdown],
+    outcome: engine::Outcome,
+) -> Simulation {
     let critical = outcome
         .ranks
         .iter()

@@ -19,7 +19,13 @@ fn uniform(program: &Program, input: f64, weight: f64) -> Setup<'_> {
         weight_gradient: Seconds::new(weight / chunks),
         ..Work::default()
     };
-    let cost = PositionCost { work, activations: 1.0, weight_gradient_inputs: 0.5, backward_working: 0.0 };
+    let cost = PositionCost {
+        layers: 1.0,
+        work,
+        activations: 1.0,
+        weight_gradient_inputs: 0.5,
+        backward_working: 0.0,
+    };
     Setup {
         program,
         positions: vec![cost; program.positions as usize],
@@ -31,7 +37,14 @@ fn uniform(program: &Program, input: f64, weight: f64) -> Setup<'_> {
     }
 }
 
-fn makespan(schedule: PipelineSchedule, pp: u32, vp: u32, m: u32, input: f64, weight: f64) -> (f64, engine::Outcome) {
+fn makespan(
+    schedule: PipelineSchedule,
+    pp: u32,
+    vp: u32,
+    m: u32,
+    input: f64,
+    weight: f64,
+) -> (f64, engine::Outcome) {
     let program = schedule::program(schedule, pp, vp, m);
     let outcome = engine::run(&uniform(&program, input, weight)).unwrap();
     let end = outcome.ranks.iter().map(|r| r.end.value()).fold(0.0, f64::max);
@@ -46,7 +59,10 @@ fn gpipe_and_1f1b_bubbles_are_p_minus_1_over_m() {
             let ideal = f64::from(m) * 3.0;
             let bubble = (end - ideal) / ideal;
             let expected = f64::from(pp - 1) / f64::from(m);
-            assert!((bubble - expected).abs() < 1e-9, "{schedule:?} p{pp} m{m}: {bubble} vs {expected}");
+            assert!(
+                (bubble - expected).abs() < 1e-9,
+                "{schedule:?} p{pp} m{m}: {bubble} vs {expected}"
+            );
         }
     }
 }
@@ -100,7 +116,11 @@ fn dualpipe_runs_both_directions_with_a_smaller_bubble_than_1f1b() {
         assert!(end < one_f_one_b, "p{pp} m{m}: dualpipe {end} vs 1f1b {one_f_one_b}");
         assert!(end >= ideal);
         // DeepSeek-V3 Table 2: activations of at most pp + 1 micro-batches per rank.
-        assert!(outcome.peak_in_flight.iter().all(|&n| n <= pp + 1), "{:?}", outcome.peak_in_flight);
+        assert!(
+            outcome.peak_in_flight.iter().all(|&n| n <= pp + 1),
+            "{:?}",
+            outcome.peak_in_flight
+        );
     }
 }
 
@@ -110,7 +130,7 @@ fn memory_returns_to_its_starting_level() {
         let vp = if schedule == PipelineSchedule::Interleaved { 2 } else { 1 };
         let (_, outcome) = makespan(schedule, 4, vp, 8, 1.0, 1.0);
         for rank in 0..4 {
-            let last = outcome.memory.iter().filter(|s| s.rank == rank).last().unwrap();
+            let last = outcome.memory.iter().rfind(|s| s.rank == rank).unwrap();
             assert!((last.bytes - 10.0).abs() < 1e-9, "{schedule:?} rank {rank}: {}", last.bytes);
         }
     }

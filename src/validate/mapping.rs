@@ -15,7 +15,7 @@ use crate::hardware::ClusterSpec;
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
 use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
 use crate::run::{Run, RunSpec};
-use crate::{estimate, presets};
+use crate::{estimate_simulated, presets};
 
 /// A row ready to price, with what was assumed to get there.
 struct Mapped {
@@ -76,7 +76,13 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
             return result;
         }
     };
-    let estimate = estimate(&run);
+    let estimate = match estimate_simulated(&run) {
+        Ok((estimate, _)) => estimate,
+        Err(err) => {
+            result.skipped_reason = Some(format!("schedule not simulated: {err}"));
+            return result;
+        }
+    };
     let predicted = estimate.throughput.tokens_per_sec_per_gpu;
     result.plan = Some(run.plan().label());
     result.predicted_tokens_per_sec_per_gpu = Some(predicted);

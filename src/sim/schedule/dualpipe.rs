@@ -115,7 +115,7 @@ fn rank_order(pp: u32, microbatches: u32, rank: u32) -> Vec<Task> {
             zero_bubble = true;
         }
         r.backward(1, zero_bubble);
-        if i == steps / 2 && half_rank % 2 == 0 {
+        if i == steps / 2 && half_rank.is_multiple_of(2) {
             zero_bubble = true;
         }
         r.backward(0, zero_bubble);
