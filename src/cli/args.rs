@@ -28,6 +28,9 @@ pub enum Command {
     /// that example's plan; once --model is given the plan starts empty (tp = pp = vp = cp = 1,
     /// dp = the GPUs left, ZeRO-1 distributed optimizer) and only the flags shape it.
     Estimate(Box<EstimateArgs>),
+    /// Simulate one training step under the plan's pipeline schedule: step time, bubble, exposed
+    /// communication and each stage's memory; --trace writes a Chrome trace for Perfetto.
+    Simulate(Box<SimulateArgs>),
     /// Predict every row of a calibration CSV and compare with the published measurements.
     Validate(ValidateArgs),
     /// Fit each GPU's efficiency `calibration` factor on a calibration CSV and report how well
@@ -110,6 +113,20 @@ pub struct EstimateArgs {
     #[command(flatten)]
     pub run: RunArgs,
     /// Output format; json is one object with units in its key names.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `meshplan simulate` flags.
+#[derive(Debug, Args)]
+pub struct SimulateArgs {
+    /// The run to simulate.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Write the simulated step as a Chrome Trace Event Format file (opens in Perfetto).
+    #[arg(long, value_name = "FILE.json")]
+    pub trace: Option<PathBuf>,
+    /// Output format; json is one object, times in seconds.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
 }

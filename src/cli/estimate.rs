@@ -1,4 +1,5 @@
-//! `meshplan estimate`: price one run and print its memory, step time and throughput.
+//! `meshplan estimate`: price one run and print its memory, step time and throughput. The step
+//! time is the simulated one, under the plan's pipeline schedule.
 
 use anyhow::Context as _;
 
@@ -9,7 +10,9 @@ use super::{inputs, render};
 /// Builds the run from the flags, prices it and renders the result.
 pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     let inputs = inputs::build_run(&args.run)?;
-    let estimate = meshplan::estimate(&inputs.run);
+    let (estimate, _) = meshplan::estimate_simulated(&inputs.run)
+        .context("cannot simulate the pipeline schedule")
+        .map_err(CliError::Other)?;
     match args.format {
         Format::Text => Ok(render::estimate_text(&inputs, &estimate)),
         Format::Json => render::estimate_json(&inputs, &estimate)

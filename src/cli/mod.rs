@@ -7,6 +7,7 @@ mod calibrate;
 mod estimate;
 mod inputs;
 mod render;
+mod simulate;
 mod validate;
 
 use std::fmt;
@@ -55,6 +56,7 @@ impl From<Violations> for CliError {
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     let output = match cli.command {
         Command::Estimate(args) => estimate::run(&args)?,
+        Command::Simulate(args) => simulate::run(&args)?,
         Command::Validate(args) => validate::run(&args)?,
         Command::Calibrate(args) => calibrate::run(&args)?,
     };

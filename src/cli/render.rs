@@ -7,7 +7,7 @@ use comfy_table::{CellAlignment, Table, presets};
 use serde::Serialize;
 
 use meshplan::Estimate;
-use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown};
+use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
 use meshplan::plan::{Plan, RecomputeKind, Sharding};
 use meshplan::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
@@ -16,14 +16,14 @@ use super::inputs::Inputs;
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
 
-fn table(header: &[&str]) -> Table {
+pub fn table(header: &[&str]) -> Table {
     let mut table = Table::new();
     table.load_style(presets::ASCII_MARKDOWN).set_header(header.iter().copied());
     table
 }
 
 /// Right-aligns every column but the first `text_columns`.
-fn align_numbers(table: &mut Table, text_columns: usize) {
+pub fn align_numbers(table: &mut Table, text_columns: usize) {
     for column in table.column_iter_mut().skip(text_columns) {
         column.set_cell_alignment(CellAlignment::Right);
     }
@@ -101,8 +101,21 @@ fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
 // ---------------------------------------------------------------------------------------------
 // estimate: text
 
-/// The text report of one estimate.
-pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
+/// A step-time breakdown as a table: each part in ms and % of the step, and the total.
+pub fn time_table(title: &str, time: &TimeBreakdown) -> Table {
+    let step = time.step_time().value();
+    let mut out = table(&[title, "ms", "% of step"]);
+    for (name, seconds) in time.parts() {
+        let seconds = seconds.value();
+        out.add_row([name.to_owned(), format!("{:.1}", seconds * 1e3), percent(seconds, step)]);
+    }
+    out.add_row(["total".to_owned(), format!("{:.1}", step * 1e3), percent(step, step)]);
+    align_numbers(&mut out, 1);
+    out
+}
+
+/// The lines that describe the run: model, cluster, batch, precision and plan.
+pub fn run_header(inputs: &Inputs) -> String {
     let run = &inputs.run;
     let (model, gpu, training, plan) =
         (run.model(), run.cluster().gpu(), run.training(), run.plan());
@@ -121,11 +134,12 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     );
     let _ = writeln!(
         out,
-        "Plan: {}, SP {}, {}, {}",
+        "Plan: {}, SP {}, {}, {}, schedule {}",
         plan.label(),
         if plan.sequence_parallel() { "on" } else { "off" },
         sharding_label(plan),
         recompute_label(plan, run.stage_layers(0)),
+        plan.schedule().name(),
     );
     if inputs.example {
         let _ = writeln!(
@@ -133,7 +147,12 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
             "(built-in example: no --model given, so the example plan is used; flags override it)"
         );
     }
+    out
+}
 
+/// The text report of one estimate.
+pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
+    let mut out = run_header(inputs);
     let peak = &estimate.peak_memory;
     let total = peak.breakdown.total().as_gib();
     let mut memory =
@@ -159,15 +178,11 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
         );
     }
 
-    let step = estimate.time.step_time().value();
-    let mut time = table(&["Step time", "ms", "% of step"]);
-    for (name, seconds) in estimate.time.parts() {
-        let seconds = seconds.value();
-        time.add_row([name.to_owned(), format!("{:.1}", seconds * 1e3), percent(seconds, step)]);
-    }
-    time.add_row(["total".to_owned(), format!("{:.1}", step * 1e3), percent(step, step)]);
-    align_numbers(&mut time, 1);
-    let _ = writeln!(out, "\n{time}\n");
+    let title = match estimate.time_source {
+        TimeSource::Simulated => "Step time (simulated)",
+        TimeSource::ClosedForm => "Step time (closed form)",
+    };
+    let _ = writeln!(out, "\n{}\n", time_table(title, &estimate.time));
 
     let throughput = &estimate.throughput;
     let lines = [
@@ -235,6 +250,7 @@ struct PlanJson {
     tp_comm_overlap: bool,
     grad_reduce_in_fp32: bool,
     num_microbatches: u64,
+    schedule: &'static str,
 }
 
 #[derive(Serialize)]
@@ -291,6 +307,8 @@ struct MemoryJson {
 
 #[derive(Serialize)]
 struct TimeJson {
+    /// `closed-form` or `simulated`.
+    source: TimeSource,
     step_time_s: f64,
     /// Seconds per part; `Seconds` serializes as a plain number of seconds.
     breakdown_s: TimeBreakdown,
@@ -342,6 +360,7 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
                 tp_comm_overlap: plan.tp_comm_overlap(),
                 grad_reduce_in_fp32: plan.grad_reduce_in_fp32(),
                 num_microbatches: plan.num_microbatches(),
+                schedule: plan.schedule().name(),
             },
         },
         memory: MemoryJson {
@@ -353,6 +372,7 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
             stages: estimate.stages.iter().map(StageJson::from).collect(),
         },
         time: TimeJson {
+            source: estimate.time_source,
             step_time_s: estimate.time.step_time().value(),
             breakdown_s: estimate.time,
         },

@@ -74,14 +74,18 @@ fn pipeline_comm(run: &Run) -> Seconds {
 /// neighbouring stages, which sit `tp x cp x dp` ranks apart in Megatron-LM's rank order.
 pub fn p2p_transfer(run: &Run) -> Seconds {
     let plan = run.plan();
+    let bytes = p2p_bytes(run);
+    let group = Group { size: 2, stride: plan.tp() * plan.cp() * plan.dp() };
+    collective_time(run.cluster().interconnect(), Collective::SendRecv, group, bytes)
+}
+
+/// Bytes of one pipeline send: a micro-batch's activations, split by TP under sequence parallelism.
+pub fn p2p_bytes(run: &Run) -> Bytes {
+    let plan = run.plan();
     let training = run.training();
     let sp = if plan.sequence_parallel() { plan.tp() } else { 1 };
     let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
-    let bytes = Bytes::new(
-        tokens * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp as f64,
-    );
-    let group = Group { size: 2, stride: plan.tp() * plan.cp() * plan.dp() };
-    collective_time(run.cluster().interconnect(), Collective::SendRecv, group, bytes)
+    Bytes::new(tokens * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp as f64)
 }
 
 /// The data-parallel collectives over `params` parameters, each as one un-overlapped duration.

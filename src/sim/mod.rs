@@ -47,9 +47,32 @@ pub struct RankSummary {
     pub bubble: Seconds,
 }
 
+/// What one position (virtual stage) of the path holds and computes, for reports and traces.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct PositionInfo {
+    /// Transformer layers.
+    pub layers: f64,
+    /// Parameters per GPU before data-parallel sharding.
+    pub params: f64,
+    /// FLOPs of one micro-batch's forward.
+    pub forward_flops: f64,
+    /// FLOPs of one micro-batch's backward (input and weight gradients, recompute excluded).
+    pub backward_flops: f64,
+    /// Of those, the weight-gradient GEMMs.
+    pub weight_gradient_flops: f64,
+    /// Recomputed forward time within the backward.
+    pub recompute: Seconds,
+}
+
 /// A simulated step.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Simulation {
+    /// Each position of a micro-batch's path.
+    pub positions: Vec<PositionInfo>,
+    /// Bytes of one pipeline send.
+    pub transfer_bytes: f64,
+    /// Bytes per parameter of a gradient reduction (4 in FP32, 2 in BF16).
+    pub gradient_bytes_per_param: f64,
     /// Where the step's time goes, read on the rank that finishes last.
     pub time: TimeBreakdown,
     /// Every rank.
@@ -179,7 +202,53 @@ pub fn simulate(run: &Run) -> Result<Simulation, SimError> {
         optimizer: rank_params.iter().map(|&p| optimizer_time_for(run, p)).collect(),
     };
     let outcome = engine::run(&setup).map_err(|stuck| SimError::Deadlock { stuck })?;
-    Ok(summarize(&program, &states, outcome))
+    let info = segments
+        .iter()
+        .zip(&setup.positions)
+        .zip(&params)
+        .map(|((segment, cost), &params)| position_info(&tables, segment, cost, params))
+        .collect();
+    let mut simulation = summarize(&program, &states, outcome);
+    simulation.positions = info;
+    simulation.transfer_bytes = crate::cost::step::p2p_bytes(run).value();
+    simulation.gradient_bytes_per_param = if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 };
+    Ok(simulation)
+}
+
+fn position_info(
+    tables: &Tables,
+    segment: &Segment,
+    cost: &engine::PositionCost,
+    params: f64,
+) -> PositionInfo {
+    use crate::cost::layer::{OpKind, OpTable, Phase};
+    let mut parts: Vec<(&OpTable, f64)> = vec![(&tables.layer, segment.layers)];
+    if segment.first {
+        parts.push((&tables.embedding, 1.0));
+    }
+    if segment.last {
+        parts.push((&tables.head, 1.0));
+    }
+    let flops = |phase: Phase| parts.iter().map(|(t, n)| t.flops(phase).value() * n).sum::<f64>();
+    let weight = parts
+        .iter()
+        .map(|(t, n)| {
+            t.ops
+                .iter()
+                .filter(|op| op.kind == OpKind::WeightGradient)
+                .map(|op| op.flops.value())
+                .sum::<f64>()
+                * n
+        })
+        .sum();
+    PositionInfo {
+        layers: segment.layers,
+        params,
+        forward_flops: flops(Phase::Forward),
+        backward_flops: flops(Phase::Backward),
+        weight_gradient_flops: weight,
+        recompute: cost.work.recompute,
+    }
 }
 
 /// The data-parallel collectives of each position under the plan's sharding.
@@ -263,6 +332,9 @@ fn summarize(
         })
         .collect();
     Simulation {
+        positions: Vec::new(),
+        transfer_bytes: 0.0,
+        gradient_bytes_per_param: 0.0,
         time,
         ranks,
         slices: outcome.slices,

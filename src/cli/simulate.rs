@@ -1,0 +1,146 @@
+//! `meshplan simulate`: simulate one training step under the plan's pipeline schedule and print
+//! its time, bubble, exposed communication and each stage's memory; `--trace FILE` also writes the
+//! step as a Chrome trace for Perfetto.
+
+use std::path::Path;
+
+use anyhow::Context as _;
+use meshplan::sim::{Simulation, trace};
+use meshplan::violation::{Violation, Violations};
+use serde::Serialize;
+
+use super::args::{Format, SimulateArgs};
+use super::inputs::{self, Inputs};
+use super::{CliError, render};
+
+/// Builds the run, simulates it, writes the trace if asked and renders the result.
+pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
+    let inputs = inputs::build_run(&args.run)?;
+    let (estimate, simulation) = meshplan::estimate_simulated(&inputs.run)
+        .context("cannot simulate the pipeline schedule")
+        .map_err(CliError::Other)?;
+    if let Some(path) = &args.trace {
+        let label = format!(
+            "{} on {} GPUs, {}",
+            inputs.run.model().display_name(),
+            inputs.run.cluster().num_gpus(),
+            inputs.run.plan().label()
+        );
+        write_atomically(path, &trace::chrome_trace(&simulation, &label))?;
+    }
+    match args.format {
+        Format::Text => {
+            let mut out = render::run_header(&inputs);
+            out.push_str(&text(&inputs, &simulation));
+            let throughput = &estimate.throughput;
+            out.push_str(&format!(
+                "\nStep time {:.3} s, {:.1} tokens/s per GPU, MFU {:.1} %\n",
+                throughput.step_time.value(),
+                throughput.tokens_per_sec_per_gpu,
+                throughput.mfu_pct
+            ));
+            if let Some(path) = &args.trace {
+                out.push_str(&format!(
+                    "Trace written to {} (open it in Perfetto)\n",
+                    path.display()
+                ));
+            }
+            Ok(out)
+        }
+        Format::Json => json(&inputs, &simulation)
+            .context("cannot serialize the simulation as JSON")
+            .map_err(CliError::Other),
+    }
+}
+
+/// Writes the whole file or nothing: a temporary file beside it, renamed into place.
+fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
+    let shown = path.display().to_string();
+    let failure = |err: std::io::Error| {
+        CliError::Input(Violations::one(Violation::new(
+            "trace",
+            &shown,
+            format!("cannot write {shown}: {err}"),
+            "check that the directory exists and is writable",
+        )))
+    };
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".partial");
+    std::fs::write(&temporary, text).map_err(failure)?;
+    std::fs::rename(&temporary, path).map_err(|err| {
+        let _ = std::fs::remove_file(&temporary);
+        failure(err)
+    })
+}
+
+fn text(inputs: &Inputs, simulation: &Simulation) -> String {
+    let plan = inputs.run.plan();
+    let program = &simulation.program;
+    let mut out = format!(
+        "\nSimulated step: schedule {}, {} micro-batches through {} virtual stages on {} pipeline ranks\n",
+        plan.schedule().name(),
+        program.microbatches,
+        program.positions,
+        program.ranks
+    );
+    out.push_str(&format!("\n{}\n", render::time_table("Step time (simulated)", &simulation.time)));
+    let mut stages =
+        render::table(&["Stage", "step end ms", "bubble ms", "peak in-flight", "peak memory GiB"]);
+    for rank in &simulation.ranks {
+        stages.add_row([
+            rank.rank.to_string(),
+            format!("{:.1}", rank.end.as_millis()),
+            format!("{:.1}", rank.bubble.as_millis()),
+            rank.peak_in_flight.to_string(),
+            format!("{:.2}", rank.peak_memory.total().as_gib()),
+        ]);
+    }
+    render::align_numbers(&mut stages, 1);
+    out.push_str(&format!("\n{stages}\n"));
+    out
+}
+
+#[derive(Serialize)]
+struct StageJson {
+    stage: u32,
+    end_s: f64,
+    bubble_s: f64,
+    peak_in_flight: u32,
+    peak_memory_gib: f64,
+}
+
+#[derive(Serialize)]
+struct SimulationJson<'a> {
+    model: &'a str,
+    plan: String,
+    schedule: &'static str,
+    microbatches: u32,
+    step_time_s: f64,
+    /// Seconds per part, summing to `step_time_s`.
+    breakdown_s: meshplan::estimate::TimeBreakdown,
+    stages: Vec<StageJson>,
+}
+
+fn json(inputs: &Inputs, simulation: &Simulation) -> serde_json::Result<String> {
+    let plan = inputs.run.plan();
+    let report = SimulationJson {
+        model: inputs.run.model().name(),
+        plan: plan.label(),
+        schedule: plan.schedule().name(),
+        microbatches: simulation.program.microbatches,
+        step_time_s: simulation.step_time().value(),
+        breakdown_s: simulation.time,
+        stages: simulation
+            .ranks
+            .iter()
+            .map(|rank| StageJson {
+                stage: rank.rank,
+                end_s: rank.end.value(),
+                bubble_s: rank.bubble.value(),
+                peak_in_flight: rank.peak_in_flight,
+                peak_memory_gib: rank.peak_memory.total().as_gib(),
+            })
+            .collect(),
+    };
+    serde_json::to_string_pretty(&report)
+}
