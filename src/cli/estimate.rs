@@ -10,7 +10,8 @@ use super::{inputs, render};
 /// Builds the run from the flags, prices it and renders the result.
 pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     let inputs = inputs::build_run(&args.run)?;
-    let (estimate, _) = meshplan::estimate_simulated(&inputs.run)
+    let options = meshplan::sim::SimOptions { timeline: false };
+    let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
     match args.format {

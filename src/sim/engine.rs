@@ -68,6 +68,8 @@ pub struct Setup<'a> {
     pub base_memory: Vec<f64>,
     /// Optimizer step of each rank.
     pub optimizer: Vec<Seconds>,
+    /// Whether to keep every slice and memory sample (for traces); totals are kept regardless.
+    pub timeline: bool,
 }
 
 /// A stream of a rank.
@@ -299,7 +301,7 @@ impl Engine<'_> {
                 cursors[rank].data_parallel_free = end;
                 self.gather_pending[task.position as usize] = Some((start, end));
                 intervals[rank].push((start, end));
-                self.outcome.slices.push(Slice {
+                self.push_slice(Slice {
                     rank: rank as u32,
                     lane: Lane::DataParallel,
                     kind: SliceKind::ParamGather { position: task.position },
@@ -445,7 +447,7 @@ impl Engine<'_> {
         times.dp += stretch;
         cursor.previous_start = start;
         cursor.compute_free = end;
-        self.outcome.slices.push(Slice {
+        self.push_slice(Slice {
             rank: rank as u32,
             lane: Lane::Compute,
             kind: SliceKind::Task(task),
@@ -548,7 +550,7 @@ impl Engine<'_> {
     }
 
     fn push_send(&mut self, rank: usize, task: Task, end: Seconds) {
-        self.outcome.slices.push(Slice {
+        self.push_slice(Slice {
             rank: rank as u32,
             lane: Lane::PipelineSend,
             kind: SliceKind::Send(task),
@@ -568,13 +570,7 @@ impl Engine<'_> {
     ) {
         cursor.data_parallel_free = end;
         intervals.push((start, end));
-        self.outcome.slices.push(Slice {
-            rank: rank as u32,
-            lane: Lane::DataParallel,
-            kind,
-            start,
-            end,
-        });
+        self.push_slice(Slice { rank: rank as u32, lane: Lane::DataParallel, kind, start, end });
     }
 
     fn change_memory(&mut self, rank: usize, time: Seconds, delta: f64, cursor: &mut Cursor) {
@@ -588,7 +584,15 @@ impl Engine<'_> {
     }
 
     fn sample(&mut self, rank: u32, time: Seconds, bytes: f64) {
-        self.outcome.memory.push(MemorySample { rank, time, bytes });
+        if self.setup.timeline {
+            self.outcome.memory.push(MemorySample { rank, time, bytes });
+        }
+    }
+
+    fn push_slice(&mut self, slice: Slice) {
+        if self.setup.timeline {
+            self.outcome.slices.push(slice);
+        }
     }
 
     /// Drains the data-parallel stream and runs the optimizer.
@@ -620,7 +624,7 @@ impl Engine<'_> {
         }
         let drained = cursor.compute_free.max(cursor.data_parallel_free) + dp.tail;
         let optimizer = setup.optimizer[rank];
-        self.outcome.slices.push(Slice {
+        self.push_slice(Slice {
             rank: rank as u32,
             lane: Lane::Compute,
             kind: SliceKind::Optimizer,

@@ -134,8 +134,21 @@ fn position_layers(run: &Run, positions: u32) -> Vec<f64> {
         .collect()
 }
 
-/// Simulates one step of a run under its plan's schedule.
+/// What a simulation keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SimOptions {
+    /// Keep every slice and memory sample, for a trace. Without it only totals, per-rank
+    /// summaries and peaks are kept, which is what pricing a plan needs.
+    pub timeline: bool,
+}
+
+/// Simulates one step of a run under its plan's schedule, keeping the whole timeline.
 pub fn simulate(run: &Run) -> Result<Simulation, SimError> {
+    simulate_with(run, SimOptions { timeline: true })
+}
+
+/// Simulates one step of a run under its plan's schedule.
+pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimError> {
     let plan = run.plan();
     let program = schedule::program(
         plan.schedule(),
@@ -200,6 +213,7 @@ pub fn simulate(run: &Run) -> Result<Simulation, SimError> {
         slowdown: 1.0 / OVERLAP_EFFICIENCY,
         base_memory: states.iter().map(|s| s.total().value()).collect(),
         optimizer: rank_params.iter().map(|&p| optimizer_time_for(run, p)).collect(),
+        timeline: options.timeline,
     };
     let outcome = engine::run(&setup).map_err(|stuck| SimError::Deadlock { stuck })?;
     let info = segments

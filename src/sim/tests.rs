@@ -34,6 +34,7 @@ fn uniform(program: &Program, input: f64, weight: f64) -> Setup<'_> {
         slowdown: 1.0,
         base_memory: vec![10.0; program.ranks as usize],
         optimizer: vec![Seconds::ZERO; program.ranks as usize],
+        timeline: true,
     }
 }
 

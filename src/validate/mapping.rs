@@ -11,11 +11,13 @@ use super::calibrate::Calibration;
 use super::defaults::{Family, FamilyDefaults};
 use super::measured::{FlopShape, measured};
 use super::row::{CalibrationRow, count, number};
+use crate::estimate::estimate_simulated_with;
 use crate::hardware::ClusterSpec;
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
 use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use crate::presets;
 use crate::run::{Run, RunSpec};
-use crate::{estimate_simulated, presets};
+use crate::sim::SimOptions;
 
 /// A row ready to price, with what was assumed to get there.
 struct Mapped {
@@ -76,7 +78,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
             return result;
         }
     };
-    let estimate = match estimate_simulated(&run) {
+    let estimate = match estimate_simulated_with(&run, SimOptions { timeline: false }) {
         Ok((estimate, _)) => estimate,
         Err(err) => {
             result.skipped_reason = Some(format!("schedule not simulated: {err}"));
