@@ -1,9 +1,11 @@
-//! Criterion benchmark of one estimate (issue #2 target: under 10 microseconds on one core for a
-//! 126-layer model).
+//! Criterion benchmarks: one closed-form estimate (issue #2 target: under 10 microseconds for a
+//! 126-layer model) and one simulated step of Llama 3.1 405B on 16,384 H100 under interleaved
+//! 1F1B (issue #3 target: under 50 ms), with and without the timeline a trace needs.
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{PipelineSplit, PlanSpec, Precision, TrainingSpec};
+use meshplan::sim::{SimOptions, simulate, simulate_with};
 use meshplan::{Run, RunSpec, estimate, presets};
 
 fn llama_405b_on_16k_h100() -> Run {
@@ -34,5 +36,18 @@ fn bench_estimate(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_estimate);
+fn bench_simulate(c: &mut Criterion) {
+    let run = llama_405b_on_16k_h100();
+    assert_eq!(run.plan().num_microbatches(), 16);
+    c.bench_function("simulate llama3.1-405b 16384 h100 interleaved (timeline)", |b| {
+        b.iter(|| simulate(std::hint::black_box(&run)).unwrap())
+    });
+    c.bench_function("simulate llama3.1-405b 16384 h100 interleaved (totals only)", |b| {
+        b.iter(|| {
+            simulate_with(std::hint::black_box(&run), SimOptions { timeline: false }).unwrap()
+        })
+    });
+}
+
+criterion_group!(benches, bench_estimate, bench_simulate);
 criterion_main!(benches);

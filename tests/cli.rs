@@ -331,3 +331,165 @@ fn validate_rejects_a_file_that_is_not_calibration_csv() {
     assert_eq!(output.code, 2, "stdout: {}", output.stdout);
     assert!(output.stderr.contains(path), "{}", output.stderr);
 }
+
+// ---------------------------------------------------------------------------------------------
+// simulate
+
+#[test]
+fn simulate_prints_the_schedule_bubble_and_stage_memory() {
+    let output = run(&["simulate"]);
+    assert_eq!(output.code, 0, "stderr: {}", output.stderr);
+    let text = &output.stdout;
+    assert!(text.contains("schedule interleaved"), "{text}");
+    assert!(text.contains("pipeline bubble") && text.contains("PP comm (exposed)"), "{text}");
+    assert!(text.contains("peak in-flight") && text.contains("peak memory GiB"), "{text}");
+}
+
+#[test]
+fn simulate_json_breakdown_adds_up_and_1f1b_holds_p_minus_stage_microbatches() {
+    let value = json(&[
+        "simulate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--pp",
+        "4",
+        "--tp",
+        "2",
+        "--global-batch",
+        "16",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(value["schedule"], "1f1b");
+    let step = value["step_time_s"].as_f64().unwrap();
+    let parts: f64 =
+        value["breakdown_s"].as_object().unwrap().values().map(|v| v.as_f64().unwrap()).sum();
+    assert!((parts - step).abs() <= 1e-9 * step, "{parts} vs {step}");
+    let in_flight: Vec<u64> = value["stages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["peak_in_flight"].as_u64().unwrap())
+        .collect();
+    assert_eq!(in_flight, [4, 3, 2, 1]);
+}
+
+#[test]
+fn simulate_trace_is_valid_chrome_json_and_byte_identical_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = dir.path().join("first.json");
+    let second = dir.path().join("second.json");
+    let args = [
+        "simulate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--pp",
+        "4",
+        "--vp",
+        "2",
+        "--global-batch",
+        "32",
+        "--schedule",
+        "interleaved",
+        "--trace",
+    ];
+    for path in [&first, &second] {
+        let mut all: Vec<&str> = args.to_vec();
+        all.push(path.to_str().unwrap());
+        let output = run(&all);
+        assert_eq!(output.code, 0, "stderr: {}", output.stderr);
+    }
+    let bytes = std::fs::read(&first).unwrap();
+    assert_eq!(bytes, std::fs::read(&second).unwrap());
+    let trace: Value = serde_json::from_slice(&bytes).unwrap();
+    let events = trace["traceEvents"].as_array().unwrap();
+    let named = |ph: &str, name: &str| events.iter().any(|e| e["ph"] == ph && e["name"] == name);
+    assert!(named("M", "process_name") && named("M", "thread_name"));
+    assert!(named("C", "memory"));
+    let forward = events.iter().find(|e| e["ph"] == "X" && e["cat"] == "forward").unwrap();
+    assert!(
+        forward["args"]["microbatch"].is_u64() && forward["args"]["flops"].as_f64().unwrap() > 0.0
+    );
+    assert!(
+        events.iter().any(|e| e["cat"] == "pp-send" && e["args"]["bytes"].as_f64().unwrap() > 0.0)
+    );
+    assert!(events.iter().any(|e| e["cat"] == "dp-reduce"));
+    // No partial file is left beside the trace.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+}
+
+#[test]
+fn schedules_that_do_not_fit_the_plan_are_input_errors() {
+    let output = run(&[
+        "simulate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--pp",
+        "4",
+        "--global-batch",
+        "16",
+        "--schedule",
+        "interleaved",
+    ]);
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.contains("plan.schedule") && output.stderr.contains("hint:"),
+        "{}",
+        output.stderr
+    );
+    let output = run(&[
+        "simulate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--pp",
+        "4",
+        "--global-batch",
+        "6",
+        "--schedule",
+        "dualpipe",
+    ]);
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("even number of micro-batches"), "{}", output.stderr);
+}
+
+#[test]
+fn every_schedule_simulates_the_same_work() {
+    let mut times = Vec::new();
+    for schedule in ["gpipe", "1f1b", "zero-bubble", "dualpipe"] {
+        let value = json(&[
+            "simulate",
+            "--model",
+            "llama3.1-8b",
+            "--gpus",
+            "8",
+            "--pp",
+            "4",
+            "--global-batch",
+            "16",
+            "--schedule",
+            schedule,
+            "--format",
+            "json",
+        ]);
+        let breakdown = &value["breakdown_s"];
+        times.push((
+            schedule,
+            breakdown["forward"].as_f64().unwrap(),
+            value["step_time_s"].as_f64().unwrap(),
+        ));
+    }
+    // Stage 0 does the same forward work under every schedule, except DualPipe where each rank
+    // holds two stages (its own and the mirrored one).
+    assert!((times[0].1 - times[1].1).abs() < 1e-12 && (times[1].1 - times[2].1).abs() < 1e-12);
+    // Zero-bubble beats 1F1B, which ties GPipe on time (GPipe pays in memory).
+    assert!(times[2].2 < times[1].2, "{times:?}");
+    assert!((times[0].2 - times[1].2).abs() / times[1].2 < 0.02, "{times:?}");
+}
