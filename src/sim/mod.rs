@@ -62,6 +62,10 @@ pub struct PositionInfo {
     pub weight_gradient_flops: f64,
     /// Recomputed forward time within the backward.
     pub recompute: Seconds,
+    /// Exposed tensor- and context-parallel communication within the forward.
+    pub forward_comm: (Seconds, Seconds),
+    /// Exposed tensor- and context-parallel communication within the backward.
+    pub backward_comm: (Seconds, Seconds),
 }
 
 /// A simulated step.
@@ -262,6 +266,8 @@ fn position_info(
         backward_flops: flops(Phase::Backward),
         weight_gradient_flops: weight,
         recompute: cost.work.recompute,
+        forward_comm: (cost.work.forward_tp, cost.work.forward_cp),
+        backward_comm: (cost.work.backward_tp, cost.work.backward_cp),
     }
 }
 

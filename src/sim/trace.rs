@@ -5,8 +5,9 @@
 //! that stage, which do the same work), with three threads: compute, pipeline sends and
 //! data-parallel collectives. Every task is a complete (`X`) slice named like the zero-bubble paper
 //! and torchtitan CSV schedules (`F`, `B`, `I`, `W`, with the stage position and micro-batch), with
-//! its micro-batch, chunk, layers and FLOPs in `args`; sends carry their bytes; memory in use is a
-//! counter track per stage. Events are emitted in a fixed order, so the same simulation gives the
+//! its micro-batch, chunk, layers and FLOPs in `args`, with its recomputed forward and exposed
+//! TP/CP communication as nested slices; sends and data-parallel collectives carry their bytes;
+//! memory in use is a counter track per stage. Events are emitted in a fixed order, so the same simulation gives the
 //! same bytes.
 
 use serde_json::{Value, json};
@@ -97,6 +98,24 @@ fn events(simulation: &Simulation) -> Vec<Value> {
                     start = end;
                 }
                 events.push(slice(pid, tid, task.to_string(), cat, start, s.end, args));
+                // Exposed TP and CP communication at the end of the task, nested inside it.
+                let (tp, cp) = match task.kind {
+                    TaskKind::Forward => info.forward_comm,
+                    TaskKind::Backward | TaskKind::BackwardInput => info.backward_comm,
+                    TaskKind::WeightGradient => (Seconds::ZERO, Seconds::ZERO),
+                };
+                let cp_start = (s.end - cp).max(start);
+                let tp_start = (cp_start - tp).max(start);
+                for (name, cat, from, to) in [
+                    ("tp comm (exposed)", "tp-comm", tp_start, cp_start),
+                    ("cp comm (exposed)", "cp-comm", cp_start, s.end),
+                ] {
+                    if to > from {
+                        let args =
+                            json!({"microbatch": task.microbatch, "position": task.position});
+                        events.push(slice(pid, tid, name.into(), cat, from, to, args));
+                    }
+                }
             }
             SliceKind::Send(task) => {
                 let args = json!({"microbatch": task.microbatch, "position": task.position,
