@@ -510,23 +510,11 @@ impl Engine<'_> {
         }
         let dp = &setup.data_parallel;
         let position = task.position as usize;
-        // Gradient reductions stream layer by layer behind the backward that produces them.
-        let layers = cost.layers.max(1.0);
-        let first_bucket = start + (end - start) / layers;
         if matches!(task.kind, TaskKind::Backward | TaskKind::BackwardInput)
             && !dp.reduce_each_backward.is_empty()
         {
             let reduce = dp.reduce_each_backward[position];
-            let issue = first_bucket.max(cursor.data_parallel_free);
-            let done = (issue + reduce).max(end + reduce / layers);
-            self.push_dp(
-                rank,
-                SliceKind::GradientReduce { position: task.position },
-                issue,
-                done,
-                cursor,
-                intervals,
-            );
+            self.stream_reduce(rank, task.position, (start, end), reduce, cursor, intervals);
         }
         if matches!(task.kind, TaskKind::Backward | TaskKind::WeightGradient) {
             self.remaining_gradients[position] -= 1;
@@ -535,18 +523,27 @@ impl Engine<'_> {
                 && !dp.reduce_when_complete.is_empty()
             {
                 let reduce = dp.reduce_when_complete[position];
-                let issue = first_bucket.max(cursor.data_parallel_free);
-                let done = (issue + reduce).max(end + reduce / layers);
-                self.push_dp(
-                    rank,
-                    SliceKind::GradientReduce { position: task.position },
-                    issue,
-                    done,
-                    cursor,
-                    intervals,
-                );
+                self.stream_reduce(rank, task.position, (start, end), reduce, cursor, intervals);
             }
         }
+    }
+
+    /// A gradient reduction that streams layer by layer behind the backward `task` producing it:
+    /// it starts once the first layer's gradients exist and ends no earlier than one layer's share
+    /// after the backward.
+    fn stream_reduce(
+        &mut self,
+        rank: usize,
+        position: u32,
+        (start, end): (Seconds, Seconds),
+        reduce: Seconds,
+        cursor: &mut Cursor,
+        intervals: &mut Vec<(Seconds, Seconds)>,
+    ) {
+        let layers = self.setup.positions[position as usize].layers.max(1.0);
+        let issue = (start + (end - start) / layers).max(cursor.data_parallel_free);
+        let done = (issue + reduce).max(end + reduce / layers);
+        self.push_dp(rank, SliceKind::GradientReduce { position }, issue, done, cursor, intervals);
     }
 
     fn push_send(&mut self, rank: usize, task: Task, end: Seconds) {

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::mapping::evaluate_row;
 use super::row::CalibrationRow;
-use super::summary::{GroupSummary, percentile};
+use super::summary::{GroupSummary, error_summary, percentile};
 use super::{RowResult, ValidateError, row};
 
 /// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor.
@@ -95,22 +95,6 @@ fn all_gpus(results: &[RowResult]) -> Vec<String> {
     gpus
 }
 
-fn group(name: String, errors: &[f64]) -> GroupSummary {
-    let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
-    GroupSummary {
-        name,
-        rows: errors.len(),
-        predicted: errors.len(),
-        median_abs_error_pct: percentile(&abs, 0.5),
-        p90_abs_error_pct: percentile(&abs, 0.9),
-        mean_error_pct: if errors.is_empty() {
-            None
-        } else {
-            Some(errors.iter().sum::<f64>() / errors.len() as f64)
-        },
-    }
-}
-
 /// Leave-one-source-out cross-validation over the predicted rows.
 pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidation {
     let mut sources: Vec<&str> = rows.iter().map(|r| r.source_id.as_str()).collect();
@@ -130,9 +114,12 @@ pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidat
             continue;
         }
         all_errors.extend_from_slice(&errors);
-        by_source.push(group(source.to_owned(), &errors));
+        by_source.push(error_summary(source.to_owned(), errors.len(), &errors));
     }
-    CrossValidation { overall: group("all held-out rows".to_owned(), &all_errors), by_source }
+    CrossValidation {
+        overall: error_summary("all held-out rows".to_owned(), all_errors.len(), &all_errors),
+        by_source,
+    }
 }
 
 /// Fits every GPU's factor on a calibration CSV and measures held-out accuracy.

@@ -65,14 +65,19 @@ fn mean(values: &[f64]) -> Option<f64> {
 
 fn group(name: String, rows: &[&RowResult]) -> GroupSummary {
     let errors: Vec<f64> = rows.iter().filter_map(|r| r.error_pct).collect();
+    error_summary(name, rows.len(), &errors)
+}
+
+/// Statistics of the signed errors (%) of `rows` rows, of which `errors.len()` were predicted.
+pub(super) fn error_summary(name: String, rows: usize, errors: &[f64]) -> GroupSummary {
     let abs: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
     GroupSummary {
         name,
-        rows: rows.len(),
+        rows,
         predicted: errors.len(),
         median_abs_error_pct: percentile(&abs, 0.5),
         p90_abs_error_pct: percentile(&abs, 0.9),
-        mean_error_pct: mean(&errors),
+        mean_error_pct: mean(errors),
     }
 }
 
