@@ -28,11 +28,13 @@
 
 pub mod cost;
 pub mod estimate;
+pub mod export;
 pub mod hardware;
 pub mod model;
 pub mod plan;
 pub mod presets;
 pub mod run;
+pub mod search;
 pub mod sim;
 pub mod units;
 pub mod validate;

@@ -34,7 +34,7 @@ pub enum FsdpMode {
 }
 
 /// The pipeline schedule: the order in which each stage runs forward and backward work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PipelineSchedule {
     /// All forwards, then all backwards (Huang et al. 2019).

@@ -1,0 +1,80 @@
+//! A DeepSpeed JSON config (`docs/_pages/config-json.md`, reference section 4): batch, precision,
+//! ZeRO, AutoTP and activation checkpointing. Pipeline stages are set in code
+//! (`PipelineModule(num_stages=...)`), so the config carries them under `pipeline.stages`.
+
+use serde_json::json;
+
+use crate::plan::{PipelineSchedule, Precision, RecomputeKind, Sharding};
+use crate::run::Run;
+
+fn stage(sharding: Sharding) -> u8 {
+    match sharding {
+        Sharding::None => 0,
+        Sharding::Optimizer => 1,
+        Sharding::OptimizerAndGradients => 2,
+        Sharding::Full => 3,
+    }
+}
+
+/// What DeepSpeed cannot run, if anything.
+pub fn unsupported(run: &Run) -> Option<String> {
+    let plan = run.plan();
+    if plan.pp() > 1 && stage(plan.sharding()) >= 2 {
+        return Some("pipeline parallelism is not compatible with ZeRO-2 and ZeRO-3".into());
+    }
+    if plan.pp() > 1 && plan.schedule() != PipelineSchedule::OneFOneB {
+        return Some(format!("its pipeline engine runs 1F1B, not {}", plan.schedule().name()));
+    }
+    if plan.cp() > 1 {
+        return Some(
+            "context parallelism is Ulysses sequence parallelism there, not ring attention".into(),
+        );
+    }
+    if plan.recompute() == RecomputeKind::Selective {
+        return Some("its activation checkpointing is per layer (full); selective recompute is not available".into());
+    }
+    match run.training().precision() {
+        Precision::Bf16 | Precision::Fp16 => None,
+        other => Some(format!("its JSON config has no {} recipe", other.name())),
+    }
+}
+
+/// The JSON config, pretty-printed.
+pub fn config(run: &Run) -> String {
+    let (plan, training) = (run.plan(), run.training());
+    let micro = training.micro_batch();
+    let accumulation = plan.num_microbatches();
+    let mut config = json!({
+        "train_batch_size": training.global_batch(),
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": accumulation,
+        "gradient_clipping": 1.0,
+        "zero_optimization": {
+            "stage": stage(plan.sharding()),
+            "overlap_comm": plan.overlap_grad_reduce(),
+            "contiguous_gradients": true,
+            "reduce_scatter": true,
+        },
+    });
+    let precision = if training.precision() == Precision::Fp16 { "fp16" } else { "bf16" };
+    config[precision] = json!({"enabled": true});
+    if plan.sharding() == Sharding::Full && plan.shard_group() != plan.dp() {
+        config["zero_optimization"]["zero_hpz_partition_size"] = json!(plan.shard_group());
+    }
+    if plan.tp() > 1 {
+        config["tensor_parallel"] = json!({"autotp_size": plan.tp()});
+    }
+    if plan.pp() > 1 {
+        config["pipeline"] = json!({"stages": plan.pp(), "partition": "uniform"});
+    }
+    if plan.recompute() == RecomputeKind::Full {
+        config["activation_checkpointing"] = json!({
+            "partition_activations": plan.tp() > 1,
+            "contiguous_memory_optimization": false,
+            "number_checkpoints": plan.recompute_num_layers(),
+        });
+    }
+    let mut text = serde_json::to_string_pretty(&config).unwrap_or_default();
+    text.push('\n');
+    text
+}

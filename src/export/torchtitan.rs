@@ -1,0 +1,139 @@
+//! A torchtitan job configuration TOML (`torchtitan/config/job_config.py` @ v0.2.2, reference
+//! section 3): the `[parallelism]`, `[training]`, `[activation_checkpoint]` and float8 sections a
+//! plan decides. Model architecture is torchtitan's `[model]` flavor, which meshplan cannot name
+//! for an arbitrary model, so it is left to the user with a comment.
+
+use std::fmt::Write as _;
+
+use crate::plan::{PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::run::Run;
+
+/// What torchtitan cannot run, if anything.
+pub fn unsupported(run: &Run) -> Option<String> {
+    let plan = run.plan();
+    match plan.sharding() {
+        Sharding::None | Sharding::Full => {}
+        _ => return Some(
+            "it shards data-parallel state with FSDP2 only (no ZeRO-1/2); use --fsdp or --zero 0"
+                .into(),
+        ),
+    }
+    match plan.schedule() {
+        PipelineSchedule::ZeroBubble => {
+            return Some("its zero-bubble schedules are multi-stage (InterleavedZeroBubble, ZBVZeroBubble), not ZB-H1 with one stage per rank".into());
+        }
+        PipelineSchedule::Dualpipe => {
+            return Some("it runs DualPipeV (one copy of the weights in a V), not DualPipe".into());
+        }
+        _ => {}
+    }
+    if plan.recompute() == RecomputeKind::Full
+        && plan.recompute_num_layers() < run.stage_layers(0).min(run.stage_layers(plan.pp() - 1))
+    {
+        return Some("full activation checkpointing applies to every layer; partial recompute is not available".into());
+    }
+    match run.training().precision() {
+        Precision::Bf16 | Precision::Fp8Current | Precision::Mxfp8 => None,
+        other => Some(format!(
+            "its low-precision recipes are torchao float8 tensorwise and MXFP8, not {}",
+            other.name()
+        )),
+    }
+}
+
+/// The job TOML.
+pub fn job_config(run: &Run) -> String {
+    let (model, plan, training) = (run.model(), run.plan(), run.training());
+    let mut out = String::new();
+    let _ =
+        writeln!(out, "# torchtitan job config written by meshplan for {}", model.display_name());
+    let _ = writeln!(
+        out,
+        "# [model] name and flavor: set them to the torchtitan model that matches this architecture."
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(out, "[training]");
+    let _ = writeln!(out, "local_batch_size = {}", training.global_batch() / plan.dp());
+    let _ = writeln!(out, "global_batch_size = {}", training.global_batch());
+    let _ = writeln!(out, "seq_len = {}", training.seq_len());
+    let _ = writeln!(out, "mixed_precision_param = \"bfloat16\"");
+    let reduce = if plan.grad_reduce_in_fp32() { "float32" } else { "bfloat16" };
+    let _ = writeln!(out, "mixed_precision_reduce = \"{reduce}\"");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "[parallelism]");
+    let (replicate, shard) = match plan.sharding() {
+        Sharding::Full => (plan.dp() / plan.shard_group(), plan.shard_group()),
+        _ => (plan.dp(), 1),
+    };
+    let _ = writeln!(out, "data_parallel_replicate_degree = {replicate}");
+    let _ = writeln!(out, "data_parallel_shard_degree = {shard}");
+    if plan.sharding() == Sharding::Full {
+        let reshard = if plan.reshard_after_forward() { "always" } else { "never" };
+        let _ = writeln!(out, "fsdp_reshard_after_forward = \"{reshard}\"");
+    }
+    let _ = writeln!(out, "tensor_parallel_degree = {}", plan.tp());
+    if plan.tp() > 1 {
+        let _ = writeln!(out, "enable_async_tensor_parallel = {}", plan.tp_comm_overlap());
+    }
+    let _ = writeln!(out, "context_parallel_degree = {}", plan.cp());
+    let _ = writeln!(out, "pipeline_parallel_degree = {}", plan.pp());
+    if plan.pp() > 1 {
+        let schedule = match plan.schedule() {
+            PipelineSchedule::Gpipe => "GPipe",
+            PipelineSchedule::Interleaved => "Interleaved1F1B",
+            _ => "1F1B",
+        };
+        let _ = writeln!(out, "pipeline_parallel_schedule = \"{schedule}\"");
+        let _ = writeln!(out, "pipeline_parallel_microbatch_size = {}", training.micro_batch());
+        // torchtitan counts the embedding and the loss as layers when its first and last stages
+        // hold one layer less, which is meshplan's embedding-and-loss split.
+        let less = u64::from(plan.pipeline_split() == PipelineSplit::EmbeddingAndLoss);
+        let units = run.model().num_layers() + 2 * less;
+        let _ = writeln!(
+            out,
+            "pipeline_parallel_layers_per_stage = {}",
+            units / (plan.pp() * plan.vp())
+        );
+        let _ = writeln!(out, "pipeline_parallel_first_stage_less_layers = {less}");
+        let _ = writeln!(out, "pipeline_parallel_last_stage_less_layers = {less}");
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(out, "[activation_checkpoint]");
+    let mode = match plan.recompute() {
+        RecomputeKind::None => "none",
+        RecomputeKind::Selective => "selective",
+        RecomputeKind::Full => "full",
+    };
+    let _ = writeln!(out, "mode = \"{mode}\"");
+    if plan.tp_comm_overlap() && plan.tp() > 1 {
+        let _ = writeln!(out);
+        let _ = writeln!(out, "[compile]");
+        let _ = writeln!(out, "enable = true");
+        let _ = writeln!(out, "components = [\"model\", \"loss\"]");
+    }
+    match training.precision() {
+        Precision::Fp8Current => {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "[model]");
+            let _ = writeln!(out, "converters = [\"quantize.linear.float8\"]");
+            let _ = writeln!(out);
+            let _ = writeln!(out, "[quantize.linear.float8]");
+            let _ = writeln!(out, "recipe_name = \"tensorwise\"");
+            let _ = writeln!(
+                out,
+                "enable_fsdp_float8_all_gather = {}",
+                plan.sharding() == Sharding::Full
+            );
+        }
+        Precision::Mxfp8 => {
+            let _ = writeln!(out);
+            let _ = writeln!(out, "[model]");
+            let _ = writeln!(out, "converters = [\"quantize.linear.mx\"]");
+            let _ = writeln!(out);
+            let _ = writeln!(out, "[quantize.linear.mx]");
+            let _ = writeln!(out, "recipe_name = \"mxfp8_cublas\"");
+        }
+        _ => {}
+    }
+    out
+}

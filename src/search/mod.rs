@@ -1,0 +1,454 @@
+//! The plan search: the best plans for a model, cluster, batch and precision over the whole space
+//! of `space.rs`, with every rejected candidate counted by reason.
+//!
+//! Fast path: every candidate is validated and priced with the closed form in parallel (rayon);
+//! candidates that do not divide, do not fit (closed-form peak memory over capacity minus the
+//! headroom) or that the target engine cannot run are rejected. The rest are simulated in order of
+//! their closed-form time, skipping any whose lower bound (the busiest-rank-on-average compute the
+//! simulator cannot beat) is already slower than the current `top`-th best; simulated plans whose
+//! simulated peak memory does not fit are rejected too. The ranking is by simulated step time, ties
+//! broken by the candidate's fixed order, so the result does not depend on thread timing.
+//! [`brute_force`] simulates every priced candidate without the bound: tests check that both
+//! agree.
+
+pub mod space;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::cost::work::{Tables, segment_work, stage_segment};
+use crate::estimate::{Estimate, estimate, estimate_simulated_with};
+use crate::export::{Engine, check};
+use crate::run::{Run, RunSpec};
+use crate::sim::{SimError, SimOptions};
+use crate::units::Seconds;
+use crate::violation::Violations;
+
+pub use space::{Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
+
+/// What to search for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchSpec {
+    /// Model, cluster and training setup; its plan is ignored.
+    pub base: RunSpec,
+    /// Limits on the space.
+    pub constraints: Constraints,
+    /// Fraction of GPU memory to keep free (0.1 keeps 10%).
+    pub memory_headroom: f64,
+    /// Only plans this engine can run.
+    pub engine: Option<Engine>,
+    /// How many plans to return.
+    pub top: usize,
+}
+
+/// Why a candidate was rejected.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rejection {
+    /// A size does not divide (heads, layers, batch, schedule preconditions).
+    DoesNotDivide,
+    /// Predicted peak memory exceeds capacity minus headroom.
+    DoesNotFit,
+    /// The target engine cannot run it.
+    UnsupportedByEngine,
+}
+
+impl Rejection {
+    /// Human name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Rejection::DoesNotDivide => "does not divide",
+            Rejection::DoesNotFit => "does not fit in memory",
+            Rejection::UnsupportedByEngine => "unsupported by the target engine",
+        }
+    }
+}
+
+/// One ranked plan.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RankedPlan {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// The validated run with this plan.
+    pub run: Run,
+    /// Its simulated estimate.
+    pub estimate: Estimate,
+    /// Closed-form step time.
+    pub closed_form: Seconds,
+}
+
+impl RankedPlan {
+    /// The largest part of the step besides compute.
+    pub fn dominant_overhead(&self) -> &'static str {
+        let parts = self.estimate.time.parts();
+        parts[2..]
+            .iter()
+            .max_by(|a, b| a.1.value().total_cmp(&b.1.value()))
+            .map_or("none", |(name, _)| name)
+    }
+}
+
+/// Rejection counts with one example reason each.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Rejections {
+    /// Count and first reason per kind.
+    pub counts: BTreeMap<Rejection, (usize, String)>,
+}
+
+impl Rejections {
+    fn add(&mut self, kind: Rejection, reason: impl FnOnce() -> String) {
+        let entry = self.counts.entry(kind).or_insert_with(|| (0, reason()));
+        entry.0 += 1;
+    }
+
+    /// Total rejected.
+    pub fn total(&self) -> usize {
+        self.counts.values().map(|(n, _)| n).sum()
+    }
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchReport {
+    /// Candidates in the space.
+    pub considered: usize,
+    /// Rejected candidates.
+    pub rejections: Rejections,
+    /// Candidates priced by the closed form that passed every check.
+    pub priced: usize,
+    /// Candidates simulated.
+    pub simulated: usize,
+    /// Candidates skipped because their lower bound could not beat the best plans found.
+    pub pruned: usize,
+    /// The best plans, best first.
+    pub plans: Vec<RankedPlan>,
+}
+
+/// Why a search could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// Model, cluster or training setup is invalid.
+    #[error("{0}")]
+    Input(Violations),
+    /// A schedule could not be simulated (a bug in a schedule generator).
+    #[error(transparent)]
+    Simulation(#[from] SimError),
+}
+
+enum Priced {
+    Rejected(Rejection, String),
+    Kept { candidate: Candidate, closed_form: Seconds, bound: Seconds },
+}
+
+fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
+    // Validate the parts once with a trivial plan so that input errors are reported as such.
+    let probe = RunSpec { plan: Default::default(), ..spec.base.clone() };
+    let model = crate::model::Model::from_spec(&probe.model).map_err(SearchError::Input)?;
+    let cluster =
+        crate::hardware::Cluster::from_spec(&probe.cluster).map_err(SearchError::Input)?;
+    let training = &probe.training;
+    if training.seq_len <= 0 || training.global_batch <= 0 {
+        let run = Run::from_spec(&probe).err();
+        return Err(SearchError::Input(run.unwrap_or_else(|| {
+            Violations::one(crate::violation::Violation::new("training", "", "invalid", "check it"))
+        })));
+    }
+    Ok(Shape {
+        gpus: cluster.num_gpus(),
+        nvlink_domain: cluster.interconnect().nvlink_domain(),
+        gpus_per_node: cluster.interconnect().gpus_per_node(),
+        layers: model.num_layers(),
+        heads: model.num_attention_heads(),
+        kv_heads: model.num_kv_heads(),
+        seq_len: training.seq_len as u64,
+        global_batch: training.global_batch as u64,
+    })
+}
+
+fn tp_comm_overlap(engine: Option<Engine>) -> bool {
+    // DeepSpeed's AutoTP has no GEMM/communication overlap; Megatron-LM and torchtitan (async TP)
+    // do.
+    engine != Some(Engine::Deepspeed)
+}
+
+/// The run of a candidate.
+pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Violations> {
+    let mut run_spec = spec.base.clone();
+    let stage_layers = (run_spec.model.num_layers.max(1) as u64
+        + 2 * u64::from(candidate.embedding_and_loss))
+        / candidate.pp;
+    run_spec.plan = candidate.plan_spec(stage_layers, tp_comm_overlap(spec.engine));
+    run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
+    Run::from_spec(&run_spec)
+}
+
+fn fits(estimate: &Estimate, headroom: f64) -> bool {
+    estimate.peak_memory.breakdown.total().value()
+        <= estimate.memory_capacity.value() * (1.0 - headroom)
+}
+
+/// Allowance of the lower bound for the simulator spreading full recompute evenly over virtual
+/// chunks where the closed form gives edge stages their own count.
+const BOUND_ALLOWANCE: f64 = 0.98;
+
+/// A lower bound on the simulated step: every rank runs its tasks back to back, so the busiest
+/// rank takes at least the average of the ranks' compute.
+fn lower_bound(run: &Run) -> Seconds {
+    let plan = run.plan();
+    let tables = Tables::new(run);
+    let total: Seconds = (0..plan.pp())
+        .map(|stage| segment_work(run, &tables, stage_segment(run, stage)).total())
+        .sum();
+    total * (plan.num_microbatches() as f64 / plan.pp() as f64 * BOUND_ALLOWANCE)
+}
+
+fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
+    let run = match candidate_run(spec, &candidate) {
+        Ok(run) => run,
+        Err(violations) => {
+            let first = violations
+                .list()
+                .first()
+                .map(|v| format!("{} = {}: {}", v.field, v.value, v.message));
+            return Priced::Rejected(Rejection::DoesNotDivide, first.unwrap_or_default());
+        }
+    };
+    if let Some(engine) = spec.engine
+        && let Err(unsupported) = check(engine, &run)
+    {
+        return Priced::Rejected(Rejection::UnsupportedByEngine, unsupported.to_string());
+    }
+    let estimate = estimate(&run);
+    if !fits(&estimate, spec.memory_headroom) {
+        return Priced::Rejected(
+            Rejection::DoesNotFit,
+            format!(
+                "{} needs {:.1} GiB of {:.1} GiB",
+                run.plan().label(),
+                estimate.peak_memory.breakdown.total().as_gib(),
+                estimate.memory_capacity.as_gib()
+            ),
+        );
+    }
+    Priced::Kept { candidate, closed_form: estimate.time.step_time(), bound: lower_bound(&run) }
+}
+
+/// Prices every candidate in parallel, calling `progress(done, total)` as it goes.
+fn price_all(
+    spec: &SearchSpec,
+    candidates: &[Candidate],
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> (Vec<(Candidate, Seconds, Seconds)>, Rejections) {
+    let done = AtomicUsize::new(0);
+    let total = candidates.len();
+    let priced: Vec<Priced> = candidates
+        .par_iter()
+        .map(|candidate| {
+            let result = price(spec, *candidate);
+            let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if finished.is_multiple_of(1024) || finished == total {
+                progress(finished, total);
+            }
+            result
+        })
+        .collect();
+    let mut rejections = Rejections::default();
+    let mut kept = Vec::new();
+    for item in priced {
+        match item {
+            Priced::Rejected(kind, reason) => rejections.add(kind, || reason),
+            Priced::Kept { candidate, closed_form, bound } => {
+                kept.push((candidate, closed_form, bound))
+            }
+        }
+    }
+    // Most promising first, by closed form, then by the candidate's fixed order.
+    kept.sort_by(|a, b| a.1.value().total_cmp(&b.1.value()).then(a.0.cmp(&b.0)));
+    (kept, rejections)
+}
+
+fn simulate_candidate(
+    spec: &SearchSpec,
+    candidate: Candidate,
+    closed_form: Seconds,
+) -> Result<RankedPlan, SearchError> {
+    let run = candidate_run(spec, &candidate).map_err(SearchError::Input)?;
+    let (estimate, _) = estimate_simulated_with(&run, SimOptions { timeline: false })?;
+    Ok(RankedPlan { candidate, run, estimate, closed_form })
+}
+
+fn better(a: &RankedPlan, b: &RankedPlan) -> std::cmp::Ordering {
+    a.estimate
+        .time
+        .step_time()
+        .value()
+        .total_cmp(&b.estimate.time.step_time().value())
+        .then(a.candidate.cmp(&b.candidate))
+}
+
+/// Simulated plans that fit; the rest are counted as not fitting.
+fn keep_fitting(
+    plans: Vec<RankedPlan>,
+    headroom: f64,
+    rejections: &mut Rejections,
+) -> Vec<RankedPlan> {
+    let mut kept = Vec::new();
+    for plan in plans {
+        if fits(&plan.estimate, headroom) {
+            kept.push(plan);
+        } else {
+            rejections.add(Rejection::DoesNotFit, || {
+                format!(
+                    "{} needs {:.1} GiB under its simulated schedule",
+                    plan.run.plan().label(),
+                    plan.estimate.peak_memory.breakdown.total().as_gib()
+                )
+            });
+        }
+    }
+    kept
+}
+
+/// Searches the space: the fast path described in the module documentation.
+pub fn search(
+    spec: &SearchSpec,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> Result<SearchReport, SearchError> {
+    let shape = shape(spec)?;
+    let candidates = space::candidates(&shape, &spec.constraints);
+    let (kept, mut rejections) = price_all(spec, &candidates, progress);
+    let top = spec.top.max(1);
+    let batch = rayon::current_num_threads().max(1) * 2;
+    let mut best: Vec<RankedPlan> = Vec::new();
+    let (mut simulated, mut pruned) = (0, 0);
+    for chunk in kept.chunks(batch) {
+        // The bar every candidate of this batch must beat, fixed before the batch runs.
+        let bar = if best.len() >= top {
+            best[top - 1].estimate.time.step_time()
+        } else {
+            Seconds::new(f64::INFINITY)
+        };
+        let (run, skip): (Vec<_>, Vec<_>) = chunk.iter().partition(|(_, _, bound)| *bound < bar);
+        pruned += skip.len();
+        simulated += run.len();
+        let results: Vec<Result<RankedPlan, SearchError>> = run
+            .par_iter()
+            .map(|(candidate, closed_form, _)| simulate_candidate(spec, *candidate, *closed_form))
+            .collect();
+        let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        best.extend(keep_fitting(results, spec.memory_headroom, &mut rejections));
+        best.sort_by(better);
+        best.truncate(top);
+    }
+    Ok(SearchReport {
+        considered: candidates.len(),
+        priced: kept.len(),
+        simulated,
+        pruned,
+        plans: best,
+        rejections,
+    })
+}
+
+/// The reference: simulates every candidate that prices and fits, without bounds.
+pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
+    let shape = shape(spec)?;
+    let candidates = space::candidates(&shape, &spec.constraints);
+    let (kept, mut rejections) = price_all(spec, &candidates, &|_, _| {});
+    let results = kept
+        .iter()
+        .map(|(candidate, closed_form, _)| simulate_candidate(spec, *candidate, *closed_form))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut plans = keep_fitting(results, spec.memory_headroom, &mut rejections);
+    plans.sort_by(better);
+    plans.truncate(spec.top.max(1));
+    Ok(SearchReport {
+        considered: candidates.len(),
+        priced: kept.len(),
+        simulated: kept.len(),
+        pruned: 0,
+        plans,
+        rejections,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::ClusterSpec;
+    use crate::plan::TrainingSpec;
+    use crate::presets;
+
+    fn spec(gpus: i64, engine: Option<Engine>) -> SearchSpec {
+        SearchSpec {
+            base: RunSpec {
+                model: presets::model("llama3.1-8b").unwrap(),
+                cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
+                training: TrainingSpec {
+                    seq_len: 4096,
+                    global_batch: 32,
+                    micro_batch: None,
+                    precision: None,
+                },
+                plan: Default::default(),
+            },
+            constraints: Constraints::default(),
+            memory_headroom: 0.0,
+            engine,
+            top: 5,
+        }
+    }
+
+    #[test]
+    fn the_fast_path_finds_the_brute_force_ranking() {
+        for (gpus, engine) in [(8, None), (16, None), (16, Some(Engine::Torchtitan))] {
+            let spec = spec(gpus, engine);
+            let fast = search(&spec, &|_, _| {}).unwrap();
+            let reference = brute_force(&spec).unwrap();
+            let order = |report: &SearchReport| {
+                report.plans.iter().map(|p| p.candidate).collect::<Vec<_>>()
+            };
+            assert_eq!(order(&fast), order(&reference), "{gpus} GPUs, {engine:?}");
+            assert!(
+                fast.simulated < reference.simulated,
+                "the bound prunes: {} vs {}",
+                fast.simulated,
+                reference.simulated
+            );
+            // Every priced candidate is either simulated or pruned by its bound.
+            assert_eq!(fast.priced, fast.simulated + fast.pruned);
+            assert!(fast.considered > fast.priced);
+        }
+    }
+
+    #[test]
+    fn recommended_plans_fit_and_are_sorted() {
+        let report = search(&spec(16, None), &|_, _| {}).unwrap();
+        assert!(!report.plans.is_empty());
+        for pair in report.plans.windows(2) {
+            assert!(pair[0].estimate.time.step_time() <= pair[1].estimate.time.step_time());
+        }
+        assert!(report.plans.iter().all(|p| p.estimate.fits()));
+        assert!(report.rejections.counts.contains_key(&Rejection::DoesNotDivide));
+    }
+
+    #[test]
+    fn an_engine_target_only_returns_plans_that_engine_runs() {
+        let report = search(&spec(16, Some(Engine::Deepspeed)), &|_, _| {}).unwrap();
+        assert!(report.rejections.counts.contains_key(&Rejection::UnsupportedByEngine));
+        for plan in &report.plans {
+            assert!(check(Engine::Deepspeed, &plan.run).is_ok());
+        }
+    }
+
+    #[test]
+    fn searching_twice_gives_the_same_ranking() {
+        let spec = spec(16, None);
+        let first = search(&spec, &|_, _| {}).unwrap();
+        let second = search(&spec, &|_, _| {}).unwrap();
+        assert_eq!(first, second);
+    }
+}

@@ -1,0 +1,289 @@
+//! The plan space: every candidate a search considers, enumerated in a fixed order.
+//!
+//! A candidate fixes every plan choice: the factorization of the GPUs into tp x cp x pp x dp, the
+//! virtual chunks and pipeline schedule, how layers split, data-parallel sharding, recomputation
+//! and the micro-batch size. Sequence parallelism, DP and parameter-gather overlap and (for engines
+//! that have it) TP communication overlap are always on, since they only remove exposed time.
+//! Divisibility that the enumeration does not guarantee is left to `Run::from_spec`, so a rejected
+//! candidate carries the same reason a user would see.
+
+use crate::plan::{FsdpMode, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind};
+
+/// Data-parallel sharding of a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ShardingChoice {
+    /// Plain DDP.
+    Zero0,
+    /// Distributed optimizer.
+    Zero1,
+    /// Optimizer and gradients sharded.
+    Zero2,
+    /// FSDP full shard over groups of this many DP ranks (dp = no replication).
+    Fsdp(u64),
+}
+
+/// Recomputation of a candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RecomputeChoice {
+    /// No recomputation.
+    None,
+    /// Attention core.
+    Selective,
+    /// Full recompute of half of each stage's layers.
+    HalfFull,
+    /// Full recompute of every layer.
+    Full,
+}
+
+/// One point of the space. Field order is the tie-break order of equal predictions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Candidate {
+    /// Tensor-parallel size.
+    pub tp: u64,
+    /// Context-parallel size.
+    pub cp: u64,
+    /// Pipeline-parallel size.
+    pub pp: u64,
+    /// Virtual chunks per pipeline rank.
+    pub vp: u64,
+    /// Pipeline schedule.
+    pub schedule: PipelineSchedule,
+    /// Whether the embedding and loss count as layers in the pipeline split.
+    pub embedding_and_loss: bool,
+    /// Data-parallel sharding.
+    pub sharding: ShardingChoice,
+    /// Recomputation.
+    pub recompute: RecomputeChoice,
+    /// Micro-batch size.
+    pub micro_batch: u64,
+}
+
+/// Limits on the space, from the user.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Constraints {
+    /// Fixed tensor-parallel size.
+    pub tp: Option<u64>,
+    /// Fixed pipeline-parallel size.
+    pub pp: Option<u64>,
+    /// Fixed context-parallel size.
+    pub cp: Option<u64>,
+    /// Largest tensor-parallel size (default: the NVLink domain).
+    pub max_tp: Option<u64>,
+    /// Largest pipeline-parallel size.
+    pub max_pp: Option<u64>,
+    /// Largest context-parallel size.
+    pub max_cp: Option<u64>,
+    /// Fixed micro-batch size.
+    pub micro_batch: Option<u64>,
+}
+
+/// What the enumeration needs to know about the run.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Shape {
+    /// GPUs.
+    pub gpus: u64,
+    /// GPUs per NVLink domain.
+    pub nvlink_domain: u64,
+    /// GPUs per node.
+    pub gpus_per_node: u64,
+    /// Transformer layers.
+    pub layers: u64,
+    /// Attention heads.
+    pub heads: u64,
+    /// Key/value heads.
+    pub kv_heads: u64,
+    /// Sequence length.
+    pub seq_len: u64,
+    /// Global batch in sequences.
+    pub global_batch: u64,
+}
+
+/// Largest micro-batch size the space tries.
+const MAX_MICRO_BATCH: u64 = 16;
+/// Largest number of virtual chunks per pipeline rank the space tries.
+const MAX_VP: u64 = 8;
+
+fn divisors(n: u64) -> impl Iterator<Item = u64> {
+    (1..=n).filter(move |d| n.is_multiple_of(*d))
+}
+
+fn allowed(value: u64, fixed: Option<u64>, max: Option<u64>) -> bool {
+    fixed.is_none_or(|f| f == value) && max.is_none_or(|m| value <= m)
+}
+
+/// Every candidate, in a fixed order.
+pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
+    let mut out = Vec::new();
+    let max_tp = constraints.max_tp.unwrap_or(shape.nvlink_domain);
+    for tp in divisors(shape.gpus).filter(|tp| {
+        allowed(*tp, constraints.tp, Some(max_tp))
+            && shape.heads.is_multiple_of(*tp)
+            && shape.kv_heads.is_multiple_of(*tp)
+    }) {
+        for cp in divisors(shape.gpus / tp).filter(|cp| {
+            allowed(*cp, constraints.cp, constraints.max_cp) && shape.seq_len.is_multiple_of(2 * cp)
+                || (*cp == 1 && allowed(1, constraints.cp, constraints.max_cp))
+        }) {
+            for pp in divisors(shape.gpus / (tp * cp))
+                .filter(|pp| allowed(*pp, constraints.pp, constraints.max_pp))
+            {
+                let dp = shape.gpus / (tp * cp * pp);
+                if !shape.global_batch.is_multiple_of(dp) {
+                    continue;
+                }
+                for (vp, embedding_and_loss, schedule) in pipelines(shape.layers, pp) {
+                    for sharding in shardings(shape, tp, cp, dp) {
+                        for recompute in [
+                            RecomputeChoice::None,
+                            RecomputeChoice::Selective,
+                            RecomputeChoice::HalfFull,
+                            RecomputeChoice::Full,
+                        ] {
+                            for micro_batch in divisors(shape.global_batch / dp).filter(|mbs| {
+                                *mbs <= MAX_MICRO_BATCH
+                                    && constraints.micro_batch.is_none_or(|m| m == *mbs)
+                            }) {
+                                out.push(Candidate {
+                                    tp,
+                                    cp,
+                                    pp,
+                                    vp,
+                                    schedule,
+                                    embedding_and_loss,
+                                    sharding,
+                                    recompute,
+                                    micro_batch,
+                                });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Pipeline layouts of `pp` stages: (vp, embedding-and-loss split, schedule).
+fn pipelines(layers: u64, pp: u64) -> Vec<(u64, bool, PipelineSchedule)> {
+    if pp == 1 {
+        return vec![(1, false, PipelineSchedule::OneFOneB)];
+    }
+    let mut out = Vec::new();
+    for embedding_and_loss in [false, true] {
+        let units = if embedding_and_loss { layers + 2 } else { layers };
+        // The even split is preferred; the embedding-and-loss split only where the even one fails.
+        if embedding_and_loss && layers.is_multiple_of(pp) {
+            continue;
+        }
+        if !units.is_multiple_of(pp) {
+            continue;
+        }
+        for schedule in [
+            PipelineSchedule::OneFOneB,
+            PipelineSchedule::ZeroBubble,
+            PipelineSchedule::Dualpipe,
+            PipelineSchedule::Gpipe,
+        ] {
+            out.push((1, embedding_and_loss, schedule));
+        }
+        for vp in 2..=MAX_VP {
+            if units.is_multiple_of(pp * vp) && units / (pp * vp) >= 1 {
+                out.push((vp, embedding_and_loss, PipelineSchedule::Interleaved));
+            }
+        }
+    }
+    out
+}
+
+fn shardings(shape: &Shape, tp: u64, cp: u64, dp: u64) -> Vec<ShardingChoice> {
+    let mut out = vec![ShardingChoice::Zero0];
+    if dp * cp > 1 {
+        out.extend([ShardingChoice::Zero1, ShardingChoice::Zero2, ShardingChoice::Fsdp(dp)]);
+        // Hybrid sharding inside a node, replicated across nodes.
+        let in_node = (shape.gpus_per_node / (tp * cp)).max(1);
+        if in_node > 1 && in_node < dp && dp.is_multiple_of(in_node) {
+            out.push(ShardingChoice::Fsdp(in_node));
+        }
+    }
+    out
+}
+
+impl Candidate {
+    /// The candidate as a plan spec (with every overlap on).
+    pub fn plan_spec(&self, stage_layers: u64, tp_comm_overlap: bool) -> PlanSpec {
+        let (zero, fsdp, hybrid_shard) = match self.sharding {
+            ShardingChoice::Zero0 => (Some(0), None, None),
+            ShardingChoice::Zero1 => (Some(1), None, None),
+            ShardingChoice::Zero2 => (Some(2), None, None),
+            ShardingChoice::Fsdp(group) => (None, Some(true), Some(group as i64)),
+        };
+        let (recompute, recompute_num_layers) = match self.recompute {
+            RecomputeChoice::None => (RecomputeKind::None, None),
+            RecomputeChoice::Selective => (RecomputeKind::Selective, None),
+            RecomputeChoice::HalfFull => (RecomputeKind::Full, Some((stage_layers / 2) as i64)),
+            RecomputeChoice::Full => (RecomputeKind::Full, None),
+        };
+        PlanSpec {
+            tp: Some(self.tp as i64),
+            pp: Some(self.pp as i64),
+            vp: Some(self.vp as i64),
+            cp: Some(self.cp as i64),
+            pipeline_split: Some(if self.embedding_and_loss {
+                PipelineSplit::EmbeddingAndLoss
+            } else {
+                PipelineSplit::Even
+            }),
+            schedule: Some(self.schedule),
+            sequence_parallel: Some(true),
+            zero,
+            fsdp,
+            fsdp_mode: fsdp.map(|_| FsdpMode::Full),
+            hybrid_shard,
+            recompute: Some(recompute),
+            recompute_num_layers,
+            overlap_grad_reduce: Some(true),
+            overlap_param_gather: Some(true),
+            tp_comm_overlap: Some(tp_comm_overlap),
+            ..PlanSpec::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape() -> Shape {
+        Shape {
+            gpus: 16,
+            nvlink_domain: 8,
+            gpus_per_node: 8,
+            layers: 32,
+            heads: 32,
+            kv_heads: 8,
+            seq_len: 4096,
+            global_batch: 32,
+        }
+    }
+
+    #[test]
+    fn the_space_covers_every_factorization_and_respects_constraints() {
+        let all = candidates(&shape(), &Constraints::default());
+        let factorizations: std::collections::BTreeSet<_> =
+            all.iter().map(|c| (c.tp, c.cp, c.pp)).collect();
+        // tp <= 8 (NVLink domain), and every tp x cp x pp dividing 16.
+        assert!(factorizations.contains(&(8, 2, 1)) && factorizations.contains(&(1, 1, 16)));
+        assert!(!factorizations.iter().any(|(tp, _, _)| *tp > 8));
+        assert!(all.iter().all(|c| 16 % (c.tp * c.cp * c.pp) == 0));
+        let limited = candidates(
+            &shape(),
+            &Constraints { max_pp: Some(2), tp: Some(4), ..Constraints::default() },
+        );
+        assert!(!limited.is_empty() && limited.iter().all(|c| c.pp <= 2 && c.tp == 4));
+        let mut sorted = all.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), all.len(), "candidates are unique");
+    }
+}
