@@ -144,3 +144,23 @@ proptest! {
         prop_assert!((bubble - expected).abs() <= 0.01 * expected.max(1e-3), "bubble {bubble} vs {expected}");
     }
 }
+
+proptest! {
+    #[test]
+    fn the_search_bound_never_exceeds_the_simulation(
+        plan in plans(), schedule_index in 0usize..5, vp_index in 0usize..2,
+    ) {
+        use meshplan::plan::PipelineSchedule;
+        let (_, pp, ..) = plan;
+        let schedule = PipelineSchedule::ALL[schedule_index];
+        let vp = if schedule == PipelineSchedule::Interleaved { [2, 4][vp_index] } else { 1 };
+        prop_assume!(pp > 1 || schedule == PipelineSchedule::OneFOneB);
+        let mut spec = spec(presets::model("llama3.1-8b").unwrap(), plan);
+        spec.plan.schedule = Some(schedule);
+        spec.plan.vp = Some(vp);
+        let Ok(run) = Run::from_spec(&spec) else { return Ok(()) };
+        let simulated = meshplan::sim::simulate(&run).unwrap().step_time();
+        let bound = meshplan::sim::lower_bound(&run);
+        prop_assert!(bound <= simulated * (1.0 + 1e-12), "bound {bound:?} > simulated {simulated:?}");
+    }
+}

@@ -31,6 +31,11 @@ pub enum Command {
     /// Simulate one training step under the plan's pipeline schedule: step time, bubble, exposed
     /// communication and each stage's memory; --trace writes a Chrome trace for Perfetto.
     Simulate(Box<SimulateArgs>),
+    /// Search the plan space for the fastest plans that fit, and count what was rejected and why.
+    Search(Box<SearchArgs>),
+    /// Write a plan as an engine's launch configuration (Megatron-LM arguments, torchtitan TOML,
+    /// DeepSpeed JSON).
+    Export(Box<ExportArgs>),
     /// Predict every row of a calibration CSV and compare with the published measurements.
     Validate(ValidateArgs),
     /// Fit each GPU's efficiency `calibration` factor on a calibration CSV and report how well
@@ -129,6 +134,79 @@ pub struct SimulateArgs {
     /// Output format; json is one object, times in seconds.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+}
+
+/// A training engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EngineArg {
+    /// Megatron-LM command-line arguments.
+    Megatron,
+    /// A torchtitan job config TOML.
+    Torchtitan,
+    /// A DeepSpeed JSON config.
+    Deepspeed,
+}
+
+impl EngineArg {
+    /// The library's engine.
+    pub fn engine(self) -> meshplan::export::Engine {
+        use meshplan::export::Engine;
+        match self {
+            EngineArg::Megatron => Engine::Megatron,
+            EngineArg::Torchtitan => Engine::Torchtitan,
+            EngineArg::Deepspeed => Engine::Deepspeed,
+        }
+    }
+}
+
+/// `meshplan search` flags.
+#[derive(Debug, Args)]
+pub struct SearchArgs {
+    /// Model, cluster and training setup; --tp, --pp, --cp and --micro-batch pin those choices.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Largest tensor-parallel size. [default: the NVLink domain]
+    #[arg(long, value_name = "N", help_heading = "Search")]
+    pub max_tp: Option<u64>,
+    /// Largest pipeline-parallel size. [default: no limit]
+    #[arg(long, value_name = "N", help_heading = "Search")]
+    pub max_pp: Option<u64>,
+    /// Largest context-parallel size. [default: no limit]
+    #[arg(long, value_name = "N", help_heading = "Search")]
+    pub max_cp: Option<u64>,
+    /// Fraction of GPU memory to keep free. [default: 0.05]
+    #[arg(long, value_name = "FRACTION", default_value_t = 0.05, help_heading = "Search")]
+    pub memory_headroom: f64,
+    /// Only plans this engine can run. [default: any]
+    #[arg(long, value_enum, value_name = "ENGINE", help_heading = "Search")]
+    pub engine: Option<EngineArg>,
+    /// How many plans to list. [default: 5]
+    #[arg(long, value_name = "N", default_value_t = 5, help_heading = "Search")]
+    pub top: usize,
+    /// Print (or write with --output) the best plan as this engine's configuration instead of the
+    /// report.
+    #[arg(long, value_enum, value_name = "ENGINE", help_heading = "Search")]
+    pub export_to: Option<EngineArg>,
+    /// File for --export-to.
+    #[arg(long, value_name = "FILE", help_heading = "Search")]
+    pub output: Option<PathBuf>,
+    /// Output format; json is one object.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `meshplan export` flags.
+#[derive(Debug, Args)]
+pub struct ExportArgs {
+    /// The engine.
+    #[arg(long, value_enum, value_name = "ENGINE")]
+    pub to: EngineArg,
+    /// The run and plan to export.
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// Write to this file (whole or not at all) instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// `meshplan validate` flags.

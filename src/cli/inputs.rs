@@ -39,9 +39,32 @@ pub struct Inputs {
 pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
     let mut problems = Collector::default();
     let example = args.model.is_none();
-    let model = model_spec(&mut problems, args.model.as_deref().unwrap_or(EXAMPLE_MODEL));
-    let gpu = gpu_spec(&mut problems, args);
-    let precision = args.precision.as_deref().and_then(|name| precision(&mut problems, name));
+    let spec = build_spec(&mut problems, args);
+    let run = spec.and_then(|spec| problems.take(Run::from_spec(&spec)));
+    problems.finish()?;
+    let Some(run) = run else {
+        unreachable!("no problem was recorded, so the run was built");
+    };
+    Ok(Inputs { run, example })
+}
+
+/// The run as specified by the flags, before the checks that tie its parts together (what a
+/// search starts from).
+pub fn build_run_spec(args: &RunArgs) -> Result<RunSpec, Violations> {
+    let mut problems = Collector::default();
+    let spec = build_spec(&mut problems, args);
+    problems.finish()?;
+    let Some(spec) = spec else {
+        unreachable!("no problem was recorded, so the spec was built");
+    };
+    Ok(spec)
+}
+
+fn build_spec(problems: &mut Collector, args: &RunArgs) -> Option<RunSpec> {
+    let example = args.model.is_none();
+    let model = model_spec(problems, args.model.as_deref().unwrap_or(EXAMPLE_MODEL));
+    let gpu = gpu_spec(problems, args);
+    let precision = args.precision.as_deref().and_then(|name| precision(problems, name));
     let training = TrainingSpec {
         seq_len: args.seq_len,
         global_batch: args.global_batch,
@@ -50,23 +73,15 @@ pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
     };
     let base = if example { example_plan() } else { PlanSpec::default() };
     let plan = plan_spec(args, base);
-    let run = match (model, gpu) {
-        (Some(model), Some(gpu)) => {
-            let spec = RunSpec {
-                model,
-                cluster: ClusterSpec { gpu, num_gpus: args.gpus },
-                training,
-                plan,
-            };
-            problems.take(Run::from_spec(&spec))
-        }
+    match (model, gpu) {
+        (Some(model), Some(gpu)) => Some(RunSpec {
+            model,
+            cluster: ClusterSpec { gpu, num_gpus: args.gpus },
+            training,
+            plan,
+        }),
         _ => None,
-    };
-    problems.finish()?;
-    let Some(run) = run else {
-        unreachable!("no problem was recorded, so the run was built");
-    };
-    Ok(Inputs { run, example })
+    }
 }
 
 /// Whether a `--model` value names a file rather than a preset.

@@ -5,8 +5,10 @@
 pub mod args;
 mod calibrate;
 mod estimate;
+mod export;
 mod inputs;
 mod render;
+mod search;
 mod simulate;
 mod validate;
 
@@ -57,6 +59,8 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
     let output = match cli.command {
         Command::Estimate(args) => estimate::run(&args)?,
         Command::Simulate(args) => simulate::run(&args)?,
+        Command::Search(args) => search::run(&args)?,
+        Command::Export(args) => export::run(&args)?,
         Command::Validate(args) => validate::run(&args)?,
         Command::Calibrate(args) => calibrate::run(&args)?,
     };
@@ -79,4 +83,26 @@ fn print(output: &str) -> Result<(), CliError> {
 /// Reports a failure on stderr.
 pub fn report(error: &CliError) {
     eprint!("{error}");
+}
+
+/// Writes the whole file or nothing: a temporary file beside it, renamed into place. `field`
+/// names the flag in the error.
+pub fn write_atomically(path: &std::path::Path, field: &str, text: &str) -> Result<(), CliError> {
+    use meshplan::violation::{Violation, Violations};
+    let shown = path.display().to_string();
+    let failure = |err: std::io::Error| {
+        CliError::Input(Violations::one(Violation::new(
+            field,
+            &shown,
+            format!("cannot write {shown}: {err}"),
+            "check that the directory exists and is writable",
+        )))
+    };
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".partial");
+    std::fs::write(&temporary, text).map_err(failure)?;
+    std::fs::rename(&temporary, path).map_err(|err| {
+        let _ = std::fs::remove_file(&temporary);
+        failure(err)
+    })
 }

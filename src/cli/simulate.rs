@@ -2,16 +2,13 @@
 //! its time, bubble, exposed communication and each stage's memory; `--trace FILE` also writes the
 //! step as a Chrome trace for Perfetto.
 
-use std::path::Path;
-
 use anyhow::Context as _;
 use meshplan::sim::{Simulation, trace};
-use meshplan::violation::{Violation, Violations};
 use serde::Serialize;
 
 use super::args::{Format, SimulateArgs};
 use super::inputs::{self, Inputs};
-use super::{CliError, render};
+use super::{CliError, render, write_atomically};
 
 /// Builds the run, simulates it, writes the trace if asked and renders the result.
 pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
@@ -26,7 +23,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
             inputs.run.cluster().num_gpus(),
             inputs.run.plan().label()
         );
-        write_atomically(path, &trace::chrome_trace(&simulation, &label))?;
+        write_atomically(path, "trace", &trace::chrome_trace(&simulation, &label))?;
     }
     match args.format {
         Format::Text => {
@@ -51,26 +48,6 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
             .context("cannot serialize the simulation as JSON")
             .map_err(CliError::Other),
     }
-}
-
-/// Writes the whole file or nothing: a temporary file beside it, renamed into place.
-fn write_atomically(path: &Path, text: &str) -> Result<(), CliError> {
-    let shown = path.display().to_string();
-    let failure = |err: std::io::Error| {
-        CliError::Input(Violations::one(Violation::new(
-            "trace",
-            &shown,
-            format!("cannot write {shown}: {err}"),
-            "check that the directory exists and is writable",
-        )))
-    };
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".partial");
-    std::fs::write(&temporary, text).map_err(failure)?;
-    std::fs::rename(&temporary, path).map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        failure(err)
-    })
 }
 
 fn text(inputs: &Inputs, simulation: &Simulation) -> String {

@@ -4,8 +4,9 @@
 //! Fast path: every candidate is validated and priced with the closed form in parallel (rayon);
 //! candidates that do not divide, do not fit (closed-form peak memory over capacity minus the
 //! headroom) or that the target engine cannot run are rejected. The rest are simulated in order of
-//! their closed-form time, skipping any whose lower bound (the busiest-rank-on-average compute the
-//! simulator cannot beat) is already slower than the current `top`-th best; simulated plans whose
+//! their closed-form time, skipping any whose lower bound ([`crate::sim::lower_bound`]: each rank's
+//! work back to back after the pipeline fill reaches it) is already slower than the current
+//! `top`-th best; simulated plans whose
 //! simulated peak memory does not fit are rejected too. The ranking is by simulated step time, ties
 //! broken by the candidate's fixed order, so the result does not depend on thread timing.
 //! [`brute_force`] simulates every priced candidate without the bound: tests check that both
@@ -19,11 +20,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::cost::work::{Tables, segment_work, stage_segment};
 use crate::estimate::{Estimate, estimate, estimate_simulated_with};
 use crate::export::{Engine, check};
 use crate::run::{Run, RunSpec};
-use crate::sim::{SimError, SimOptions};
+use crate::sim::{SimError, SimOptions, lower_bound};
 use crate::units::Seconds;
 use crate::violation::Violations;
 
@@ -188,21 +188,6 @@ pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Vi
 fn fits(estimate: &Estimate, headroom: f64) -> bool {
     estimate.peak_memory.breakdown.total().value()
         <= estimate.memory_capacity.value() * (1.0 - headroom)
-}
-
-/// Allowance of the lower bound for the simulator spreading full recompute evenly over virtual
-/// chunks where the closed form gives edge stages their own count.
-const BOUND_ALLOWANCE: f64 = 0.98;
-
-/// A lower bound on the simulated step: every rank runs its tasks back to back, so the busiest
-/// rank takes at least the average of the ranks' compute.
-fn lower_bound(run: &Run) -> Seconds {
-    let plan = run.plan();
-    let tables = Tables::new(run);
-    let total: Seconds = (0..plan.pp())
-        .map(|stage| segment_work(run, &tables, stage_segment(run, stage)).total())
-        .sum();
-    total * (plan.num_microbatches() as f64 / plan.pp() as f64 * BOUND_ALLOWANCE)
 }
 
 fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {

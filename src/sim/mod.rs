@@ -138,6 +138,60 @@ fn position_layers(run: &Run, positions: u32) -> Vec<f64> {
         .collect()
 }
 
+/// The segment of every position along a micro-batch's path.
+fn segments(run: &Run, positions: u32) -> Vec<Segment> {
+    let plan = run.plan();
+    let layers = position_layers(run, positions);
+    // Full recompute: the fraction of a stage's layers that recompute applies to each chunk.
+    let stage_layers = layers.iter().sum::<f64>() / plan.pp() as f64;
+    let recompute_fraction = (plan.recompute_num_layers() as f64 / stage_layers).min(1.0);
+    layers
+        .iter()
+        .enumerate()
+        .map(|(position, &layers)| Segment {
+            layers,
+            recomputed_layers: layers * recompute_fraction,
+            first: position == 0,
+            last: position as u32 + 1 == positions,
+        })
+        .collect()
+}
+
+/// A lower bound on the simulated step time, without running the schedule: every rank does its
+/// share of the work back to back after the first micro-batch's forward has reached it, then its
+/// optimizer step. It uses the simulator's own task costs, so it never exceeds the simulation;
+/// searches skip candidates whose bound cannot beat the plans they already have.
+pub fn lower_bound(run: &Run) -> Seconds {
+    let plan = run.plan();
+    let (pp, vp, m) = (plan.pp() as usize, plan.vp() as usize, plan.num_microbatches() as f64);
+    let positions = (pp * vp) as u32;
+    let tables = Tables::new(run);
+    let segments = segments(run, positions);
+    let work: Vec<_> = segments.iter().map(|s| segment_work(run, &tables, *s)).collect();
+    // Forward time of micro-batch 0 before each position.
+    let mut before = vec![Seconds::ZERO; work.len() + 1];
+    for (position, w) in work.iter().enumerate() {
+        before[position + 1] = before[position] + w.forward_task();
+    }
+    let params: Vec<f64> =
+        segments.iter().map(|s| segment_params(run, s.layers, s.first, s.last)).collect();
+    let bidirectional = plan.schedule() == crate::plan::PipelineSchedule::Dualpipe;
+    (0..pp)
+        .map(|rank| {
+            let (busy, start, held) = if bidirectional {
+                let mirror = pp - 1 - rank;
+                let busy = (work[rank].total() + work[mirror].total()) * (m / 2.0);
+                (busy, before[rank].min(before[mirror]), params[rank] + params[mirror])
+            } else {
+                let held: Vec<usize> = (0..vp).map(|chunk| chunk * pp + rank).collect();
+                let busy = held.iter().map(|&p| work[p].total()).sum::<Seconds>() * m;
+                (busy, before[rank], held.iter().map(|&p| params[p]).sum())
+            };
+            start + busy + optimizer_time_for(run, held)
+        })
+        .fold(Seconds::ZERO, Seconds::max)
+}
+
 /// What a simulation keeps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SimOptions {
@@ -161,21 +215,8 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         plan.num_microbatches() as u32,
     );
     let tables = Tables::new(run);
-    let layers = position_layers(run, program.positions);
-    let last = program.positions - 1;
-    // Full recompute: the fraction of a stage's layers that recompute applies to each chunk.
-    let stage_layers = layers.iter().sum::<f64>() / plan.pp() as f64;
-    let recompute_fraction = (plan.recompute_num_layers() as f64 / stage_layers).min(1.0);
-    let segments: Vec<Segment> = layers
-        .iter()
-        .enumerate()
-        .map(|(position, &layers)| Segment {
-            layers,
-            recomputed_layers: layers * recompute_fraction,
-            first: position == 0,
-            last: position as u32 == last,
-        })
-        .collect();
+    let segments = segments(run, program.positions);
+    let layers: Vec<f64> = segments.iter().map(|s| s.layers).collect();
     let positions: Vec<engine::PositionCost> = segments
         .iter()
         .map(|segment| engine::PositionCost {

@@ -1,0 +1,238 @@
+//! `meshplan search`: the best plans for a model, cluster, batch and precision, with the rejected
+//! candidates counted by reason, and optionally the best plan exported for an engine.
+
+use anyhow::Context as _;
+use indicatif::{ProgressBar, ProgressStyle};
+use meshplan::export::{Engine, export};
+use meshplan::plan::{RecomputeKind, Sharding};
+use meshplan::search::{Constraints, RankedPlan, SearchError, SearchReport, SearchSpec, search};
+use serde::Serialize;
+
+use super::args::{EngineArg, Format, SearchArgs};
+use super::{CliError, inputs, render, write_atomically};
+
+fn positive(value: Option<i64>) -> Option<u64> {
+    value.filter(|v| *v > 0).map(|v| v as u64)
+}
+
+/// Runs the search and renders its report.
+pub fn run(args: &SearchArgs) -> Result<String, CliError> {
+    let base = inputs::build_run_spec(&args.run)?;
+    // Plan flags pin those choices; when --model is absent the example's plan is not a constraint.
+    let pinned =
+        |value: Option<i64>| if args.run.model.is_some() || value.is_some() { value } else { None };
+    let constraints = Constraints {
+        tp: positive(pinned(args.run.tp)),
+        pp: positive(pinned(args.run.pp)),
+        cp: positive(pinned(args.run.cp)),
+        max_tp: args.max_tp,
+        max_pp: args.max_pp,
+        max_cp: args.max_cp,
+        micro_batch: positive(args.run.micro_batch),
+    };
+    let engine = args.engine.map(EngineArg::engine);
+    let spec = SearchSpec {
+        base,
+        constraints,
+        memory_headroom: args.memory_headroom,
+        engine,
+        top: args.top,
+    };
+    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let bar = ProgressBar::new(0);
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} candidates ({per_sec})")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        bar.set_message("pricing");
+        Some(bar)
+    } else {
+        None
+    };
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let started = std::time::Instant::now();
+    let report = search(&spec, &progress).map_err(|err| match err {
+        SearchError::Input(violations) => CliError::Input(violations),
+        other => CliError::Other(anyhow::Error::new(other)),
+    })?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    if let (Some(target), Some(best)) = (args.export_to, report.plans.first()) {
+        let text = export(target.engine(), &best.run)
+            .context("cannot export the best plan")
+            .map_err(CliError::Other)?;
+        match &args.output {
+            Some(path) => write_atomically(path, "output", &text)?,
+            None => return Ok(text),
+        }
+    }
+    match args.format {
+        Format::Text => Ok(text(&report, engine, elapsed)),
+        Format::Json => json(&report, engine)
+            .context("cannot serialize the search report")
+            .map_err(CliError::Other),
+    }
+}
+
+fn describe(plan: &RankedPlan) -> String {
+    let p = plan.run.plan();
+    let sharding = match (p.sharding(), p.fsdp()) {
+        (Sharding::None, _) => "ddp".to_owned(),
+        (Sharding::Optimizer, _) => "zero1".to_owned(),
+        (Sharding::OptimizerAndGradients, _) => "zero2".to_owned(),
+        (Sharding::Full, _) if p.shard_group() < p.dp() => format!("fsdp hsdp{}", p.shard_group()),
+        (Sharding::Full, _) => "fsdp".to_owned(),
+    };
+    let recompute = match p.recompute() {
+        RecomputeKind::None => "no-recompute".to_owned(),
+        RecomputeKind::Selective => "selective".to_owned(),
+        RecomputeKind::Full => format!("full{}", p.recompute_num_layers()),
+    };
+    format!(
+        "{} mbs{} {} {} {}",
+        p.label(),
+        plan.run.training().micro_batch(),
+        p.schedule().name(),
+        sharding,
+        recompute
+    )
+}
+
+fn text(report: &SearchReport, engine: Option<Engine>, elapsed: f64) -> String {
+    let mut out = String::new();
+    let target = engine.map_or("any engine".to_owned(), |e| e.name().to_owned());
+    out.push_str(&format!(
+        "Searched {} candidates for {target}: {} priced, {} simulated, {} pruned by bound, {} rejected ({:.0} candidates/s)\n\n",
+        report.considered,
+        report.priced,
+        report.simulated,
+        report.pruned,
+        report.rejections.total(),
+        report.considered as f64 / elapsed.max(1e-9),
+    ));
+    let mut table = render::table(&[
+        "#",
+        "plan",
+        "step s",
+        "tokens/s/GPU",
+        "MFU %",
+        "peak GiB",
+        "largest overhead",
+    ]);
+    for (rank, plan) in report.plans.iter().enumerate() {
+        let e = &plan.estimate;
+        table.add_row([
+            (rank + 1).to_string(),
+            describe(plan),
+            format!("{:.3}", e.time.step_time().value()),
+            format!("{:.1}", e.throughput.tokens_per_sec_per_gpu),
+            format!("{:.1}", e.throughput.mfu_pct),
+            format!("{:.1}", e.peak_memory.breakdown.total().as_gib()),
+            plan.dominant_overhead().to_owned(),
+        ]);
+    }
+    render::align_numbers(&mut table, 2);
+    if report.plans.is_empty() {
+        out.push_str("No plan fits: see the rejections below.\n");
+    } else {
+        out.push_str(&format!("{table}\n"));
+    }
+    let mut rejected = render::table(&["rejected because", "candidates", "example"]);
+    for (kind, (count, example)) in &report.rejections.counts {
+        rejected.add_row([kind.name().to_owned(), count.to_string(), example.clone()]);
+    }
+    out.push_str(&format!("\n{rejected}\n"));
+    out
+}
+
+#[derive(Serialize)]
+struct PlanJson {
+    rank: usize,
+    plan: String,
+    tp: u64,
+    pp: u64,
+    vp: u64,
+    cp: u64,
+    dp: u64,
+    micro_batch: u64,
+    schedule: &'static str,
+    step_time_s: f64,
+    closed_form_step_time_s: f64,
+    tokens_per_sec_per_gpu: f64,
+    mfu_pct: f64,
+    peak_memory_gib: f64,
+    largest_overhead: &'static str,
+}
+
+#[derive(Serialize)]
+struct RejectionJson {
+    reason: &'static str,
+    candidates: usize,
+    example: String,
+}
+
+#[derive(Serialize)]
+struct SearchJson {
+    engine: Option<&'static str>,
+    considered: usize,
+    priced: usize,
+    simulated: usize,
+    pruned: usize,
+    rejected: Vec<RejectionJson>,
+    plans: Vec<PlanJson>,
+}
+
+fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<String> {
+    let plans = report
+        .plans
+        .iter()
+        .enumerate()
+        .map(|(rank, plan)| {
+            let p = plan.run.plan();
+            let e = &plan.estimate;
+            PlanJson {
+                rank: rank + 1,
+                plan: describe(plan),
+                tp: p.tp(),
+                pp: p.pp(),
+                vp: p.vp(),
+                cp: p.cp(),
+                dp: p.dp(),
+                micro_batch: plan.run.training().micro_batch(),
+                schedule: p.schedule().name(),
+                step_time_s: e.time.step_time().value(),
+                closed_form_step_time_s: plan.closed_form.value(),
+                tokens_per_sec_per_gpu: e.throughput.tokens_per_sec_per_gpu,
+                mfu_pct: e.throughput.mfu_pct,
+                peak_memory_gib: e.peak_memory.breakdown.total().as_gib(),
+                largest_overhead: plan.dominant_overhead(),
+            }
+        })
+        .collect();
+    let rejected = report
+        .rejections
+        .counts
+        .iter()
+        .map(|(kind, (count, example))| RejectionJson {
+            reason: kind.name(),
+            candidates: *count,
+            example: example.clone(),
+        })
+        .collect();
+    serde_json::to_string_pretty(&SearchJson {
+        engine: engine.map(Engine::name),
+        considered: report.considered,
+        priced: report.priced,
+        simulated: report.simulated,
+        pruned: report.pruned,
+        rejected,
+        plans,
+    })
+}
