@@ -493,3 +493,139 @@ fn every_schedule_simulates_the_same_work() {
     assert!(times[2].2 < times[1].2, "{times:?}");
     assert!((times[0].2 - times[1].2).abs() / times[1].2 < 0.02, "{times:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// search and export
+
+#[test]
+fn search_lists_ranked_plans_and_rejection_counts() {
+    let value = json(&[
+        "search",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "32",
+        "--engine",
+        "megatron",
+        "--format",
+        "json",
+    ]);
+    let plans = value["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 5);
+    let times: Vec<f64> = plans.iter().map(|p| p["step_time_s"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(plans.iter().all(|p| p["peak_memory_gib"].as_f64().unwrap() < 79.6));
+    let reasons: Vec<&str> = value["rejected"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["reason"].as_str().unwrap())
+        .collect();
+    assert!(reasons.contains(&"unsupported by the target engine"), "{reasons:?}");
+    let considered = value["considered"].as_u64().unwrap();
+    let priced = value["priced"].as_u64().unwrap();
+    assert!(
+        considered > priced
+            && priced == value["simulated"].as_u64().unwrap() + value["pruned"].as_u64().unwrap()
+    );
+}
+
+#[test]
+fn search_pins_the_plan_flags_it_is_given() {
+    let value = json(&[
+        "search",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "32",
+        "--tp",
+        "2",
+        "--max-pp",
+        "2",
+        "--format",
+        "json",
+    ]);
+    for plan in value["plans"].as_array().unwrap() {
+        assert_eq!(plan["tp"], 2);
+        assert!(plan["pp"].as_u64().unwrap() <= 2);
+    }
+}
+
+#[test]
+fn export_writes_an_engine_config_or_refuses_with_the_reason() {
+    let output = run(&[
+        "export",
+        "--to",
+        "megatron",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--global-batch",
+        "32",
+    ]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output
+            .stdout
+            .contains("--tensor-model-parallel-size 4\n--pipeline-model-parallel-size 2\n"),
+        "{}",
+        output.stdout
+    );
+    let output = run(&[
+        "export",
+        "--to",
+        "torchtitan",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--tp",
+        "4",
+        "--pp",
+        "2",
+        "--global-batch",
+        "32",
+    ]);
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.contains("torchtitan cannot run this plan")
+            && output.stderr.contains("hint:"),
+        "{}",
+        output.stderr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ds.json");
+    let output = run(&[
+        "search",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "16",
+        "--engine",
+        "deepspeed",
+        "--export-to",
+        "deepspeed",
+        "--output",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    let config: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    assert_eq!(config["train_batch_size"], 16);
+}

@@ -1,0 +1,147 @@
+//! Snapshot tests of every exporter for a few plan shapes, and the refusals of plans an engine
+//! cannot run.
+
+use meshplan::export::{Engine, export};
+use meshplan::hardware::ClusterSpec;
+use meshplan::plan::{PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use meshplan::{Run, RunSpec, presets};
+
+fn run(model: &str, gpus: i64, global_batch: i64, precision: Precision, plan: PlanSpec) -> Run {
+    Run::from_spec(&RunSpec {
+        model: presets::model(model).unwrap(),
+        cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
+        training: TrainingSpec {
+            seq_len: 8192,
+            global_batch,
+            micro_batch: Some(1),
+            precision: Some(precision),
+        },
+        plan,
+    })
+    .unwrap()
+}
+
+fn pure_fsdp() -> Run {
+    let plan = PlanSpec {
+        fsdp: Some(true),
+        recompute: Some(RecomputeKind::Selective),
+        ..PlanSpec::default()
+    };
+    run("llama3.1-8b", 8, 16, Precision::Bf16, plan)
+}
+
+fn tp_pp() -> Run {
+    let plan = PlanSpec {
+        tp: Some(4),
+        pp: Some(2),
+        zero: Some(1),
+        recompute: Some(RecomputeKind::Full),
+        ..PlanSpec::default()
+    };
+    run("llama3.1-8b", 16, 32, Precision::Bf16, plan)
+}
+
+fn interleaved() -> Run {
+    let plan = PlanSpec { tp: Some(8), pp: Some(4), vp: Some(5), ..PlanSpec::default() };
+    run("llama3.1-70b", 64, 128, Precision::Fp8Delayed, plan)
+}
+
+fn context_parallel() -> Run {
+    let plan = PlanSpec {
+        tp: Some(8),
+        pp: Some(8),
+        vp: Some(8),
+        cp: Some(2),
+        pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
+        tp_comm_overlap: Some(true),
+        ..PlanSpec::default()
+    };
+    run("llama3.1-405b", 1024, 512, Precision::Fp8Blockwise, plan)
+}
+
+fn torchtitan_shaped() -> Run {
+    let plan = PlanSpec {
+        tp: Some(8),
+        pp: Some(2),
+        vp: Some(2),
+        cp: Some(2),
+        fsdp: Some(true),
+        recompute: Some(RecomputeKind::Full),
+        ..PlanSpec::default()
+    };
+    run("llama3.1-70b", 64, 32, Precision::Fp8Current, plan)
+}
+
+#[test]
+fn megatron_arguments() {
+    insta::assert_snapshot!("megatron_tp_pp", export(Engine::Megatron, &tp_pp()).unwrap());
+    insta::assert_snapshot!(
+        "megatron_interleaved",
+        export(Engine::Megatron, &interleaved()).unwrap()
+    );
+    insta::assert_snapshot!(
+        "megatron_context_parallel",
+        export(Engine::Megatron, &context_parallel()).unwrap()
+    );
+    insta::assert_snapshot!("megatron_fsdp", export(Engine::Megatron, &pure_fsdp()).unwrap());
+}
+
+#[test]
+fn torchtitan_job_configs() {
+    insta::assert_snapshot!("torchtitan_fsdp", export(Engine::Torchtitan, &pure_fsdp()).unwrap());
+    insta::assert_snapshot!(
+        "torchtitan_tp_pp_cp",
+        export(Engine::Torchtitan, &torchtitan_shaped()).unwrap()
+    );
+}
+
+#[test]
+fn deepspeed_configs() {
+    let zero3 = run(
+        "llama3.1-8b",
+        8,
+        16,
+        Precision::Bf16,
+        PlanSpec { zero: Some(3), ..PlanSpec::default() },
+    );
+    insta::assert_snapshot!("deepspeed_zero3", export(Engine::Deepspeed, &zero3).unwrap());
+    let refused = export(Engine::Deepspeed, &pure_fsdp()).unwrap_err().to_string();
+    assert!(refused.contains("selective recompute"), "{refused}");
+    insta::assert_snapshot!("deepspeed_tp_pp", export(Engine::Deepspeed, &tp_pp()).unwrap());
+    let json: serde_json::Value =
+        serde_json::from_str(&export(Engine::Deepspeed, &tp_pp()).unwrap()).unwrap();
+    // train_batch_size = micro x accumulation x data-parallel ranks.
+    let product = json["train_micro_batch_size_per_gpu"].as_u64().unwrap()
+        * json["gradient_accumulation_steps"].as_u64().unwrap()
+        * tp_pp().plan().dp();
+    assert_eq!(json["train_batch_size"].as_u64().unwrap(), product);
+}
+
+#[test]
+fn plans_an_engine_cannot_run_are_refused_with_the_reason() {
+    let refusals = [
+        (Engine::Torchtitan, interleaved(), "ZeRO-1/2"),
+        (Engine::Deepspeed, interleaved(), "1F1B"),
+        (Engine::Deepspeed, context_parallel(), "1F1B"),
+        (Engine::Megatron, torchtitan_shaped(), "pipeline parallelism"),
+        (Engine::Torchtitan, context_parallel(), "ZeRO-1/2"),
+    ];
+    for (engine, run, reason) in refusals {
+        let err = export(engine, &run).unwrap_err().to_string();
+        assert!(err.contains(reason), "{engine:?}: {err}");
+    }
+    let zero_bubble = run(
+        "llama3.1-8b",
+        8,
+        16,
+        Precision::Bf16,
+        PlanSpec {
+            pp: Some(4),
+            schedule: Some(meshplan::plan::PipelineSchedule::ZeroBubble),
+            ..PlanSpec::default()
+        },
+    );
+    for engine in Engine::ALL {
+        assert!(export(engine, &zero_bubble).is_err(), "{engine:?} exported ZB-H1");
+    }
+}
