@@ -333,6 +333,12 @@ fn validate_schedule(
             "needs virtual pipeline chunks (vp > 1)",
             "raise --vp, or use --schedule 1f1b",
         ),
+        PipelineSchedule::Interleaved if !microbatches.is_multiple_of(pp) => collector.add(
+            "plan.schedule",
+            name,
+            format!("runs micro-batches in groups of pp, but {microbatches} micro-batches do not divide by pp {pp}"),
+            "make global batch / (micro batch x dp) a multiple of pp, as Megatron-LM's interleaved schedule requires",
+        ),
         PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB | PipelineSchedule::ZeroBubble
             if vp > 1 =>
         {

@@ -215,6 +215,10 @@ pub struct ValidateArgs {
     /// Calibration CSV with the columns of shared/calibration/runs.csv.
     #[arg(value_name = "FILE.csv")]
     pub file: PathBuf,
+    /// Instead of comparing with measurements, search every model / cluster / batch of the file
+    /// and compare the best plan found with the published one (by meshplan's own model).
+    #[arg(long)]
+    pub search: bool,
     /// Output format; json is the whole report as one object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -29,6 +29,7 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         max_pp: args.max_pp,
         max_cp: args.max_cp,
         micro_batch: positive(args.run.micro_batch),
+        extra_micro_batch: None,
     };
     let engine = args.engine.map(EngineArg::engine);
     let spec = SearchSpec {

@@ -12,6 +12,9 @@ use super::render;
 /// Reads the CSV, validates every row and renders the report.
 pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
     let text = read_csv(&args.file)?;
+    if args.search {
+        return compare(args, &text);
+    }
     let report =
         meshplan::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
     let rendered = match args.format {
@@ -43,4 +46,70 @@ pub(super) fn malformed(file: &Path, err: meshplan::validate::ValidateError) -> 
 
 fn input(value: String, message: String, hint: &str) -> CliError {
     CliError::Input(Violations::one(Violation::new("file", value, message, hint)))
+}
+
+/// `validate --search`: the search's best plan against each published plan.
+fn compare(args: &ValidateArgs, text: &str) -> Result<String, CliError> {
+    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let bar = indicatif::ProgressBar::new(0);
+        bar.set_message("searching");
+        bar
+    });
+    let progress = |done: usize, total: usize| {
+        if let Some(bar) = &bar {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    };
+    let summary = meshplan::validate::compare_search_csv(text, &progress)
+        .map_err(|err| malformed(&args.file, err))?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    match args.format {
+        Format::Json => serde_json::to_string_pretty(&summary)
+            .context("cannot serialize the comparison as JSON")
+            .map_err(CliError::Other),
+        Format::Text => {
+            let mut table = render::table(&[
+                "rows",
+                "model",
+                "GPUs",
+                "GPU",
+                "published plan",
+                "tok/s/GPU",
+                "best plan found",
+                "tok/s/GPU",
+                "gain %",
+            ]);
+            for c in &summary.comparisons {
+                let rows = if c.row_ids.len() > 3 {
+                    format!("{} +{}", c.row_ids[..3].join(","), c.row_ids.len() - 3)
+                } else {
+                    c.row_ids.join(",")
+                };
+                let fits = if c.published_fits { "" } else { " (does not fit)" };
+                table.add_row([
+                    rows,
+                    c.model.clone(),
+                    c.num_gpus.to_string(),
+                    c.gpu.clone(),
+                    format!("{}{fits}", c.published_plan),
+                    format!("{:.1}", c.published_tokens_per_sec_per_gpu),
+                    c.best_plan.clone().unwrap_or_else(|| "none fits".into()),
+                    c.best_tokens_per_sec_per_gpu.map_or("-".into(), |t| format!("{t:.1}")),
+                    c.gain_pct.map_or("-".into(), |g| format!("{g:+.1}")),
+                ]);
+            }
+            let opt = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:+.1} %"));
+            Ok(format!(
+                "{table}\n\n{} cases: median predicted gain {}, largest {}; published plan faster in {} cases; {} published plans do not fit by meshplan's memory model\n",
+                summary.cases,
+                opt(summary.median_gain_pct),
+                opt(summary.max_gain_pct),
+                summary.published_wins,
+                summary.published_does_not_fit,
+            ))
+        }
+    }
 }

@@ -180,7 +180,10 @@ pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Vi
     let stage_layers = (run_spec.model.num_layers.max(1) as u64
         + 2 * u64::from(candidate.embedding_and_loss))
         / candidate.pp;
+    let grad_reduce_in_fp32 = run_spec.plan.grad_reduce_in_fp32;
     run_spec.plan = candidate.plan_spec(stage_layers, tp_comm_overlap(spec.engine));
+    // How gradients are reduced is the training recipe's choice, not the plan's.
+    run_spec.plan.grad_reduce_in_fp32 = grad_reduce_in_fp32;
     run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
     Run::from_spec(&run_spec)
 }

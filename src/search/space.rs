@@ -75,6 +75,9 @@ pub struct Constraints {
     pub max_cp: Option<u64>,
     /// Fixed micro-batch size.
     pub micro_batch: Option<u64>,
+    /// A micro-batch size to try beside the space's (powers of the batch up to 16), such as the
+    /// one a published plan uses.
+    pub extra_micro_batch: Option<u64>,
 }
 
 /// What the enumeration needs to know about the run.
@@ -140,8 +143,13 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                             RecomputeChoice::Full,
                         ] {
                             for micro_batch in divisors(shape.global_batch / dp).filter(|mbs| {
-                                *mbs <= MAX_MICRO_BATCH
-                                    && constraints.micro_batch.is_none_or(|m| m == *mbs)
+                                match constraints.micro_batch {
+                                    Some(pinned) => pinned == *mbs,
+                                    None => {
+                                        *mbs <= MAX_MICRO_BATCH
+                                            || constraints.extra_micro_batch == Some(*mbs)
+                                    }
+                                }
                             }) {
                                 out.push(Candidate {
                                     tp,

@@ -20,8 +20,9 @@ use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
 
 /// A row ready to price, with what was assumed to get there.
-struct Mapped {
-    spec: RunSpec,
+pub(super) struct Mapped {
+    /// The run as the row describes it.
+    pub(super) spec: RunSpec,
     gpu: String,
     assumptions: Vec<String>,
     shape: FlopShape,
@@ -106,7 +107,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
     result
 }
 
-fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, String> {
+pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, String> {
     match row.arch_type.trim() {
         "dense" => {}
         "moe" => return Err("mixture-of-experts layers are not modelled yet (issue #5)".into()),

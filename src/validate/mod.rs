@@ -7,6 +7,7 @@
 //! (`defaults.rs`), and every assumption made for a row is listed with its result.
 
 mod calibrate;
+mod compare;
 mod defaults;
 mod mapping;
 mod measured;
@@ -16,6 +17,7 @@ mod summary;
 use serde::Serialize;
 
 pub use calibrate::{Calibration, CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
+pub use compare::{ComparisonSummary, SearchComparison, compare_search_csv};
 pub use row::CalibrationRow;
 pub use summary::{GroupSummary, Summary, percentile};
 

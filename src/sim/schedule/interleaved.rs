@@ -3,8 +3,8 @@
 //! Micro-batches go through the chunks in groups of `pp`: the k-th forward of a rank is micro-batch
 //! `(k / (pp vp)) pp + k % pp` of chunk `(k / pp) % vp`, backwards likewise with the chunks in
 //! reverse. Rank `r` warms up with `(pp - r - 1) x 2 + (vp - 1) x pp` forwards, then alternates,
-//! then drains. A last group smaller than `pp` is handled as Megatron-LM's
-//! `microbatch_group_size_per_vp_stage` does: the group simply has fewer micro-batches.
+//! then drains. The plan validation requires the micro-batches to be a multiple of `pp`, as
+//! Megatron-LM's schedule does.
 
 use super::task;
 use crate::sim::program::{Task, TaskKind};
