@@ -1,0 +1,53 @@
+//! Criterion benchmarks of the full plan search (issue #4 targets on this 2-core machine: GPT-3
+//! 175B on 1,024 A100 80GB in under 1 s, Llama 3.1 405B on 16,384 H100 in under 5 s). Each also
+//! prints the candidates it considered per second.
+
+use std::time::{Duration, Instant};
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use meshplan::hardware::ClusterSpec;
+use meshplan::plan::TrainingSpec;
+use meshplan::search::{Constraints, SearchSpec, search};
+use meshplan::{RunSpec, presets};
+
+fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> SearchSpec {
+    SearchSpec {
+        base: RunSpec {
+            model: presets::model(model).unwrap(),
+            cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: gpus },
+            training: TrainingSpec { seq_len, global_batch, micro_batch: None, precision: None },
+            plan: Default::default(),
+        },
+        constraints: Constraints::default(),
+        memory_headroom: 0.05,
+        engine: None,
+        top: 5,
+    }
+}
+
+fn bench_search(c: &mut Criterion) {
+    let cases = [
+        ("search gpt3-175b 1024 a100-80gb", spec("gpt3-175b", "a100-80gb", 1024, 2048, 1536)),
+        ("search llama3.1-405b 16384 h100", spec("llama3.1-405b", "h100-sxm", 16384, 8192, 2048)),
+    ];
+    let mut group = c.benchmark_group("search");
+    group.sample_size(10).measurement_time(Duration::from_secs(10));
+    for (name, spec) in &cases {
+        let started = Instant::now();
+        let report = search(spec, &|_, _| {}).unwrap();
+        let seconds = started.elapsed().as_secs_f64();
+        eprintln!(
+            "{name}: {} candidates, {} simulated, {:.0} candidates/s",
+            report.considered,
+            report.simulated,
+            report.considered as f64 / seconds
+        );
+        group.bench_function(*name, |b| {
+            b.iter(|| search(std::hint::black_box(spec), &|_, _| {}).unwrap())
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, bench_search);
+criterion_main!(benches);
