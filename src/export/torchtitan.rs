@@ -53,7 +53,12 @@ pub fn job_config(run: &Run) -> String {
     );
     let _ = writeln!(out);
     let _ = writeln!(out, "[training]");
-    let _ = writeln!(out, "local_batch_size = {}", training.global_batch() / plan.dp());
+    // Without a pipeline the local batch is one micro-batch and torchtitan accumulates gradients
+    // up to the global batch; with one, the whole per-rank batch goes through the pipeline in
+    // micro-batches of `pipeline_parallel_microbatch_size`.
+    let local =
+        if plan.pp() > 1 { training.global_batch() / plan.dp() } else { training.micro_batch() };
+    let _ = writeln!(out, "local_batch_size = {local}");
     let _ = writeln!(out, "global_batch_size = {}", training.global_batch());
     let _ = writeln!(out, "seq_len = {}", training.seq_len());
     let _ = writeln!(out, "mixed_precision_param = \"bfloat16\"");
