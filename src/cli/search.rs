@@ -63,8 +63,14 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
+        // Timing goes to the terminal only: the report itself is the same on every run.
+        let elapsed = started.elapsed().as_secs_f64();
+        eprintln!(
+            "searched {} candidates in {elapsed:.2} s ({:.0} candidates/s)",
+            report.considered,
+            report.considered as f64 / elapsed.max(1e-9)
+        );
     }
-    let elapsed = started.elapsed().as_secs_f64();
     if let (Some(target), Some(best)) = (args.export_to, report.plans.first()) {
         let text = export(target.engine(), &best.run)
             .context("cannot export the best plan")
@@ -75,7 +81,7 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         }
     }
     match args.format {
-        Format::Text => Ok(text(&report, engine, elapsed)),
+        Format::Text => Ok(text(&report, engine)),
         Format::Json => json(&report, engine)
             .context("cannot serialize the search report")
             .map_err(CliError::Other),
@@ -106,17 +112,16 @@ fn describe(plan: &RankedPlan) -> String {
     )
 }
 
-fn text(report: &SearchReport, engine: Option<Engine>, elapsed: f64) -> String {
+fn text(report: &SearchReport, engine: Option<Engine>) -> String {
     let mut out = String::new();
     let target = engine.map_or("any engine".to_owned(), |e| e.name().to_owned());
     out.push_str(&format!(
-        "Searched {} candidates for {target}: {} priced, {} simulated, {} pruned by bound, {} rejected ({:.0} candidates/s)\n\n",
+        "Searched {} candidates for {target}: {} priced, {} simulated, {} pruned by bound, {} rejected\n\n",
         report.considered,
         report.priced,
         report.simulated,
         report.pruned,
         report.rejections.total(),
-        report.considered as f64 / elapsed.max(1e-9),
     ));
     let mut table = render::table(&[
         "#",
