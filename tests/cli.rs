@@ -632,7 +632,17 @@ fn export_writes_an_engine_config_or_refuses_with_the_reason() {
 
 #[test]
 fn search_output_is_byte_identical_across_runs() {
-    let args = ["search", "--model", "llama3.1-8b", "--gpus", "16", "--seq-len", "4096", "--global-batch", "32"];
+    let args = [
+        "search",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "32",
+    ];
     let first = run(&args);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(first.stdout, run(&args).stdout);
