@@ -648,3 +648,41 @@ fn search_output_is_byte_identical_across_runs() {
     assert_eq!(first.stdout, run(&args).stdout);
     assert!(first.stdout.starts_with("Searched "), "{}", first.stdout);
 }
+
+#[test]
+fn search_and_pipeline_flags_report_bad_values() {
+    let output = run(&[
+        "search",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "60",
+        "--seq-len",
+        "0",
+        "--memory-headroom",
+        "1.5",
+    ]);
+    assert_eq!(output.code, 2);
+    for field in ["cluster.num_gpus", "training.seq_len", "search.memory_headroom"] {
+        assert!(output.stderr.contains(field), "{field} missing: {}", output.stderr);
+    }
+    let output = run(&[
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--pipeline-split",
+        "embedding-and-loss",
+    ]);
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.contains("plan.pipeline_split") && output.stderr.contains("hint:"),
+        "{}",
+        output.stderr
+    );
+    let output =
+        run(&["estimate", "--model", "llama3.1-405b", "--gpus", "64", "--tp", "8", "--pp", "8"]);
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("--pipeline-split embedding-and-loss"), "{}", output.stderr);
+}

@@ -22,10 +22,12 @@ use serde::Serialize;
 
 use crate::estimate::{Estimate, estimate, estimate_simulated_with};
 use crate::export::{Engine, check};
+use crate::hardware::Cluster;
+use crate::model::Model;
 use crate::run::{Run, RunSpec};
 use crate::sim::{SimError, SimOptions, lower_bound};
 use crate::units::Seconds;
-use crate::violation::Violations;
+use crate::violation::{Collector, Violations};
 
 pub use space::{Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
 
@@ -143,19 +145,32 @@ enum Priced {
     Kept { candidate: Candidate, closed_form: Seconds, bound: Seconds },
 }
 
+/// Checks the model, cluster, batch and search settings, reporting every problem at once.
 fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
-    // Validate the parts once with a trivial plan so that input errors are reported as such.
-    let probe = RunSpec { plan: Default::default(), ..spec.base.clone() };
-    let model = crate::model::Model::from_spec(&probe.model).map_err(SearchError::Input)?;
-    let cluster =
-        crate::hardware::Cluster::from_spec(&probe.cluster).map_err(SearchError::Input)?;
-    let training = &probe.training;
-    if training.seq_len <= 0 || training.global_batch <= 0 {
-        let run = Run::from_spec(&probe).err();
-        return Err(SearchError::Input(run.unwrap_or_else(|| {
-            Violations::one(crate::violation::Violation::new("training", "", "invalid", "check it"))
-        })));
+    let mut problems = Collector::default();
+    let model = problems.take(Model::from_spec(&spec.base.model));
+    let cluster = problems.take(Cluster::from_spec(&spec.base.cluster));
+    let training = &spec.base.training;
+    for (field, value, hint) in [
+        ("training.seq_len", training.seq_len, "pass --seq-len, e.g. 8192"),
+        ("training.global_batch", training.global_batch, "pass --global-batch in sequences"),
+    ] {
+        if value <= 0 {
+            problems.add(field, value, "must be a positive whole number", hint);
+        }
     }
+    if !(0.0..1.0).contains(&spec.memory_headroom) {
+        problems.add(
+            "search.memory_headroom",
+            spec.memory_headroom,
+            "must be a fraction in [0, 1)",
+            "the share of GPU memory to keep free, e.g. 0.05",
+        );
+    }
+    problems.finish().map_err(SearchError::Input)?;
+    let (Some(model), Some(cluster)) = (model, cluster) else {
+        unreachable!("no problem was recorded, so model and cluster were built");
+    };
     Ok(Shape {
         gpus: cluster.num_gpus(),
         nvlink_domain: cluster.interconnect().nvlink_domain(),
