@@ -7,6 +7,10 @@
 //! the closed-form bubble `(p - 1) / (v m)` of the ideal time (Narayanan et al. 2021). Data-parallel
 //! communication hides under the backward (gradient reduction) or forward (parameter gather) of a
 //! micro-batch on the first stage, which finishes last; only the remainder is exposed.
+//!
+//! The closed form prices every schedule as 1F1B (or interleaved 1F1B when vp > 1): it is the fast
+//! path a search ranks candidates with. What a schedule changes beyond that (zero-bubble's deferred
+//! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;

@@ -192,7 +192,9 @@ struct Engine<'a> {
     forward_end: Vec<Option<Seconds>>,
     backward_end: Vec<Option<Seconds>>,
     /// A position's start-of-step parameter gather, until its first forward consumes it.
+    /// Indexed by rank x positions + position: DualPipe holds a position on two ranks.
     gather_pending: Vec<Option<(Seconds, Seconds)>>,
+    /// Backward passes a (rank, position) still has to run before its gradients are complete.
     remaining_gradients: Vec<u32>,
     outcome: Outcome,
 }
@@ -206,8 +208,8 @@ pub fn run(setup: &Setup) -> Result<Outcome, Vec<StuckTask>> {
         setup,
         forward_end: vec![None; slots],
         backward_end: vec![None; slots],
-        gather_pending: vec![None; program.positions as usize],
-        remaining_gradients: vec![0; program.positions as usize],
+        gather_pending: vec![None; ranks * program.positions as usize],
+        remaining_gradients: vec![0; ranks * program.positions as usize],
         outcome: Outcome {
             slices: Vec::with_capacity(program.len() * 2),
             memory: Vec::new(),
@@ -216,10 +218,11 @@ pub fn run(setup: &Setup) -> Result<Outcome, Vec<StuckTask>> {
             peak_in_flight: vec![0; ranks],
         },
     };
-    for tasks in &program.order {
+    for (rank, tasks) in program.order.iter().enumerate() {
         for task in tasks {
             if matches!(task.kind, TaskKind::Backward | TaskKind::WeightGradient) {
-                engine.remaining_gradients[task.position as usize] += 1;
+                let held = engine.held(rank, task.position);
+                engine.remaining_gradients[held] += 1;
             }
         }
     }
@@ -241,6 +244,11 @@ struct Cursor {
 }
 
 impl Engine<'_> {
+    /// Index of a position held by a rank.
+    fn held(&self, rank: usize, position: u32) -> usize {
+        rank * self.setup.program.positions as usize + position as usize
+    }
+
     fn slot(&self, microbatch: u32, position: u32) -> usize {
         (microbatch * self.setup.program.positions + position) as usize
     }
@@ -299,7 +307,8 @@ impl Engine<'_> {
                 let start = cursors[rank].data_parallel_free;
                 let end = start + duration;
                 cursors[rank].data_parallel_free = end;
-                self.gather_pending[task.position as usize] = Some((start, end));
+                let held = self.held(rank, task.position);
+                self.gather_pending[held] = Some((start, end));
                 intervals[rank].push((start, end));
                 self.push_slice(Slice {
                     rank: rank as u32,
@@ -390,8 +399,9 @@ impl Engine<'_> {
         // Parameter gathers stream layer by layer: the task can start once the first layer's
         // parameters arrived, and cannot finish before the last layer's arrived and ran.
         let mut floor = Seconds::ZERO;
+        let held = self.held(rank, task.position);
         if task.kind == TaskKind::Forward
-            && let Some((gather_start, gather_end)) = self.gather_pending[position].take()
+            && let Some((gather_start, gather_end)) = self.gather_pending[held].take()
         {
             start = start.max(gather_start + (gather_end - gather_start) / layers);
             floor = gather_end + duration / layers;
@@ -517,8 +527,9 @@ impl Engine<'_> {
             self.stream_reduce(rank, task.position, (start, end), reduce, cursor, intervals);
         }
         if matches!(task.kind, TaskKind::Backward | TaskKind::WeightGradient) {
-            self.remaining_gradients[position] -= 1;
-            if self.remaining_gradients[position] == 0
+            let held = self.held(rank, task.position);
+            self.remaining_gradients[held] -= 1;
+            if self.remaining_gradients[held] == 0
                 && dp.overlap_reduce
                 && !dp.reduce_when_complete.is_empty()
             {
