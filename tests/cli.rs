@@ -686,3 +686,28 @@ fn search_and_pipeline_flags_report_bad_values() {
     assert_eq!(output.code, 2);
     assert!(output.stderr.contains("--pipeline-split embedding-and-loss"), "{}", output.stderr);
 }
+
+#[test]
+fn presets_lists_every_model_and_gpu_with_its_source() {
+    let output = run(&["presets"]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    for name in [
+        "gpt3-175b",
+        "llama3.1-8b",
+        "llama3.1-70b",
+        "llama3.1-405b",
+        "a100-80gb",
+        "h100-sxm",
+        "h200",
+        "b200",
+        "gb200",
+    ] {
+        assert!(output.stdout.contains(name), "{name} missing");
+    }
+    let value = json(&["presets", "--format", "json"]);
+    let gpus = value["gpus"].as_array().unwrap();
+    assert!(gpus.iter().all(|g| !g["source"].as_str().unwrap().is_empty()));
+    let llama =
+        value["models"].as_array().unwrap().iter().find(|m| m["name"] == "llama3.1-70b").unwrap();
+    assert!((llama["params_billions"].as_f64().unwrap() - 70.55).abs() < 0.1);
+}

@@ -36,6 +36,8 @@ pub enum Command {
     /// Write a plan as an engine's launch configuration (Megatron-LM arguments, torchtitan TOML,
     /// DeepSpeed JSON).
     Export(Box<ExportArgs>),
+    /// List every built-in model and GPU preset with its key numbers and source.
+    Presets(PresetsArgs),
     /// Predict every row of a calibration CSV and compare with the published measurements.
     Validate(ValidateArgs),
     /// Fit each GPU's efficiency `calibration` factor on a calibration CSV and report how well
@@ -207,6 +209,14 @@ pub struct ExportArgs {
     /// Write to this file (whole or not at all) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+}
+
+/// `meshplan presets` flags.
+#[derive(Debug, Args)]
+pub struct PresetsArgs {
+    /// Output format; json lists models and GPUs.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// `meshplan validate` flags.

@@ -7,6 +7,7 @@ mod calibrate;
 mod estimate;
 mod export;
 mod inputs;
+mod presets;
 mod render;
 mod search;
 mod simulate;
@@ -61,6 +62,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Simulate(args) => simulate::run(&args)?,
         Command::Search(args) => search::run(&args)?,
         Command::Export(args) => export::run(&args)?,
+        Command::Presets(args) => presets::run(&args)?,
         Command::Validate(args) => validate::run(&args)?,
         Command::Calibrate(args) => calibrate::run(&args)?,
     };

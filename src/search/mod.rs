@@ -31,6 +31,10 @@ use crate::violation::{Collector, Violations};
 
 pub use space::{Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
 
+/// Candidates simulated together against one bar. Fixed (not the thread count) so that the
+/// report, pruning counts included, is the same on every machine.
+const SIMULATION_BATCH: usize = 16;
+
 /// What to search for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchSpec {
@@ -324,7 +328,7 @@ pub fn search(
     let candidates = space::candidates(&shape, &spec.constraints);
     let (kept, mut rejections) = price_all(spec, &candidates, progress);
     let top = spec.top.max(1);
-    let batch = rayon::current_num_threads().max(1) * 2;
+    let batch = SIMULATION_BATCH;
     let mut best: Vec<RankedPlan> = Vec::new();
     let (mut simulated, mut pruned) = (0, 0);
     for chunk in kept.chunks(batch) {

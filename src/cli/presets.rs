@@ -1,0 +1,155 @@
+//! `meshplan presets`: every built-in model and GPU with its key numbers and source.
+
+use anyhow::Context as _;
+use meshplan::hardware::{Cluster, ClusterSpec, LinkTier};
+use meshplan::model::Model;
+use meshplan::presets;
+use serde::Serialize;
+
+use super::args::{Format, PresetsArgs};
+use super::{CliError, render};
+
+#[derive(Serialize)]
+struct ModelRow {
+    name: String,
+    display_name: String,
+    layers: u64,
+    hidden: u64,
+    ffn: u64,
+    heads: u64,
+    kv_heads: u64,
+    vocab: u64,
+    params_billions: f64,
+    source: String,
+}
+
+#[derive(Serialize)]
+struct GpuRow {
+    name: String,
+    display_name: String,
+    bf16_tflops: f64,
+    fp8_tflops: Option<f64>,
+    fp4_tflops: Option<f64>,
+    memory_gib: f64,
+    memory_bandwidth_gbps: f64,
+    gpus_per_node: u64,
+    nvlink_domain: u64,
+    nvlink_gbps: f64,
+    network_gbps: f64,
+    calibration: f64,
+    source: String,
+}
+
+#[derive(Serialize)]
+struct Catalogue {
+    models: Vec<ModelRow>,
+    gpus: Vec<GpuRow>,
+}
+
+fn catalogue() -> anyhow::Result<Catalogue> {
+    let mut models = Vec::new();
+    for file in presets::MODELS {
+        let spec = presets::model(file.name)?;
+        let model = Model::from_spec(&spec).map_err(|v| anyhow::anyhow!("{v}"))?;
+        models.push(ModelRow {
+            name: spec.name.clone(),
+            display_name: model.display_name().to_owned(),
+            layers: model.num_layers(),
+            hidden: model.hidden_size(),
+            ffn: model.ffn_hidden_size(),
+            heads: model.num_attention_heads(),
+            kv_heads: model.num_kv_heads(),
+            vocab: model.vocab_size(),
+            params_billions: model.total_params() as f64 / 1e9,
+            source: spec.source.unwrap_or_default(),
+        });
+    }
+    let mut gpus = Vec::new();
+    for file in presets::GPUS {
+        let spec = presets::gpu(file.name)?;
+        let calibration = spec.efficiency.calibration.unwrap_or(1.0);
+        let cluster = Cluster::from_spec(&ClusterSpec { gpu: spec.clone(), num_gpus: 1 })
+            .map_err(|v| anyhow::anyhow!("{v}"))?;
+        let (gpu, links) = (cluster.gpu(), cluster.interconnect());
+        gpus.push(GpuRow {
+            name: spec.name.clone(),
+            display_name: gpu.display_name().to_owned(),
+            bf16_tflops: gpu.peak_bf16().as_tera(),
+            fp8_tflops: gpu.peak_fp8().map(|p| p.as_tera()),
+            fp4_tflops: gpu.peak_fp4().map(|p| p.as_tera()),
+            memory_gib: gpu.memory().as_gib(),
+            memory_bandwidth_gbps: gpu.memory_bandwidth().as_giga(),
+            gpus_per_node: links.gpus_per_node(),
+            nvlink_domain: links.nvlink_domain(),
+            nvlink_gbps: links.bandwidth(LinkTier::Nvlink).as_giga(),
+            network_gbps: links.bandwidth(LinkTier::Network).as_giga(),
+            calibration,
+            source: spec.source.unwrap_or_default(),
+        });
+    }
+    Ok(Catalogue { models, gpus })
+}
+
+/// Lists the presets.
+pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
+    let catalogue = catalogue().map_err(CliError::Other)?;
+    if args.format == Format::Json {
+        return serde_json::to_string_pretty(&catalogue)
+            .context("cannot serialize the presets")
+            .map_err(CliError::Other);
+    }
+    let mut models = render::table(&[
+        "model", "name", "layers", "hidden", "ffn", "heads/kv", "vocab", "params B",
+    ]);
+    for m in &catalogue.models {
+        models.add_row([
+            m.name.clone(),
+            m.display_name.clone(),
+            m.layers.to_string(),
+            m.hidden.to_string(),
+            m.ffn.to_string(),
+            format!("{}/{}", m.heads, m.kv_heads),
+            m.vocab.to_string(),
+            format!("{:.2}", m.params_billions),
+        ]);
+    }
+    render::align_numbers(&mut models, 2);
+    let mut gpus = render::table(&[
+        "gpu",
+        "BF16 TF",
+        "FP8 TF",
+        "FP4 TF",
+        "GiB",
+        "HBM GB/s",
+        "node/NVL",
+        "NVLink GB/s*",
+        "NIC GB/s*",
+        "calib.",
+    ]);
+    let optional = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
+    for g in &catalogue.gpus {
+        gpus.add_row([
+            g.name.clone(),
+            format!("{:.0}", g.bf16_tflops),
+            optional(g.fp8_tflops),
+            optional(g.fp4_tflops),
+            format!("{:.1}", g.memory_gib),
+            format!("{:.0}", g.memory_bandwidth_gbps),
+            format!("{}/{}", g.gpus_per_node, g.nvlink_domain),
+            format!("{:.0}", g.nvlink_gbps),
+            format!("{:.1}", g.network_gbps),
+            format!("{:.3}", g.calibration),
+        ]);
+    }
+    render::align_numbers(&mut gpus, 1);
+    let mut sources = String::new();
+    for m in &catalogue.models {
+        sources.push_str(&format!("- {}: {}\n", m.name, m.source));
+    }
+    for g in &catalogue.gpus {
+        sources.push_str(&format!("- {}: {}\n", g.name, g.source));
+    }
+    Ok(format!(
+        "Models\n{models}\n\nGPUs (* achievable per GPU and direction, after link efficiency)\n{gpus}\n\nSources\n{sources}"
+    ))
+}
