@@ -711,3 +711,39 @@ fn presets_lists_every_model_and_gpu_with_its_source() {
         value["models"].as_array().unwrap().iter().find(|m| m["name"] == "llama3.1-70b").unwrap();
     assert!((llama["params_billions"].as_f64().unwrap() - 70.55).abs() < 0.1);
 }
+
+#[test]
+fn hugging_face_configs_are_read_and_unsupported_fields_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let model_dir = dir.path().join("Qwen3-8B");
+    std::fs::create_dir(&model_dir).unwrap();
+    let config = model_dir.join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"model_type":"qwen3","num_hidden_layers":36,"hidden_size":4096,"intermediate_size":12288,
+        "num_attention_heads":32,"num_key_value_heads":8,"head_dim":128,"vocab_size":151936,
+        "max_position_embeddings":40960,"tie_word_embeddings":false,"hidden_act":"silu"}"#,
+    )
+    .unwrap();
+    let output = run(&[
+        "estimate",
+        "--model",
+        config.to_str().unwrap(),
+        "--gpus",
+        "8",
+        "--global-batch",
+        "64",
+    ]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(output.stdout.starts_with("Qwen3-8B on 8 x"), "{}", output.stdout);
+    let moe = dir.path().join("mixtral.json");
+    std::fs::write(&moe, r#"{"model_type":"mixtral","num_hidden_layers":32,"hidden_size":4096,
+        "intermediate_size":14336,"num_attention_heads":32,"vocab_size":32000,"num_local_experts":8}"#).unwrap();
+    let output = run(&["estimate", "--model", moe.to_str().unwrap(), "--gpus", "8"]);
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.contains("config.num_local_experts") && output.stderr.contains("hint:"),
+        "{}",
+        output.stderr
+    );
+}

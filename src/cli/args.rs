@@ -248,9 +248,10 @@ pub struct CalibrateArgs {
 /// Flags that describe one run; shared by every subcommand that prices a run.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Model preset name, or a TOML file with ModelSpec fields (a value ending in .toml or
-    /// containing a path separator is read as a file). [default: llama3.1-70b, the built-in
-    /// example, whose plan tp 4 pp 8 vp 5 is then the base that plan flags override]
+    /// Model preset name, a TOML file with ModelSpec fields, or a Hugging Face config.json (a value
+    /// ending in .toml or .json or containing a path separator is read as a file). [default:
+    /// llama3.1-70b, the built-in example, whose plan tp 8 pp 4 vp 5 is then the base that plan
+    /// flags override]
     #[arg(long, value_name = "NAME|FILE", help_heading = "Model and cluster")]
     pub model: Option<String>,
     /// GPU preset name.

@@ -86,7 +86,10 @@ fn build_spec(problems: &mut Collector, args: &RunArgs) -> Option<RunSpec> {
 
 /// Whether a `--model` value names a file rather than a preset.
 fn is_file(value: &str) -> bool {
-    value.ends_with(".toml") || value.contains('/') || value.contains(std::path::MAIN_SEPARATOR)
+    value.ends_with(".toml")
+        || value.ends_with(".json")
+        || value.contains('/')
+        || value.contains(std::path::MAIN_SEPARATOR)
 }
 
 fn model_spec(problems: &mut Collector, value: &str) -> Option<ModelSpec> {
@@ -110,6 +113,15 @@ fn model_file(problems: &mut Collector, path: &Path) -> Option<ModelSpec> {
             return None;
         }
     };
+    if path.extension().is_some_and(|ext| ext == "json") {
+        // A Hugging Face config.json, named after its directory (`Llama-3.1-8B/config.json`).
+        let name = path
+            .parent()
+            .and_then(Path::file_name)
+            .or_else(|| path.file_stem())
+            .map_or_else(|| "model".to_owned(), |n| n.to_string_lossy().into_owned());
+        return problems.take(meshplan::model::from_hf_config(&text, &name));
+    }
     match toml::from_str(&text) {
         Ok(spec) => Some(spec),
         Err(err) => {

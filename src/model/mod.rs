@@ -5,10 +5,13 @@
 //! lives in `counts.rs`; nothing here knows about GPUs or plans.
 
 mod counts;
+mod hf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::violation::{Collector, Violations};
+
+pub use hf::from_hf_config;
 
 /// The MLP block's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
