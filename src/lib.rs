@@ -34,6 +34,7 @@ pub mod model;
 pub mod plan;
 pub mod presets;
 pub mod run;
+pub mod schema;
 pub mod search;
 pub mod sim;
 pub mod units;

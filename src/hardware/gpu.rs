@@ -9,7 +9,7 @@ use crate::units::{
 use crate::violation::{Collector, Violations};
 
 /// Dense tensor-core peaks as written in a preset (`"989.4 TFLOP/s"`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PeakSpec {
     /// BF16 dense peak (for GPUs without BF16, the FP16 figure).
@@ -29,7 +29,7 @@ pub struct PeakSpec {
 }
 
 /// Achievable fractions of peak, as written in a preset.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EfficiencySpec {
     /// Factor applied to every GEMM and attention efficiency below (default 1): the one number per
@@ -53,7 +53,7 @@ pub struct EfficiencySpec {
 }
 
 /// A GPU as written in a preset file. Unknown keys are rejected.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct GpuSpec {
     /// Short name used on the command line (`h100-sxm`).

@@ -9,7 +9,7 @@ use crate::units::{BytesPerSec, Seconds, parse_bandwidth, parse_seconds};
 use crate::violation::{Collector, Violations};
 
 /// Interconnect figures as written in a preset or overridden by flags.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct InterconnectSpec {
     /// GPUs in one server.

@@ -14,7 +14,7 @@ use crate::violation::{Collector, Violations};
 pub use hf::from_hf_config;
 
 /// The MLP block's structure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum MlpKind {
     /// Gated linear unit (SwiGLU, GeGLU): two up-projections and one down-projection.
@@ -24,7 +24,7 @@ pub enum MlpKind {
 }
 
 /// Normalization layer kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NormKind {
     /// RMSNorm: one weight vector.
@@ -34,7 +34,7 @@ pub enum NormKind {
 }
 
 /// How token positions enter the model.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PositionEmbedding {
     /// Rotary embeddings applied to queries and keys (no parameters).
@@ -48,7 +48,7 @@ pub enum PositionEmbedding {
 }
 
 /// A model as written in a preset or a TOML file. Unknown keys are rejected.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSpec {
     /// Short name used on the command line (`llama3.1-70b`).
