@@ -14,6 +14,7 @@
 mod engine;
 pub mod program;
 mod schedule;
+mod timeline;
 pub mod trace;
 
 use serde::Serialize;
