@@ -145,7 +145,12 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
         ]);
     }
     render::align_numbers(&mut table, 2);
-    if report.plans.is_empty() {
+    if report.considered == 0 {
+        out.push_str(
+            "The space is empty: no tp x cp x pp x dp factorization of the GPUs fits the heads, the \
+             global batch and the pinned choices (check --gpus, --global-batch and the plan flags).\n",
+        );
+    } else if report.plans.is_empty() {
         out.push_str("No plan fits: see the rejections below.\n");
     } else {
         out.push_str(&format!("{table}\n"));

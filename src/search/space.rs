@@ -106,8 +106,21 @@ const MAX_MICRO_BATCH: u64 = 16;
 /// Largest number of virtual chunks per pipeline rank the space tries.
 const MAX_VP: u64 = 8;
 
+/// The divisors of `n` in increasing order, found up to its square root.
 fn divisors(n: u64) -> impl Iterator<Item = u64> {
-    (1..=n).filter(move |d| n.is_multiple_of(*d))
+    let mut small = Vec::new();
+    let mut large = Vec::new();
+    let mut d = 1;
+    while d * d <= n {
+        if n.is_multiple_of(d) {
+            small.push(d);
+            if d * d != n {
+                large.push(n / d);
+            }
+        }
+        d += 1;
+    }
+    small.into_iter().chain(large.into_iter().rev())
 }
 
 fn allowed(value: u64, fixed: Option<u64>, max: Option<u64>) -> bool {
@@ -273,6 +286,13 @@ mod tests {
             seq_len: 4096,
             global_batch: 32,
         }
+    }
+
+    #[test]
+    fn divisors_are_complete_and_sorted() {
+        assert_eq!(divisors(36).collect::<Vec<_>>(), [1, 2, 3, 4, 6, 9, 12, 18, 36]);
+        assert_eq!(divisors(1).collect::<Vec<_>>(), [1]);
+        assert_eq!(divisors(16384).count(), 15);
     }
 
     #[test]
