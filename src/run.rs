@@ -92,6 +92,11 @@ impl Run {
         &self.plan
     }
 
+    /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
+    pub fn tokens_per_microbatch(&self) -> f64 {
+        (self.training.micro_batch * self.training.seq_len) as f64 / self.plan.cp as f64
+    }
+
     /// Transformer layers held by one GPU of pipeline stage `stage` (over all its virtual chunks).
     pub fn stage_layers(&self, stage: u64) -> u64 {
         stage_layers(self.model.num_layers(), &self.plan, stage)

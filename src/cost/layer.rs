@@ -121,9 +121,9 @@ impl<'a> Ctx<'a> {
         let precision = training.precision();
         Ctx {
             run,
-            tokens: (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64,
+            tokens: run.tokens_per_microbatch(),
             tp: plan.tp() as f64,
-            sp: if plan.sequence_parallel() { plan.tp() as f64 } else { 1.0 },
+            sp: plan.sequence_split() as f64,
             class: precision.gemm_class(),
             precision,
         }

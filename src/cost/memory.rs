@@ -87,20 +87,28 @@ fn layer_norm_params(run: &Run) -> f64 {
 pub fn layer_activation_bytes(run: &Run) -> f64 {
     let model = run.model();
     let plan = run.plan();
-    let training = run.training();
-    let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
     let tp = plan.tp() as f64;
-    let sp = if plan.sequence_parallel() { tp } else { 1.0 };
+    let sp = plan.sequence_split() as f64;
     let h = model.hidden_size() as f64;
     let act = Precision::ACTIVATION_BYTES;
-    let gemm_in = training.precision().saved_gemm_input_bytes();
     let norms = 2.0 * h * act / sp;
-    let gemm_inputs =
-        2.0 * h * gemm_in / sp + (model.query_width() as f64 + ffn_input(run)) * gemm_in / tp;
+    let gemm_inputs = gemm_input_bytes_per_token(run);
     let attention = (model.query_width() + 2 * model.kv_width()) as f64 * act / tp;
     let mlp = model.mlp_up_width() as f64 * act / tp;
     let masks = if model.dropout() { 2.0 * h / sp } else { 0.0 };
-    tokens * (norms + gemm_inputs + attention + mlp + masks)
+    run.tokens_per_microbatch() * (norms + gemm_inputs + attention + mlp + masks)
+}
+
+/// Bytes per token of one layer's saved GEMM inputs: the QKV and FC1 inputs (split by TP only
+/// under sequence parallelism), the projection and FC2 inputs (split by TP), in the recipe's
+/// saved precision.
+fn gemm_input_bytes_per_token(run: &Run) -> f64 {
+    let model = run.model();
+    let plan = run.plan();
+    let h = model.hidden_size() as f64;
+    let gemm_in = run.training().precision().saved_gemm_input_bytes();
+    2.0 * h * gemm_in / plan.sequence_split() as f64
+        + (model.query_width() as f64 + ffn_input(run)) * gemm_in / plan.tp() as f64
 }
 
 fn ffn_input(run: &Run) -> f64 {
@@ -130,29 +138,16 @@ pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
         .collect()
 }
 
-fn tokens(run: &Run) -> f64 {
-    let training = run.training();
-    (training.micro_batch() * training.seq_len()) as f64 / run.plan().cp() as f64
-}
-
 /// Bytes of one layer's input (the residual stream), what full recompute keeps per layer.
 pub fn layer_input_bytes(run: &Run) -> f64 {
-    let plan = run.plan();
-    let sp = if plan.sequence_parallel() { plan.tp() as f64 } else { 1.0 };
-    tokens(run) * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp
+    run.tokens_per_microbatch() * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES
+        / run.plan().sequence_split() as f64
 }
 
 /// Bytes of the GEMM inputs one layer keeps for its weight gradients: what a split (zero-bubble)
 /// backward still holds after the input-gradient pass.
 pub fn layer_weight_gradient_input_bytes(run: &Run) -> f64 {
-    let model = run.model();
-    let plan = run.plan();
-    let tp = plan.tp() as f64;
-    let sp = if plan.sequence_parallel() { tp } else { 1.0 };
-    let h = model.hidden_size() as f64;
-    let gemm_in = run.training().precision().saved_gemm_input_bytes();
-    tokens(run)
-        * (2.0 * h * gemm_in / sp + (model.query_width() as f64 + ffn_input(run)) * gemm_in / tp)
+    run.tokens_per_microbatch() * gemm_input_bytes_per_token(run)
 }
 
 /// Activation bytes one micro-batch leaves stored in a segment of `layers` layers (of which
@@ -177,7 +172,7 @@ pub fn recompute_working_bytes(run: &Run) -> f64 {
 
 /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
 pub fn logits_bytes(run: &Run) -> f64 {
-    tokens(run) * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0)
+    run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0)
 }
 
 /// Model states, workspaces and FSDP buffers of a rank holding `params` parameters in `layers`

@@ -14,7 +14,7 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;
-use crate::cost::memory::stage_params;
+use crate::cost::memory::{layer_input_bytes, stage_params};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segment};
 use crate::estimate::{Throughput, TimeBreakdown};
 use crate::plan::{Precision, RecomputeKind, Sharding};
@@ -85,11 +85,7 @@ pub fn p2p_transfer(run: &Run) -> Seconds {
 
 /// Bytes of one pipeline send: a micro-batch's activations, split by TP under sequence parallelism.
 pub fn p2p_bytes(run: &Run) -> Bytes {
-    let plan = run.plan();
-    let training = run.training();
-    let sp = if plan.sequence_parallel() { plan.tp() } else { 1 };
-    let tokens = (training.micro_batch() * training.seq_len()) as f64 / plan.cp() as f64;
-    Bytes::new(tokens * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES / sp as f64)
+    Bytes::new(layer_input_bytes(run))
 }
 
 /// The data-parallel collectives over `params` parameters, each as one un-overlapped duration.

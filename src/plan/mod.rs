@@ -251,6 +251,11 @@ impl Plan {
     pub fn sequence_parallel(&self) -> bool {
         self.sequence_parallel
     }
+    /// The factor by which element-wise work and saved layer inputs are split across TP ranks:
+    /// tp under sequence parallelism, else 1.
+    pub fn sequence_split(&self) -> u64 {
+        if self.sequence_parallel { self.tp } else { 1 }
+    }
     /// Data-parallel sharding.
     pub fn sharding(&self) -> Sharding {
         self.sharding

@@ -447,13 +447,7 @@ impl Engine<'_> {
         let dp = &setup.data_parallel;
         let mut cursor = *cursor;
         if !dp.overlap_reduce {
-            let positions: Vec<u32> = {
-                let mut seen: Vec<u32> =
-                    setup.program.order[rank].iter().map(|t| t.position).collect();
-                seen.sort_unstable();
-                seen.dedup();
-                seen
-            };
+            let positions = setup.program.positions_held(rank as u32);
             for position in positions {
                 if let Some(&duration) = dp.reduce_when_complete.get(position as usize) {
                     let issue = cursor.compute_free.max(cursor.data_parallel_free);

@@ -236,17 +236,11 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         .collect();
     let params: Vec<f64> =
         segments.iter().map(|s| segment_params(run, s.layers, s.first, s.last)).collect();
-    let rank_positions = |rank: u32| -> Vec<u32> {
-        let mut held: Vec<u32> = program.order[rank as usize].iter().map(|t| t.position).collect();
-        held.sort_unstable();
-        held.dedup();
-        held
-    };
     let rank_params: Vec<f64> = (0..program.ranks)
-        .map(|rank| rank_positions(rank).iter().map(|&p| params[p as usize]).sum())
+        .map(|rank| program.positions_held(rank).iter().map(|&p| params[p as usize]).sum())
         .collect();
     let rank_layers: Vec<f64> = (0..program.ranks)
-        .map(|rank| rank_positions(rank).iter().map(|&p| layers[p as usize]).sum())
+        .map(|rank| program.positions_held(rank).iter().map(|&p| layers[p as usize]).sum())
         .collect();
     let states: Vec<MemoryBreakdown> = (0..program.ranks as usize)
         .map(|rank| model_state_memory(run, rank_params[rank], rank_layers[rank]))

@@ -99,6 +99,14 @@ impl Program {
         }
     }
 
+    /// The positions a rank runs tasks for, in increasing order.
+    pub fn positions_held(&self, rank: u32) -> Vec<u32> {
+        let mut held: Vec<u32> = self.order[rank as usize].iter().map(|t| t.position).collect();
+        held.sort_unstable();
+        held.dedup();
+        held
+    }
+
     /// Total number of tasks.
     pub fn len(&self) -> usize {
         self.order.iter().map(Vec::len).sum()
