@@ -87,6 +87,39 @@ pub fn report(error: &CliError) {
     eprint!("{error}");
 }
 
+/// A progress bar on stderr when it is a terminal, nothing otherwise (pipes and CI stay clean).
+pub struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    /// A bar labelled `message`, counting `unit`.
+    pub fn on_terminal(message: &'static str, unit: &str) -> Progress {
+        if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new(0);
+        let template = format!("{{msg}} [{{bar:40}}] {{pos}}/{{len}} {unit} ({{per_sec}})");
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(&template)
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_message(message);
+        Progress(Some(bar))
+    }
+
+    /// Records `done` of `total`; the library's progress callback.
+    pub fn update(&self, done: usize, total: usize) {
+        if let Some(bar) = &self.0 {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }
+    }
+
+    /// Clears the bar; whether one was shown.
+    pub fn finish(self) -> bool {
+        self.0.map(|bar| bar.finish_and_clear()).is_some()
+    }
+}
+
 /// Writes the whole file or nothing: a temporary file beside it, renamed into place. `field`
 /// names the flag in the error.
 pub fn write_atomically(path: &std::path::Path, field: &str, text: &str) -> Result<(), CliError> {

@@ -2,14 +2,13 @@
 //! candidates counted by reason, and optionally the best plan exported for an engine.
 
 use anyhow::Context as _;
-use indicatif::{ProgressBar, ProgressStyle};
 use meshplan::export::{Engine, export};
 use meshplan::plan::{RecomputeKind, Sharding};
 use meshplan::search::{Constraints, RankedPlan, SearchError, SearchReport, SearchSpec, search};
 use serde::Serialize;
 
 use super::args::{EngineArg, Format, SearchArgs};
-use super::{CliError, inputs, render, write_atomically};
+use super::{CliError, Progress, inputs, render, write_atomically};
 
 fn positive(value: Option<i64>) -> Option<u64> {
     value.filter(|v| *v > 0).map(|v| v as u64)
@@ -39,30 +38,14 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         engine,
         top: args.top,
     };
-    let bar = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
-        let bar = ProgressBar::new(0);
-        bar.set_style(
-            ProgressStyle::with_template("{msg} [{bar:40}] {pos}/{len} candidates ({per_sec})")
-                .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        bar.set_message("pricing");
-        Some(bar)
-    } else {
-        None
-    };
-    let progress = |done: usize, total: usize| {
-        if let Some(bar) = &bar {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        }
-    };
+    let progress = Progress::on_terminal("pricing", "candidates");
     let started = std::time::Instant::now();
-    let report = search(&spec, &progress).map_err(|err| match err {
-        SearchError::Input(violations) => CliError::Input(violations),
-        other => CliError::Other(anyhow::Error::new(other)),
-    })?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
+    let report =
+        search(&spec, &|done, total| progress.update(done, total)).map_err(|err| match err {
+            SearchError::Input(violations) => CliError::Input(violations),
+            other => CliError::Other(anyhow::Error::new(other)),
+        })?;
+    if progress.finish() {
         // Timing goes to the terminal only: the report itself is the same on every run.
         let elapsed = started.elapsed().as_secs_f64();
         eprintln!(

@@ -5,9 +5,9 @@ use std::path::Path;
 use anyhow::Context as _;
 use meshplan::violation::{Violation, Violations};
 
-use super::CliError;
 use super::args::{Format, ValidateArgs};
 use super::render;
+use super::{CliError, Progress};
 
 /// Reads the CSV, validates every row and renders the report.
 pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
@@ -50,22 +50,11 @@ fn input(value: String, message: String, hint: &str) -> CliError {
 
 /// `validate --search`: the search's best plan against each published plan.
 fn compare(args: &ValidateArgs, text: &str) -> Result<String, CliError> {
-    let bar = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
-        let bar = indicatif::ProgressBar::new(0);
-        bar.set_message("searching");
-        bar
-    });
-    let progress = |done: usize, total: usize| {
-        if let Some(bar) = &bar {
-            bar.set_length(total as u64);
-            bar.set_position(done as u64);
-        }
-    };
-    let summary = meshplan::validate::compare_search_csv(text, &progress)
-        .map_err(|err| malformed(&args.file, err))?;
-    if let Some(bar) = bar {
-        bar.finish_and_clear();
-    }
+    let progress = Progress::on_terminal("searching", "cases");
+    let summary =
+        meshplan::validate::compare_search_csv(text, &|done, total| progress.update(done, total))
+            .map_err(|err| malformed(&args.file, err))?;
+    progress.finish();
     match args.format {
         Format::Json => serde_json::to_string_pretty(&summary)
             .context("cannot serialize the comparison as JSON")
