@@ -114,7 +114,8 @@ fn stage_layers(num_layers: u64, plan: &Plan, stage: u64) -> u64 {
     }
 }
 
-fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
+/// Checks the training setup on its own (also what a search validates before it has a plan).
+pub(crate) fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
     let seq_len = positive_or(
         collector,
         "training.seq_len",

@@ -24,7 +24,7 @@ use crate::estimate::{Estimate, estimate, estimate_simulated_with};
 use crate::export::{Engine, check};
 use crate::hardware::Cluster;
 use crate::model::Model;
-use crate::run::{Run, RunSpec};
+use crate::run::{Run, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions, lower_bound};
 use crate::units::Seconds;
 use crate::violation::{Collector, Violations};
@@ -154,15 +154,7 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
     let mut problems = Collector::default();
     let model = problems.take(Model::from_spec(&spec.base.model));
     let cluster = problems.take(Cluster::from_spec(&spec.base.cluster));
-    let training = &spec.base.training;
-    for (field, value, hint) in [
-        ("training.seq_len", training.seq_len, "pass --seq-len, e.g. 8192"),
-        ("training.global_batch", training.global_batch, "pass --global-batch in sequences"),
-    ] {
-        if value <= 0 {
-            problems.add(field, value, "must be a positive whole number", hint);
-        }
-    }
+    let training = validate_training(&mut problems, &spec.base.training);
     if !(0.0..1.0).contains(&spec.memory_headroom) {
         problems.add(
             "search.memory_headroom",
@@ -182,8 +174,8 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         layers: model.num_layers(),
         heads: model.num_attention_heads(),
         kv_heads: model.num_kv_heads(),
-        seq_len: training.seq_len as u64,
-        global_batch: training.global_batch as u64,
+        seq_len: training.seq_len(),
+        global_batch: training.global_batch(),
     })
 }
 
