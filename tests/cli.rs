@@ -659,11 +659,15 @@ fn search_and_pipeline_flags_report_bad_values() {
         "60",
         "--seq-len",
         "0",
+        "--micro-batch",
+        "0",
         "--memory-headroom",
         "1.5",
     ]);
     assert_eq!(output.code, 2);
-    for field in ["cluster.num_gpus", "training.seq_len", "search.memory_headroom"] {
+    for field in
+        ["cluster.num_gpus", "training.seq_len", "training.micro_batch", "search.memory_headroom"]
+    {
         assert!(output.stderr.contains(field), "{field} missing: {}", output.stderr);
     }
     let output = run(&[
