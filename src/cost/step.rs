@@ -30,10 +30,14 @@ const GRADIENT_BUFFER_BYTES_PER_PARAM: f64 = 8.0;
 
 /// Time of one optimizer step, broken down.
 pub fn step_time(run: &Run) -> TimeBreakdown {
+    step_time_with(run, &Tables::new(run))
+}
+
+/// [`step_time`] from op tables already built for the run.
+pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
     let plan = run.plan();
-    let tables = Tables::new(run);
     let stages: Vec<Work> =
-        (0..plan.pp()).map(|stage| segment_work(run, &tables, stage_segment(run, stage))).collect();
+        (0..plan.pp()).map(|stage| segment_work(run, tables, stage_segment(run, stage))).collect();
     let critical = stages
         .iter()
         .copied()

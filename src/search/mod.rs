@@ -20,12 +20,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use crate::estimate::{Estimate, estimate, estimate_simulated_with};
+use crate::cost::step::step_time_with;
+use crate::cost::work::Tables;
+use crate::estimate::{Estimate, estimate_simulated_with};
 use crate::export::{Engine, check};
 use crate::hardware::Cluster;
 use crate::model::Model;
 use crate::run::{Run, RunSpec, validate_training};
-use crate::sim::{SimError, SimOptions, lower_bound};
+use crate::sim::{SimError, SimOptions, lower_bound_with};
+use crate::units::Bytes;
 use crate::units::Seconds;
 use crate::violation::{Collector, Violations};
 
@@ -199,9 +202,12 @@ pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Vi
     Run::from_spec(&run_spec)
 }
 
+fn fits_in(peak: Bytes, capacity: Bytes, headroom: f64) -> bool {
+    peak.value() <= capacity.value() * (1.0 - headroom)
+}
+
 fn fits(estimate: &Estimate, headroom: f64) -> bool {
-    estimate.peak_memory.breakdown.total().value()
-        <= estimate.memory_capacity.value() * (1.0 - headroom)
+    fits_in(estimate.peak_memory.breakdown.total(), estimate.memory_capacity, headroom)
 }
 
 fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
@@ -220,19 +226,28 @@ fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
     {
         return Priced::Rejected(Rejection::UnsupportedByEngine, unsupported.to_string());
     }
-    let estimate = estimate(&run);
-    if !fits(&estimate, spec.memory_headroom) {
+    // Memory first: a candidate that does not fit needs no step time.
+    let stages = crate::cost::memory::stage_memory(&run);
+    let peak = stages.iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
+    let capacity = run.cluster().gpu().memory();
+    if !fits_in(peak, capacity, spec.memory_headroom) {
         return Priced::Rejected(
             Rejection::DoesNotFit,
             format!(
                 "{} needs {:.1} GiB of {:.1} GiB",
                 run.plan().label(),
-                estimate.peak_memory.breakdown.total().as_gib(),
-                estimate.memory_capacity.as_gib()
+                peak.as_gib(),
+                capacity.as_gib()
             ),
         );
     }
-    Priced::Kept { candidate, closed_form: estimate.time.step_time(), bound: lower_bound(&run) }
+    // One set of op tables prices both the closed form and the simulation's lower bound.
+    let tables = Tables::new(&run);
+    Priced::Kept {
+        candidate,
+        closed_form: step_time_with(&run, &tables).step_time(),
+        bound: lower_bound_with(&run, &tables),
+    }
 }
 
 /// Prices every candidate in parallel, calling `progress(done, total)` as it goes.

@@ -163,12 +163,16 @@ fn segments(run: &Run, positions: u32) -> Vec<Segment> {
 /// optimizer step. It uses the simulator's own task costs, so it never exceeds the simulation;
 /// searches skip candidates whose bound cannot beat the plans they already have.
 pub fn lower_bound(run: &Run) -> Seconds {
+    lower_bound_with(run, &Tables::new(run))
+}
+
+/// [`lower_bound`] from op tables already built for the run.
+pub fn lower_bound_with(run: &Run, tables: &Tables) -> Seconds {
     let plan = run.plan();
     let (pp, vp, m) = (plan.pp() as usize, plan.vp() as usize, plan.num_microbatches() as f64);
     let positions = (pp * vp) as u32;
-    let tables = Tables::new(run);
     let segments = segments(run, positions);
-    let work: Vec<_> = segments.iter().map(|s| segment_work(run, &tables, *s)).collect();
+    let work: Vec<_> = segments.iter().map(|s| segment_work(run, tables, *s)).collect();
     // Forward time of micro-batch 0 before each position.
     let mut before = vec![Seconds::ZERO; work.len() + 1];
     for (position, w) in work.iter().enumerate() {
