@@ -6,23 +6,112 @@
 
 use super::{MlpKind, Model, NormKind, PositionEmbedding};
 
+/// One weight matrix of the attention block: `input -> output` features.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttentionGemm {
+    /// Short name (`qkv`, `q-down`, `kv-up`, `proj`).
+    pub name: &'static str,
+    /// Input features (the GEMM's reduction depth).
+    pub input: u64,
+    /// Output features.
+    pub output: u64,
+    /// Whether tensor parallelism splits it (Megatron-Core replicates MLA's down-projections).
+    pub split_by_tp: bool,
+    /// Whether it reads the layer's (sequence-parallel) input rather than a TP-split tensor.
+    pub reads_layer_input: bool,
+}
+
 impl Model {
-    /// Width of the query projection output (`heads x head_dim`).
+    /// Width of the query projection output (`heads x qk head dim`).
     pub fn query_width(&self) -> u64 {
-        self.num_attention_heads() * self.head_dim()
+        self.num_attention_heads() * self.qk_head_dim()
     }
 
-    /// Width of the key (or value) projection output (`kv_heads x head_dim`).
+    /// Width of the key (or value) projection output (`kv_heads x head_dim`); with latent
+    /// attention, the per-head keys and values the up-projection rebuilds, halved.
     pub fn kv_width(&self) -> u64 {
-        self.num_kv_heads() * self.head_dim()
+        match self.mla() {
+            None => self.num_kv_heads() * self.head_dim(),
+            Some(_) => self.num_attention_heads() * (self.qk_head_dim() + self.v_head_dim()) / 2,
+        }
     }
 
-    /// Output width of the MLP's up-projection (twice the FFN width for gated MLPs).
-    pub fn mlp_up_width(&self) -> u64 {
-        match self.mlp() {
-            MlpKind::Gated => 2 * self.ffn_hidden_size(),
-            MlpKind::Plain => self.ffn_hidden_size(),
+    /// Per-head width of queries and keys (`head_dim`, or MLA's no-rope plus rope widths).
+    pub fn qk_head_dim(&self) -> u64 {
+        match self.mla() {
+            None => self.head_dim(),
+            Some(mla) => mla.qk_nope_head_dim + mla.qk_rope_head_dim,
         }
+    }
+
+    /// Per-head width of values (and of the attention output).
+    pub fn v_head_dim(&self) -> u64 {
+        match self.mla() {
+            None => self.head_dim(),
+            Some(mla) => mla.v_head_dim,
+        }
+    }
+
+    /// Width of the attention output that the output projection reads.
+    pub fn attention_output_width(&self) -> u64 {
+        self.num_attention_heads() * self.v_head_dim()
+    }
+
+    /// The attention block's weight matrices, in execution order.
+    pub fn attention_gemms(&self) -> Vec<AttentionGemm> {
+        let h = self.hidden_size();
+        let heads = self.num_attention_heads();
+        let gemm = |name, input, output, split_by_tp, reads_layer_input| AttentionGemm {
+            name,
+            input,
+            output,
+            split_by_tp,
+            reads_layer_input,
+        };
+        let mut gemms = Vec::with_capacity(5);
+        match self.mla() {
+            None => {
+                gemms.push(gemm("qkv", h, self.query_width() + 2 * self.kv_width(), true, true))
+            }
+            Some(mla) => {
+                if mla.q_lora_rank > 0 {
+                    gemms.push(gemm("q-down", h, mla.q_lora_rank, false, true));
+                    gemms.push(gemm("q-up", mla.q_lora_rank, self.query_width(), true, false));
+                } else {
+                    gemms.push(gemm("q", h, self.query_width(), true, true));
+                }
+                gemms.push(gemm(
+                    "kv-down",
+                    h,
+                    mla.kv_lora_rank + mla.qk_rope_head_dim,
+                    false,
+                    true,
+                ));
+                let kv_up = heads * (mla.qk_nope_head_dim + mla.v_head_dim);
+                gemms.push(gemm("kv-up", mla.kv_lora_rank, kv_up, true, false));
+            }
+        }
+        gemms.push(gemm("proj", self.attention_output_width(), h, true, false));
+        gemms
+    }
+
+    /// Output width of an MLP's up-projection of intermediate width `ffn` (twice `ffn` for
+    /// gated MLPs).
+    pub fn up_width(&self, ffn: u64) -> u64 {
+        match self.mlp() {
+            MlpKind::Gated => 2 * ffn,
+            MlpKind::Plain => ffn,
+        }
+    }
+
+    /// Output width of the dense MLP's up-projection.
+    pub fn mlp_up_width(&self) -> u64 {
+        self.up_width(self.ffn_hidden_size())
+    }
+
+    /// Weight-matrix parameters of an MLP of intermediate width `ffn`.
+    pub fn mlp_matmul_params(&self, ffn: u64) -> u64 {
+        (self.up_width(ffn) + ffn) * self.hidden_size()
     }
 
     fn norm_params(&self) -> u64 {
@@ -32,23 +121,74 @@ impl Model {
         }
     }
 
-    /// Parameters of the weight matrices of one layer (what GEMMs multiply by).
-    pub fn matmul_params_per_layer(&self) -> u64 {
-        let h = self.hidden_size();
-        let attention = h * (self.query_width() + 2 * self.kv_width()) + self.query_width() * h;
-        let mlp = h * self.mlp_up_width() + self.ffn_hidden_size() * h;
-        attention + mlp
+    /// Parameters of one layer's norms (replicated across TP ranks): the two block norms and
+    /// MLA's norms of the compressed query and key/value.
+    pub fn layer_norm_params(&self) -> u64 {
+        let latent = self.mla().map_or(0, |mla| mla.q_lora_rank + mla.kv_lora_rank);
+        2 * self.norm_params() + latent
     }
 
-    /// All parameters of one transformer layer: matrices, biases and the two norms.
+    /// Parameters of the attention block's weight matrices.
+    pub fn attention_matmul_params(&self) -> u64 {
+        self.attention_gemms().iter().map(|g| g.input * g.output).sum()
+    }
+
+    /// Bias parameters of the attention block (0 without biases).
+    fn attention_bias_params(&self) -> u64 {
+        if !self.linear_bias() {
+            return 0;
+        }
+        self.query_width() + 2 * self.kv_width() + self.hidden_size()
+    }
+
+    /// Bias parameters of the attention block and of an MLP of width `ffn` (0 without biases).
+    fn bias_params(&self, ffn: u64) -> u64 {
+        if !self.linear_bias() {
+            return 0;
+        }
+        self.attention_bias_params() + self.up_width(ffn) + self.hidden_size()
+    }
+
+    /// Weight-matrix parameters of one dense layer (what its GEMMs multiply by).
+    pub fn matmul_params_per_layer(&self) -> u64 {
+        self.attention_matmul_params() + self.mlp_matmul_params(self.ffn_hidden_size())
+    }
+
+    /// All parameters of one dense transformer layer: matrices, biases and norms.
     pub fn params_per_layer(&self) -> u64 {
-        let h = self.hidden_size();
-        let biases = if self.linear_bias() {
-            (self.query_width() + 2 * self.kv_width()) + h + self.mlp_up_width() + h
-        } else {
-            0
-        };
-        self.matmul_params_per_layer() + biases + 2 * self.norm_params()
+        self.matmul_params_per_layer()
+            + self.bias_params(self.ffn_hidden_size())
+            + self.layer_norm_params()
+    }
+
+    /// Parameters of one routed expert.
+    pub fn expert_params(&self) -> u64 {
+        self.moe().map_or(0, |moe| self.mlp_matmul_params(moe.expert_ffn_hidden_size))
+    }
+
+    /// Parameters of one MoE layer that are not routed experts: attention, router, shared
+    /// experts, norms and attention biases.
+    pub fn moe_layer_dense_params(&self) -> u64 {
+        let Some(moe) = self.moe() else { return 0 };
+        let router = self.hidden_size() * moe.num_experts;
+        let shared = self.mlp_matmul_params(moe.shared_ffn_hidden_size);
+        self.attention_matmul_params()
+            + router
+            + shared
+            + self.attention_bias_params()
+            + self.layer_norm_params()
+    }
+
+    /// All parameters of one MoE layer.
+    pub fn moe_layer_params(&self) -> u64 {
+        let experts = self.moe().map_or(0, |moe| moe.num_experts);
+        self.moe_layer_dense_params() + experts * self.expert_params()
+    }
+
+    /// Parameters of one MoE layer a token passes through (its top-k experts).
+    pub fn moe_layer_active_params(&self) -> u64 {
+        let top_k = self.moe().map_or(0, |moe| moe.top_k);
+        self.moe_layer_dense_params() + top_k * self.expert_params()
     }
 
     /// Parameters of the input embedding table plus the learned position table, if any.
@@ -70,23 +210,93 @@ impl Model {
         self.norm_params()
     }
 
-    /// Total parameter count, as model cards report it.
-    pub fn total_params(&self) -> u64 {
-        self.num_layers() * self.params_per_layer()
+    /// Layers with a dense MLP (every layer of a dense model).
+    pub fn dense_layers(&self) -> u64 {
+        self.num_layers() - self.moe_layers()
+    }
+
+    /// The transformer layer inside a multi-token-prediction module: an MoE layer when the model
+    /// has experts.
+    fn mtp_block_params(&self) -> u64 {
+        if self.moe().is_some() { self.moe_layer_params() } else { self.params_per_layer() }
+    }
+
+    /// Parameters of one multi-token-prediction module (DeepSeek-V3): two input norms, the
+    /// `2h -> h` projection, a transformer layer and the output norm; embedding and head are
+    /// shared with the main model.
+    pub fn mtp_module_params(&self) -> u64 {
+        let h = self.hidden_size();
+        3 * self.norm_params() + 2 * h * h + self.mtp_block_params()
+    }
+
+    /// Parameters of the main model, without multi-token-prediction modules (what model cards
+    /// call the total: 671B for DeepSeek-V3).
+    pub fn params_without_mtp(&self) -> u64 {
+        self.dense_layers() * self.params_per_layer()
+            + self.moe_layers() * self.moe_layer_params()
             + self.embedding_params()
             + self.output_params()
             + self.final_norm_params()
     }
 
-    /// Forward FLOPs per token of one layer's weight GEMMs.
-    pub fn layer_gemm_flops_per_token(&self) -> f64 {
+    /// Every trained parameter, multi-token-prediction modules included.
+    pub fn total_params(&self) -> u64 {
+        self.params_without_mtp() + self.mtp_layers() * self.mtp_module_params()
+    }
+
+    /// Parameters a token passes through in the main model (37B for DeepSeek-V3); the total for
+    /// a dense model.
+    pub fn active_params(&self) -> u64 {
+        self.params_without_mtp() - self.moe_layers() * self.moe_layer_params()
+            + self.moe_layers() * self.moe_layer_active_params()
+    }
+
+    /// Forward FLOPs per token of one dense layer's weight GEMMs.
+    pub fn dense_layer_gemm_flops_per_token(&self) -> f64 {
         2.0 * self.matmul_params_per_layer() as f64
     }
 
-    /// Forward FLOPs per token of one layer's causal attention (scores and weighted sum).
+    /// Forward FLOPs per token of one MoE layer's weight GEMMs: attention, router, shared
+    /// experts and the top-k routed experts.
+    pub fn moe_layer_gemm_flops_per_token(&self) -> f64 {
+        let Some(moe) = self.moe() else { return self.dense_layer_gemm_flops_per_token() };
+        let matrices = self.attention_matmul_params()
+            + self.hidden_size() * moe.num_experts
+            + self.mlp_matmul_params(moe.shared_ffn_hidden_size)
+            + moe.top_k * self.expert_params();
+        2.0 * matrices as f64
+    }
+
+    /// Forward FLOPs per token of one layer's weight GEMMs, averaged over the layers.
+    pub fn layer_gemm_flops_per_token(&self) -> f64 {
+        (self.dense_layers() as f64 * self.dense_layer_gemm_flops_per_token()
+            + self.moe_layers() as f64 * self.moe_layer_gemm_flops_per_token())
+            / self.num_layers() as f64
+    }
+
+    /// Keys a query attends to on average on a full-causal layer (`s / 2`) and on a windowed
+    /// layer (`min(i + 1, w)` averaged over positions `i`).
+    fn mean_keys(&self, seq_len: u64) -> f64 {
+        let s = seq_len as f64;
+        let full = s / 2.0;
+        let Some(window) = self.sliding_window() else { return full };
+        let w = window.window as f64;
+        let windowed = if w >= s { full } else { w - w * (w - 1.0) / (2.0 * s) };
+        let full_share = if window.full_attention_every == 0 {
+            0.0
+        } else {
+            1.0 / window.full_attention_every as f64
+        };
+        full_share * full + (1.0 - full_share) * windowed
+    }
+
+    /// Forward FLOPs per token of one layer's causal attention (scores and weighted sum),
+    /// averaged over the layers when some attend through a sliding window.
     pub fn layer_attention_flops_per_token(&self, seq_len: u64) -> f64 {
-        // QK^T and PV each cost 2 * s * heads * head_dim per token; causal masking halves both.
-        2.0 * 2.0 * seq_len as f64 * self.query_width() as f64 * 0.5
+        // QK^T costs 2 x keys x heads x qk_dim per token, PV 2 x keys x heads x v_dim.
+        let heads = self.num_attention_heads() as f64;
+        let dims = (self.qk_head_dim() + self.v_head_dim()) as f64;
+        2.0 * heads * dims * self.mean_keys(seq_len)
     }
 
     /// Forward FLOPs per token of the logit projection.
@@ -94,11 +304,28 @@ impl Model {
         2.0 * (self.vocab_size() * self.hidden_size()) as f64
     }
 
+    /// Forward FLOPs per token of the multi-token-prediction modules (each with its own logits).
+    pub fn mtp_flops_per_token(&self, seq_len: u64) -> f64 {
+        let h = self.hidden_size() as f64;
+        let block = if self.moe().is_some() {
+            self.moe_layer_gemm_flops_per_token()
+        } else {
+            self.dense_layer_gemm_flops_per_token()
+        };
+        let module = 2.0 * 2.0 * h * h
+            + block
+            + self.layer_attention_flops_per_token(seq_len)
+            + self.logit_flops_per_token();
+        self.mtp_layers() as f64 * module
+    }
+
     /// Forward FLOPs per token of the whole model at a sequence length.
     pub fn forward_flops_per_token(&self, seq_len: u64) -> f64 {
         let per_layer =
             self.layer_gemm_flops_per_token() + self.layer_attention_flops_per_token(seq_len);
-        self.num_layers() as f64 * per_layer + self.logit_flops_per_token()
+        self.num_layers() as f64 * per_layer
+            + self.logit_flops_per_token()
+            + self.mtp_flops_per_token(seq_len)
     }
 
     /// Model FLOPs per token of one training step: forward plus a backward of twice its cost.

@@ -255,6 +255,11 @@ pub fn from_hf_config(text: &str, name: &str) -> Result<ModelSpec, Violations> {
         tied_embeddings: tied,
         linear_bias: bias,
         dropout: false,
+
+        moe: None,
+        mla: None,
+        sliding_window: None,
+        mtp_layers: None,
     })
 }
 

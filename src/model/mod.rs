@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::violation::{Collector, Violations};
 
+pub use counts::AttentionGemm;
 pub use hf::from_hf_config;
 
 /// The MLP block's structure.
@@ -95,6 +96,110 @@ pub struct ModelSpec {
     /// Whether attention and hidden dropout are active (they store masks for backward).
     #[serde(default)]
     pub dropout: bool,
+    /// Mixture-of-experts MLPs (absent for a dense model).
+    #[serde(default)]
+    pub moe: Option<MoeSpec>,
+    /// DeepSeek multi-head latent attention instead of (grouped-query) multi-head attention.
+    #[serde(default)]
+    pub mla: Option<MlaSpec>,
+    /// Sliding-window attention on some layers (absent: every layer attends to the whole sequence).
+    #[serde(default)]
+    pub sliding_window: Option<SlidingWindowSpec>,
+    /// Multi-token-prediction modules after the last layer (DeepSeek-V3: 1; default 0).
+    #[serde(default)]
+    pub mtp_layers: Option<i64>,
+}
+
+/// Mixture-of-experts MLPs as written in a file (Megatron-LM `--num-experts`, `--moe-router-topk`,
+/// `--moe-ffn-hidden-size`, `--moe-shared-expert-intermediate-size`, `--moe-layer-freq`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MoeSpec {
+    /// Routed experts per MoE layer.
+    pub num_experts: i64,
+    /// Experts each token is routed to.
+    pub top_k: i64,
+    /// Intermediate width of one routed expert (per branch for gated MLPs).
+    pub expert_ffn_hidden_size: i64,
+    /// Shared experts every token passes through (default 0).
+    #[serde(default)]
+    pub shared_experts: Option<i64>,
+    /// Intermediate width of all shared experts together (default: `shared_experts x
+    /// expert_ffn_hidden_size`, as DeepSeek counts them).
+    #[serde(default)]
+    pub shared_expert_ffn_hidden_size: Option<i64>,
+    /// Leading layers with a dense MLP of `ffn_hidden_size` (DeepSeek `first_k_dense_replace`;
+    /// default 0).
+    #[serde(default)]
+    pub dense_layers: Option<i64>,
+}
+
+/// Multi-head latent attention (DeepSeek-V2/V3) as written in a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MlaSpec {
+    /// Rank of the query compression (absent: queries are projected directly, as in V2-Lite).
+    #[serde(default)]
+    pub q_lora_rank: Option<i64>,
+    /// Rank of the joint key/value compression.
+    pub kv_lora_rank: i64,
+    /// Per-head query/key width without rotary embedding.
+    pub qk_nope_head_dim: i64,
+    /// Per-head query/key width carrying the rotary embedding (the key part is shared by heads).
+    pub qk_rope_head_dim: i64,
+    /// Per-head value width.
+    pub v_head_dim: i64,
+}
+
+/// Sliding-window attention as written in a file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SlidingWindowSpec {
+    /// Keys each query attends to on a windowed layer.
+    pub window: i64,
+    /// One layer in this many attends to the whole sequence (GPT-OSS alternates: 2; default:
+    /// none, every layer is windowed).
+    #[serde(default)]
+    pub full_attention_every: Option<i64>,
+}
+
+/// Validated mixture-of-experts settings.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Moe {
+    /// Routed experts per MoE layer.
+    pub num_experts: u64,
+    /// Experts per token.
+    pub top_k: u64,
+    /// Intermediate width of one routed expert.
+    pub expert_ffn_hidden_size: u64,
+    /// Intermediate width of the shared experts together (0 without shared experts).
+    pub shared_ffn_hidden_size: u64,
+    /// Leading dense layers.
+    pub dense_layers: u64,
+}
+
+/// Validated multi-head latent attention sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mla {
+    /// Query compression rank (0: no compression).
+    pub q_lora_rank: u64,
+    /// Joint key/value compression rank.
+    pub kv_lora_rank: u64,
+    /// Per-head query/key width without rotary embedding.
+    pub qk_nope_head_dim: u64,
+    /// Per-head rotary query/key width.
+    pub qk_rope_head_dim: u64,
+    /// Per-head value width.
+    pub v_head_dim: u64,
+}
+
+/// Validated sliding-window attention.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct SlidingWindow {
+    /// Keys per query on windowed layers.
+    pub window: u64,
+    /// One layer in this many attends to the whole sequence (0: none).
+    pub full_attention_every: u64,
 }
 
 /// A validated model. Obtainable only through [`Model::from_spec`].
@@ -116,6 +221,10 @@ pub struct Model {
     tied_embeddings: bool,
     linear_bias: bool,
     dropout: bool,
+    moe: Option<Moe>,
+    mla: Option<Mla>,
+    sliding_window: Option<SlidingWindow>,
+    mtp_layers: u64,
 }
 
 fn positive(collector: &mut Collector, field: &str, value: i64) -> u64 {
@@ -180,6 +289,47 @@ impl Model {
                 "set it to the longest sequence the model was built for, e.g. 2048",
             );
         }
+        let moe = spec.moe.as_ref().map(|moe| validate_moe(&mut collector, moe, num_layers));
+        let mla = spec.mla.as_ref().map(|mla| Mla {
+            q_lora_rank: match mla.q_lora_rank {
+                Some(rank) => positive(&mut collector, "mla.q_lora_rank", rank),
+                None => 0,
+            },
+            kv_lora_rank: positive(&mut collector, "mla.kv_lora_rank", mla.kv_lora_rank),
+            qk_nope_head_dim: positive(
+                &mut collector,
+                "mla.qk_nope_head_dim",
+                mla.qk_nope_head_dim,
+            ),
+            qk_rope_head_dim: positive(
+                &mut collector,
+                "mla.qk_rope_head_dim",
+                mla.qk_rope_head_dim,
+            ),
+            v_head_dim: positive(&mut collector, "mla.v_head_dim", mla.v_head_dim),
+        });
+        let sliding_window = spec.sliding_window.as_ref().map(|window| SlidingWindow {
+            window: positive(&mut collector, "sliding_window.window", window.window),
+            full_attention_every: match window.full_attention_every {
+                Some(every) => {
+                    positive(&mut collector, "sliding_window.full_attention_every", every)
+                }
+                None => 0,
+            },
+        });
+        let mtp_layers = match spec.mtp_layers {
+            Some(n) if n >= 0 => n as u64,
+            Some(n) => {
+                collector.add(
+                    "model.mtp_layers",
+                    n,
+                    "must not be negative",
+                    "set it to the number of multi-token-prediction modules, e.g. 1, or 0",
+                );
+                0
+            }
+            None => 0,
+        };
         if spec.name.trim().is_empty() {
             collector.add("model.name", "\"\"", "must not be empty", "give the model a short name");
         }
@@ -201,6 +351,10 @@ impl Model {
             tied_embeddings: spec.tied_embeddings,
             linear_bias: spec.linear_bias,
             dropout: spec.dropout,
+            moe,
+            mla,
+            sliding_window,
+            mtp_layers,
         })
     }
 
@@ -268,6 +422,85 @@ impl Model {
     pub fn dropout(&self) -> bool {
         self.dropout
     }
+    /// Mixture-of-experts settings (`None` for a dense model).
+    pub fn moe(&self) -> Option<&Moe> {
+        self.moe.as_ref()
+    }
+    /// Multi-head latent attention sizes (`None` for standard attention).
+    pub fn mla(&self) -> Option<&Mla> {
+        self.mla.as_ref()
+    }
+    /// Sliding-window attention (`None` when every layer attends to the whole sequence).
+    pub fn sliding_window(&self) -> Option<&SlidingWindow> {
+        self.sliding_window.as_ref()
+    }
+    /// Multi-token-prediction modules after the last layer.
+    pub fn mtp_layers(&self) -> u64 {
+        self.mtp_layers
+    }
+    /// Layers whose MLP is a mixture of experts.
+    pub fn moe_layers(&self) -> u64 {
+        self.moe.map_or(0, |moe| self.num_layers - moe.dense_layers)
+    }
+    /// Whether layer `index` (0-based) has a dense MLP.
+    pub fn is_dense_layer(&self, index: u64) -> bool {
+        self.moe.is_none_or(|moe| index < moe.dense_layers)
+    }
+}
+
+fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> Moe {
+    let num_experts = positive(collector, "moe.num_experts", spec.num_experts);
+    let top_k = positive(collector, "moe.top_k", spec.top_k);
+    if spec.num_experts > 0 && spec.top_k > spec.num_experts {
+        collector.add(
+            "model.moe.top_k",
+            spec.top_k,
+            format!("exceeds num_experts {}", spec.num_experts),
+            "a token is routed to at most every expert",
+        );
+    }
+    let expert_ffn_hidden_size =
+        positive(collector, "moe.expert_ffn_hidden_size", spec.expert_ffn_hidden_size);
+    let shared_experts = match spec.shared_experts {
+        Some(n) if n >= 0 => n as u64,
+        Some(n) => {
+            collector.add(
+                "model.moe.shared_experts",
+                n,
+                "must not be negative",
+                "set the number of shared experts, or 0",
+            );
+            0
+        }
+        None => 0,
+    };
+    let shared_ffn_hidden_size = match spec.shared_expert_ffn_hidden_size {
+        Some(width) if width >= 0 => width as u64,
+        Some(width) => {
+            collector.add(
+                "model.moe.shared_expert_ffn_hidden_size",
+                width,
+                "must not be negative",
+                "give the shared experts' total intermediate width, or leave it unset",
+            );
+            0
+        }
+        None => shared_experts * expert_ffn_hidden_size,
+    };
+    let dense_layers = match spec.dense_layers {
+        Some(n) if n >= 0 && (n as u64) < num_layers => n as u64,
+        Some(n) => {
+            collector.add(
+                "model.moe.dense_layers",
+                n,
+                format!("must be between 0 and num_layers - 1 = {}", num_layers.saturating_sub(1)),
+                "count the leading layers with a dense MLP (DeepSeek-V3: 3)",
+            );
+            0
+        }
+        None => 0,
+    };
+    Moe { num_experts, top_k, expert_ffn_hidden_size, shared_ffn_hidden_size, dense_layers }
 }
 
 #[cfg(test)]
@@ -293,6 +526,10 @@ mod tests {
             tied_embeddings: false,
             linear_bias: false,
             dropout: false,
+            moe: None,
+            mla: None,
+            sliding_window: None,
+            mtp_layers: None,
         }
     }
 

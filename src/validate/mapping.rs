@@ -316,6 +316,11 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         tied_embeddings: tied,
         linear_bias: bias,
         dropout,
+
+        moe: None,
+        mla: None,
+        sliding_window: None,
+        mtp_layers: None,
     })
 }
 
