@@ -99,17 +99,46 @@ impl Run {
 
     /// Transformer layers held by one GPU of pipeline stage `stage` (over all its virtual chunks).
     pub fn stage_layers(&self, stage: u64) -> u64 {
-        stage_layers(self.model.num_layers(), &self.plan, stage)
+        let pp = self.plan.pp;
+        self.path_layers(pp * self.plan.vp)
+            .iter()
+            .enumerate()
+            .filter(|(position, _)| *position as u64 % pp == stage)
+            .map(|(_, &layers)| layers)
+            .sum()
+    }
+
+    /// Transformer layers of each of `positions` consecutive chunks along a micro-batch's path
+    /// through the pipeline (`pp x vp` chunks; DualPipe's `2 pp`), by the plan's split.
+    pub fn path_layers(&self, positions: u64) -> Vec<u64> {
+        path_layers(self.model.num_layers(), self.plan.pipeline_split, positions)
+    }
+
+    /// Layers with a dense MLP among the `count` layers starting at layer `first` (all of them
+    /// for a dense model; DeepSeek-V3's first three otherwise).
+    pub fn dense_layers_in(&self, first: u64, count: u64) -> u64 {
+        match self.model.moe() {
+            None => count,
+            Some(moe) => moe.dense_layers.saturating_sub(first).min(count),
+        }
     }
 }
 
-fn stage_layers(num_layers: u64, plan: &Plan, stage: u64) -> u64 {
-    match plan.pipeline_split {
-        PipelineSplit::Even => num_layers / plan.pp,
+fn path_layers(num_layers: u64, split: PipelineSplit, positions: u64) -> Vec<u64> {
+    let positions = positions.max(1);
+    match split {
+        PipelineSplit::Even => vec![num_layers / positions; positions as usize],
         PipelineSplit::EmbeddingAndLoss => {
-            let per_rank = (num_layers + 2) / plan.pp;
-            let edges = u64::from(stage == 0) + u64::from(stage + 1 == plan.pp);
-            per_rank - edges
+            let per = (num_layers + 2) / positions;
+            (0..positions)
+                .map(|p| per - u64::from(p == 0) - u64::from(p + 1 == positions))
+                .collect()
+        }
+        PipelineSplit::Balanced => {
+            let (base, extra) = (num_layers / positions, num_layers % positions);
+            // The extra layers (fewer than the chunks) go to chunks 1..=extra: never to the first
+            // chunk, which holds the embedding, and to the last only when all others have one.
+            (0..positions).map(|p| base + u64::from(p >= 1 && p <= extra)).collect()
         }
     }
 }
@@ -180,9 +209,10 @@ fn validate_plan(
     check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
     let pipeline_split = spec.pipeline_split.unwrap_or(PipelineSplit::Even);
     let split_layers = match pipeline_split {
-        PipelineSplit::Even => model.num_layers(),
+        PipelineSplit::Even | PipelineSplit::Balanced => model.num_layers(),
         PipelineSplit::EmbeddingAndLoss => model.num_layers() + 2,
     };
+    let balanced_hint = "or --pipeline-split balanced (chunks differ by at most one layer)";
     if pipeline_split == PipelineSplit::EmbeddingAndLoss && pp == 1 {
         collector.add(
             "plan.pipeline_split",
@@ -190,11 +220,20 @@ fn validate_plan(
             "needs pipeline parallelism (pp > 1)",
             "drop --pipeline-split or raise --pp",
         );
+    } else if pipeline_split == PipelineSplit::Balanced {
+        if split_layers < pp * vp {
+            collector.add(
+                "plan.pp",
+                pp,
+                format!("pp {pp} x vp {vp} chunks exceed the {split_layers} layers"),
+                "every pipeline chunk needs at least one layer",
+            );
+        }
     } else if split_layers % pp != 0 {
         let hint = if (model.num_layers() + 2).is_multiple_of(pp) {
             "pick a divisor, or --pipeline-split embedding-and-loss (the embedding and loss count as layers)".to_owned()
         } else {
-            format!("pick a divisor of {split_layers}")
+            format!("pick a divisor of {split_layers}, {balanced_hint}")
         };
         collector.add(
             "plan.pp",
@@ -211,12 +250,17 @@ fn validate_plan(
                 "needs pipeline parallelism (pp > 1)",
                 "set --vp 1 or raise --pp",
             );
-        } else if split_layers % pp == 0 && split_layers % (pp * vp) != 0 {
+        } else if pipeline_split != PipelineSplit::Balanced
+            && split_layers % pp == 0
+            && split_layers % (pp * vp) != 0
+        {
             collector.add(
                 "plan.vp",
                 vp,
                 format!("pp {pp} x vp {vp} does not divide the {split_layers} layers to split"),
-                "each virtual stage needs the same whole number of layers",
+                format!(
+                    "each virtual stage needs the same whole number of layers, {balanced_hint}"
+                ),
             );
         }
     }
@@ -275,7 +319,7 @@ fn validate_plan(
         }
     };
     let recompute = spec.recompute.unwrap_or(RecomputeKind::None);
-    let layers_per_stage = split_layers / pp.max(1);
+    let layers_per_stage = split_layers.div_ceil(pp.max(1));
     let recompute_num_layers = match (recompute, spec.recompute_num_layers) {
         (RecomputeKind::Full, Some(n)) if n >= 0 && n as u64 <= layers_per_stage => n as u64,
         (RecomputeKind::Full, Some(n)) => {
@@ -299,6 +343,8 @@ fn validate_plan(
         }
         (_, None) => 0,
     };
+    let experts =
+        validate_experts(collector, spec, model, tp * cp * dp, tp, spec.sequence_parallel);
     Some(Plan {
         tp,
         pp,
@@ -319,7 +365,111 @@ fn validate_plan(
         tp_comm_overlap: tp > 1 && spec.tp_comm_overlap.unwrap_or(false),
         grad_reduce_in_fp32: spec.grad_reduce_in_fp32.unwrap_or(true),
         num_microbatches,
+        ep: experts.ep,
+        etp: experts.etp,
+        expert_comm_overlap: experts.comm_overlap,
+        moe_imbalance: experts.imbalance,
+        moe_capacity_factor: experts.capacity_factor,
     })
+}
+
+struct Experts {
+    ep: u64,
+    etp: u64,
+    comm_overlap: bool,
+    imbalance: f64,
+    capacity_factor: Option<f64>,
+}
+
+/// Expert-parallel settings: `etp x ep` must divide the `tp x cp x dp` ranks of a stage (MoE
+/// Parallel Folding), `ep` the routed experts.
+fn validate_experts(
+    collector: &mut Collector,
+    spec: &PlanSpec,
+    model: &Model,
+    stage_ranks: u64,
+    tp: u64,
+    sequence_parallel: Option<bool>,
+) -> Experts {
+    let ep = positive_or(collector, "plan.ep", spec.ep, 1, "expert-parallel size, e.g. 8");
+    let etp =
+        positive_or(collector, "plan.etp", spec.etp, 1, "expert-tensor-parallel size, e.g. 1");
+    let imbalance = match spec.moe_imbalance {
+        None => 1.0,
+        Some(value) if value.is_finite() && value >= 1.0 => value,
+        Some(value) => {
+            collector.add(
+                "plan.moe_imbalance",
+                value,
+                "must be at least 1 (the busiest rank's tokens over the mean)",
+                "1.0 is perfectly balanced routing; 1.2 gives the busiest rank 20% more",
+            );
+            1.0
+        }
+    };
+    let capacity_factor = match spec.moe_capacity_factor {
+        None => None,
+        Some(value) if value.is_finite() && value >= 1.0 => Some(value),
+        Some(value) => {
+            collector.add(
+                "plan.moe_capacity_factor",
+                value,
+                "must be at least 1",
+                "e.g. 1.0 drops every token above an even share; leave it unset for dropless",
+            );
+            None
+        }
+    };
+    match model.moe() {
+        None => {
+            for (field, value) in [("plan.ep", ep), ("plan.etp", etp)] {
+                if value > 1 {
+                    collector.add(
+                        field,
+                        value,
+                        "needs a mixture-of-experts model",
+                        "the model has no experts: drop the flag or use an MoE model",
+                    );
+                }
+            }
+        }
+        Some(moe) => {
+            if !moe.num_experts.is_multiple_of(ep) {
+                collector.add(
+                    "plan.ep",
+                    ep,
+                    format!("does not divide the {} routed experts", moe.num_experts),
+                    "each expert-parallel rank holds the same number of experts",
+                );
+            }
+            if !stage_ranks.is_multiple_of(ep * etp) {
+                collector.add(
+                    "plan.ep",
+                    ep,
+                    format!(
+                        "etp {etp} x ep {ep} = {} does not divide the tp x cp x dp = {stage_ranks} ranks of a stage",
+                        ep * etp
+                    ),
+                    "experts are laid out over the same ranks as attention (MoE Parallel Folding)",
+                );
+            }
+            if tp > 1 && sequence_parallel == Some(false) {
+                collector.add(
+                    "plan.sequence_parallel",
+                    false,
+                    "is required for mixture-of-experts layers with tp > 1",
+                    "Megatron-LM asserts it: drop --no-sequence-parallel",
+                );
+            }
+        }
+    }
+    Experts {
+        ep,
+        etp,
+        comm_overlap: spec.expert_comm_overlap.unwrap_or(false),
+        imbalance,
+        capacity_factor,
+    }
 }
 
 fn validate_schedule(

@@ -81,6 +81,8 @@ pub enum PipelineSplitArg {
     Even,
     /// The embedding and the loss count as one layer each (first and last stage hold one fewer).
     EmbeddingAndLoss,
+    /// Chunks differ by at most one layer when pp x vp does not divide the layers.
+    Balanced,
 }
 
 /// `--schedule` values.
@@ -384,4 +386,21 @@ pub struct RunArgs {
     /// Reduce gradients in fp32. [default: true]
     #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
     pub grad_reduce_in_fp32: Option<bool>,
+    /// Expert-parallel size (MoE models). [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Experts")]
+    pub ep: Option<i64>,
+    /// Expert-tensor-parallel size; experts are laid out over etp x ep ranks independently of
+    /// attention's tp x cp (MoE Parallel Folding). [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Experts")]
+    pub etp: Option<i64>,
+    /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe,
+    /// Megatron-LM --overlap-moe-expert-parallel-comm). [default: false]
+    #[arg(long, value_name = "BOOL", help_heading = "Experts")]
+    pub expert_comm_overlap: Option<bool>,
+    /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced]
+    #[arg(long, value_name = "RATIO", help_heading = "Experts")]
+    pub moe_imbalance: Option<f64>,
+    /// Expert capacity factor; tokens above it are dropped. [default: dropless]
+    #[arg(long, value_name = "FACTOR", help_heading = "Experts")]
+    pub moe_capacity_factor: Option<f64>,
 }

@@ -272,6 +272,7 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
             .map(|split| match split {
                 PipelineSplitArg::Even => PipelineSplit::Even,
                 PipelineSplitArg::EmbeddingAndLoss => PipelineSplit::EmbeddingAndLoss,
+                PipelineSplitArg::Balanced => PipelineSplit::Balanced,
             })
             .or(base.pipeline_split),
         schedule: args.schedule.map(ScheduleArg::schedule).or(base.schedule),
@@ -302,6 +303,11 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
         overlap_param_gather: args.overlap_param_gather.or(base.overlap_param_gather),
         tp_comm_overlap: args.tp_comm_overlap.or(base.tp_comm_overlap),
         grad_reduce_in_fp32: args.grad_reduce_in_fp32.or(base.grad_reduce_in_fp32),
+        ep: args.ep.or(base.ep),
+        etp: args.etp.or(base.etp),
+        expert_comm_overlap: args.expert_comm_overlap.or(base.expert_comm_overlap),
+        moe_imbalance: args.moe_imbalance.or(base.moe_imbalance),
+        moe_capacity_factor: args.moe_capacity_factor.or(base.moe_capacity_factor),
     }
 }
 

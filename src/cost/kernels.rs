@@ -51,8 +51,15 @@ fn quantized(extent: f64) -> f64 {
 
 /// Fraction of peak a GEMM of this shape reaches, before the GPU's large-GEMM efficiency.
 pub fn shape_efficiency(gpu: &Gpu, shape: GemmShape) -> f64 {
+    grouped_shape_efficiency(gpu, shape, 1.0)
+}
+
+/// Fraction of peak a grouped GEMM reaches: `groups` problems of one shape in one launch (the
+/// routed experts of an MoE layer, cuBLAS/CUTLASS grouped GEMM). Each group pads its own edge
+/// tiles; the tiles of all groups fill the SMs' waves together.
+pub fn grouped_shape_efficiency(gpu: &Gpu, shape: GemmShape, groups: f64) -> f64 {
     let tile = (shape.m / quantized(shape.m)) * (shape.n / quantized(shape.n));
-    let tiles = (quantized(shape.m) / TILE) * (quantized(shape.n) / TILE);
+    let tiles = (quantized(shape.m) / TILE) * (quantized(shape.n) / TILE) * groups.max(1.0);
     let waves = tiles / gpu.sm_count() as f64;
     // Under one wave the library splits K across the idle SMs (split-K / stream-K), which recovers
     // occupancy as long as K is deep enough to split.
@@ -68,10 +75,22 @@ pub fn shape_efficiency(gpu: &Gpu, shape: GemmShape) -> f64 {
 /// Time of one GEMM in a precision class, reading `input_bytes`-wide operands and writing a
 /// 16-bit output.
 pub fn gemm_time(gpu: &Gpu, class: PrecisionClass, shape: GemmShape, input_bytes: f64) -> Seconds {
+    grouped_gemm_time(gpu, class, shape, 1.0, input_bytes)
+}
+
+/// Time of a grouped GEMM: `groups` GEMMs of `shape` in one kernel.
+pub fn grouped_gemm_time(
+    gpu: &Gpu,
+    class: PrecisionClass,
+    shape: GemmShape,
+    groups: f64,
+    input_bytes: f64,
+) -> Seconds {
     let peak = gpu.peak(class).unwrap_or(gpu.peak_bf16());
-    let efficiency = gpu.gemm_efficiency(class) * shape_efficiency(gpu, shape);
-    let compute = shape.flops() / (peak * efficiency);
-    let bytes = (shape.m * shape.k + shape.k * shape.n) * input_bytes + shape.m * shape.n * 2.0;
+    let efficiency = gpu.gemm_efficiency(class) * grouped_shape_efficiency(gpu, shape, groups);
+    let compute = shape.flops() * groups / (peak * efficiency);
+    let bytes =
+        ((shape.m * shape.k + shape.k * shape.n) * input_bytes + shape.m * shape.n * 2.0) * groups;
     compute.max(memory_time(gpu, Bytes::new(bytes)))
 }
 

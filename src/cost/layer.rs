@@ -7,7 +7,7 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::{
-    GemmShape, attention_backward_time, attention_forward_time, gemm_time, memory_time,
+    GemmShape, attention_backward_time, attention_forward_time, grouped_gemm_time, memory_time,
 };
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
@@ -39,6 +39,8 @@ pub enum OpKind {
     TpComm,
     /// Context-parallel exchange of keys and values.
     CpComm,
+    /// Expert-parallel token dispatch and combine (all-to-all).
+    EpComm,
 }
 
 /// One row of the table.
@@ -130,39 +132,40 @@ impl<'a> Ctx<'a> {
     }
 
     fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
+        self.grouped_gemm(table, name, self.tokens, 1.0, n, k);
+    }
+
+    /// `groups` GEMMs of `rows / groups` rows each against their own `k x n` weights, run as one
+    /// grouped kernel (routed experts; `groups = 1` is a plain GEMM).
+    fn grouped_gemm(
+        &self,
+        table: &mut OpTable,
+        name: &'static str,
+        rows: f64,
+        groups: f64,
+        n: f64,
+        k: f64,
+    ) {
         let gpu = self.run.cluster().gpu();
         let input_bytes = self.precision.saved_gemm_input_bytes();
-        let forward = GemmShape { m: self.tokens, n, k };
+        let m = rows / groups;
+        let forward = GemmShape { m, n, k };
         // Backward: the input gradient (m x k from m x n and n x k) and the weight gradient
         // (k x n, reducing over the tokens).
-        let data_grad = GemmShape { m: self.tokens, n: k, k: n };
-        let weight_grad = GemmShape { m: k, n, k: self.tokens };
-        let bytes =
-            |s: GemmShape| Bytes::new((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0);
-        table.push(
-            name,
-            Phase::Forward,
-            OpKind::Gemm,
-            forward.flops(),
-            bytes(forward),
-            gemm_time(gpu, self.class, forward, input_bytes),
-        );
-        table.push(
-            name,
-            Phase::Backward,
-            OpKind::Gemm,
-            data_grad.flops(),
-            bytes(data_grad),
-            gemm_time(gpu, self.class, data_grad, input_bytes),
-        );
-        table.push(
-            name,
-            Phase::Backward,
-            OpKind::WeightGradient,
-            weight_grad.flops(),
-            bytes(weight_grad),
-            gemm_time(gpu, self.class, weight_grad, input_bytes),
-        );
+        let data_grad = GemmShape { m, n: k, k: n };
+        let weight_grad = GemmShape { m: k, n, k: m };
+        let bytes = |s: GemmShape| {
+            Bytes::new(((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0) * groups)
+        };
+        let time = |s: GemmShape| grouped_gemm_time(gpu, self.class, s, groups, input_bytes);
+        let rows = [
+            (Phase::Forward, OpKind::Gemm, forward),
+            (Phase::Backward, OpKind::Gemm, data_grad),
+            (Phase::Backward, OpKind::WeightGradient, weight_grad),
+        ];
+        for (phase, kind, shape) in rows {
+            table.push(name, phase, kind, shape.flops() * groups, bytes(shape), time(shape));
+        }
     }
 
     /// A memory-bound kernel moving `bytes_per_token` per token forward and twice that backward.
@@ -197,8 +200,9 @@ impl<'a> Ctx<'a> {
     }
 }
 
-/// The operations of one transformer layer for one micro-batch.
-pub fn transformer_layer(run: &Run) -> OpTable {
+/// The operations of one transformer layer for one micro-batch: with a dense MLP, or with the
+/// model's mixture of experts when `dense_mlp` is false.
+pub fn transformer_layer(run: &Run, dense_mlp: bool) -> OpTable {
     let ctx = Ctx::new(run);
     let model = run.model();
     let gpu = run.cluster().gpu();
@@ -210,7 +214,17 @@ pub fn transformer_layer(run: &Run) -> OpTable {
     // Attention block.
     ctx.tp_block_comm(&mut table, "tp-attention");
     ctx.streaming(&mut table, "input-norm", 2.0 * h * act / sp);
-    ctx.gemm(&mut table, "qkv", (model.query_width() + 2 * model.kv_width()) as f64 / tp, h);
+    let gemms = model.attention_gemms();
+    let (projection, inputs) = gemms.split_last().expect("attention has an output projection");
+    for gemm in inputs {
+        let split = if gemm.split_by_tp { tp } else { 1.0 };
+        ctx.gemm(&mut table, gemm.name, gemm.output as f64 / split, gemm.input as f64);
+    }
+    if let Some(mla) = model.mla() {
+        // Norms of the compressed query and key/value (replicated across TP ranks).
+        let latent = (mla.q_lora_rank + mla.kv_lora_rank) as f64;
+        ctx.streaming(&mut table, "latent-norm", 2.0 * latent * act);
+    }
     if model.position_embedding() == crate::model::PositionEmbedding::Rope {
         ctx.streaming(
             &mut table,
@@ -219,19 +233,22 @@ pub fn transformer_layer(run: &Run) -> OpTable {
         );
     }
     attention(&ctx, &mut table);
-    ctx.gemm(&mut table, "proj", h, model.query_width() as f64 / tp);
+    ctx.gemm(&mut table, projection.name, h, projection.input as f64 / tp);
     ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
 
     // MLP block.
-    ctx.tp_block_comm(&mut table, "tp-mlp");
     ctx.streaming(&mut table, "mlp-norm", 2.0 * h * act / sp);
-    ctx.gemm(&mut table, "fc1", model.mlp_up_width() as f64 / tp, h);
-    let activation_bytes = match model.mlp() {
-        MlpKind::Gated => 3.0 * model.ffn_hidden_size() as f64 * act,
-        MlpKind::Plain => 2.0 * model.ffn_hidden_size() as f64 * act,
+    let mlp_width = match (dense_mlp, model.moe()) {
+        (false, Some(moe)) => {
+            experts(&ctx, &mut table);
+            moe.shared_ffn_hidden_size
+        }
+        _ => model.ffn_hidden_size(),
     };
-    ctx.streaming(&mut table, "activation", activation_bytes / tp);
-    ctx.gemm(&mut table, "fc2", h, model.ffn_hidden_size() as f64 / tp);
+    if mlp_width > 0 {
+        ctx.tp_block_comm(&mut table, "tp-mlp");
+        dense_mlp_ops(&ctx, &mut table, "fc1", "fc2", mlp_width);
+    }
     ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
     if model.dropout() {
         // Two dropouts per layer: read, write, and a one-byte mask each.
@@ -239,18 +256,131 @@ pub fn transformer_layer(run: &Run) -> OpTable {
     }
 
     // Quantizing the GEMM operands of low-precision recipes: forward inputs and backward output
-    // gradients of the four GEMMs.
+    // gradients of the GEMMs (the routed experts quantize their own in `experts`).
     let cast = ctx.precision.cast_bytes_per_element();
     if cast > 0.0 {
-        let forward_elements =
-            2.0 * h + (model.query_width() + model.ffn_hidden_size()) as f64 / tp;
+        let forward_elements = 2.0 * h + (model.attention_output_width() + mlp_width) as f64 / tp;
         let backward_elements = 2.0 * h
-            + (model.query_width() + 2 * model.kv_width() + model.mlp_up_width()) as f64 / tp;
+            + (model.query_width() + 2 * model.kv_width() + model.up_width(mlp_width)) as f64 / tp;
         let forward = Bytes::new(cast * forward_elements * ctx.tokens);
         let backward = Bytes::new(cast * backward_elements * ctx.tokens);
         table.push_memory(gpu, "quantize", Phase::Forward, forward);
         table.push_memory(gpu, "quantize", Phase::Backward, backward);
     }
+    table
+}
+
+/// A dense (or shared-expert) MLP of intermediate width `ffn`, split across TP ranks.
+fn dense_mlp_ops(ctx: &Ctx, table: &mut OpTable, up: &'static str, down: &'static str, ffn: u64) {
+    let model = ctx.run.model();
+    let h = model.hidden_size() as f64;
+    let act = Precision::ACTIVATION_BYTES;
+    ctx.gemm(table, up, model.up_width(ffn) as f64 / ctx.tp, h);
+    ctx.streaming(table, "activation", activation_bytes(model, ffn) * act / ctx.tp);
+    ctx.gemm(table, down, h, ffn as f64 / ctx.tp);
+}
+
+/// Elements an MLP's activation function reads and writes per token for width `ffn`.
+fn activation_bytes(model: &crate::model::Model, ffn: u64) -> f64 {
+    match model.mlp() {
+        MlpKind::Gated => 3.0 * ffn as f64,
+        MlpKind::Plain => 2.0 * ffn as f64,
+    }
+}
+
+/// Routed tokens (token-expert pairs) one GPU's experts compute per micro-batch, on the
+/// busiest rank: each of the `tokens / sp` tokens a rank holds is sent to `top_k` experts, the
+/// expert-parallel all-to-all balances them over the group, and an expert-tensor-parallel group
+/// gathers its members' tokens.
+pub fn routed_rows(run: &Run) -> f64 {
+    let model = run.model();
+    let plan = run.plan();
+    let top_k = model.moe().map_or(0, |moe| moe.top_k) as f64;
+    run.tokens_per_microbatch() / plan.sequence_split() as f64
+        * top_k
+        * plan.etp() as f64
+        * plan.expert_load_factor()
+}
+
+/// Router, token dispatch, the routed experts as grouped GEMMs, and the combine.
+fn experts(ctx: &Ctx, table: &mut OpTable) {
+    let run = ctx.run;
+    let model = run.model();
+    let plan = run.plan();
+    let gpu = run.cluster().gpu();
+    let Some(moe) = model.moe() else { return };
+    let h = model.hidden_size() as f64;
+    let act = Precision::ACTIVATION_BYTES;
+    let local_tokens = ctx.tokens / ctx.sp;
+    // Router: a small GEMM to the expert logits, then softmax / top-k in fp32.
+    let router = Ctx { tokens: local_tokens, ..Ctx::new(run) };
+    router.gemm(table, "router", moe.num_experts as f64, h);
+    ctx.streaming(table, "router-topk", 3.0 * 4.0 * moe.num_experts as f64 / ctx.sp);
+
+    let rows = routed_rows(run);
+    let local_experts = (moe.num_experts / plan.ep()) as f64;
+    let etp = plan.etp() as f64;
+    let ffn = moe.expert_ffn_hidden_size as f64 / etp;
+    // Permute before the dispatch and unpermute after the combine: one read and one write of
+    // each routed row.
+    let permute = Bytes::new(2.0 * rows * h * act);
+    table.push_memory(gpu, "permute", Phase::Forward, permute * 2.0);
+    table.push_memory(gpu, "permute", Phase::Backward, permute * 2.0);
+    expert_parallel_comm(ctx, table, rows);
+    let up = model.up_width(moe.expert_ffn_hidden_size) as f64 / etp;
+    ctx.grouped_gemm(table, "expert-fc1", rows, local_experts, up, h);
+    let activation =
+        Bytes::new(activation_bytes(model, moe.expert_ffn_hidden_size) / etp * act * rows);
+    table.push_memory(gpu, "expert-activation", Phase::Forward, activation);
+    table.push_memory(gpu, "expert-activation", Phase::Backward, activation * 2.0);
+    ctx.grouped_gemm(table, "expert-fc2", rows, local_experts, h, ffn);
+    let cast = ctx.precision.cast_bytes_per_element();
+    if cast > 0.0 {
+        let forward = Bytes::new(cast * (h + ffn) * rows);
+        let backward = Bytes::new(cast * (h + up) * rows);
+        table.push_memory(gpu, "expert-quantize", Phase::Forward, forward);
+        table.push_memory(gpu, "expert-quantize", Phase::Backward, backward);
+    }
+}
+
+/// Dispatch and combine all-to-alls over the expert-parallel group (forward, and again for the
+/// gradients in the backward), plus the expert-tensor-parallel all-gather / reduce-scatter of
+/// the routed tokens.
+fn expert_parallel_comm(ctx: &Ctx, table: &mut OpTable, rows: f64) {
+    let run = ctx.run;
+    let plan = run.plan();
+    let links = run.cluster().interconnect();
+    let h = run.model().hidden_size() as f64;
+    let etp = plan.etp();
+    // Each rank sends (and receives) its routed rows before the ETP gather.
+    let sent = Bytes::new(rows / etp as f64 * h * Precision::ACTIVATION_BYTES);
+    if plan.ep() > 1 {
+        // Experts are laid out etp-fastest (MoE Parallel Folding): EP peers sit etp ranks apart.
+        let group = Group { size: plan.ep(), stride: etp };
+        let a2a = collective_time(links, Collective::AllToAll, group, sent);
+        for phase in [Phase::Forward, Phase::Backward] {
+            table.push("ep-dispatch", phase, OpKind::EpComm, Flops::ZERO, sent, a2a);
+            table.push("ep-combine", phase, OpKind::EpComm, Flops::ZERO, sent, a2a);
+        }
+    }
+    if etp > 1 {
+        let group = Group { size: etp, stride: 1 };
+        let gathered = Bytes::new(rows * h * Precision::ACTIVATION_BYTES);
+        let time = collective_time(links, Collective::AllGather, group, gathered)
+            + collective_time(links, Collective::ReduceScatter, group, gathered);
+        table.push("etp-comm", Phase::Forward, OpKind::TpComm, Flops::ZERO, gathered, time);
+        table.push("etp-comm", Phase::Backward, OpKind::TpComm, Flops::ZERO, gathered, time);
+    }
+}
+
+/// The extra work of a multi-token-prediction module beyond its transformer layer and head:
+/// two input norms and the `2h -> h` projection of the concatenated embedding and hidden state.
+pub fn mtp_projection(run: &Run) -> OpTable {
+    let ctx = Ctx::new(run);
+    let h = run.model().hidden_size() as f64;
+    let mut table = OpTable::default();
+    ctx.streaming(&mut table, "mtp-norms", 4.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
+    ctx.gemm(&mut table, "mtp-projection", h / ctx.tp, 2.0 * h);
     table
 }
 
@@ -267,7 +397,7 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
     let total = model.layer_attention_flops_per_token(run.training().seq_len()) * seq * micro_batch;
     let flops = Flops::new(total / (ctx.tp * plan.cp() as f64));
     let kernel_seq = seq / plan.cp() as f64;
-    let head_dim = model.head_dim() as f64;
+    let head_dim = model.qk_head_dim() as f64;
     table.push(
         "attention",
         Phase::Forward,

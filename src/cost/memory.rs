@@ -10,8 +10,9 @@
 //! Megatron's `6 + 12/dp` and the ZeRO paper's `2 + 2 + 12/Nd` shapes.
 
 use crate::cost::layer::padded_vocab;
+use crate::cost::work::{Segment, stage_segment};
 use crate::estimate::{MemoryBreakdown, StageMemory};
-use crate::model::{MlpKind, PositionEmbedding};
+use crate::model::PositionEmbedding;
 use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 use crate::units::Bytes;
@@ -28,94 +29,221 @@ const RUNTIME_WORKSPACE_GIB: f64 = 1.0;
 /// than it has allocated in training; 5% of the allocated total is added.
 const FRAGMENTATION: f64 = 0.05;
 
-/// Parameters held by one GPU of pipeline stage `stage` before data-parallel sharding.
-pub fn stage_params(run: &Run, stage: u64) -> f64 {
-    segment_params(run, run.stage_layers(stage) as f64, stage == 0, stage + 1 == run.plan().pp())
+/// Parameters one GPU holds, by the group that synchronizes their gradients: dense parameters
+/// over the data-parallel (x context-parallel) ranks, routed-expert parameters over the
+/// expert-data-parallel ranks.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Params {
+    /// Parameters replicated across data-parallel ranks: attention, dense MLPs, shared experts,
+    /// routers, norms and embeddings.
+    pub dense: f64,
+    /// Routed-expert parameters.
+    pub expert: f64,
 }
 
-/// Parameters one GPU holds for `layers` layers, plus the embedding (`first`) and the output
-/// layer and final norm (`last`), before data-parallel sharding.
-pub fn segment_params(run: &Run, layers: f64, first: bool, last: bool) -> f64 {
+impl Params {
+    /// All parameters.
+    pub fn total(&self) -> f64 {
+        self.dense + self.expert
+    }
+}
+
+impl std::ops::Add for Params {
+    type Output = Params;
+    fn add(self, other: Params) -> Params {
+        Params { dense: self.dense + other.dense, expert: self.expert + other.expert }
+    }
+}
+
+impl std::iter::Sum for Params {
+    fn sum<I: Iterator<Item = Params>>(iter: I) -> Params {
+        iter.fold(Params::default(), |a, b| a + b)
+    }
+}
+
+/// Parameters held by one GPU of pipeline stage `stage` before data-parallel sharding.
+pub fn stage_params(run: &Run, stage: u64) -> Params {
+    segment_params(run, &stage_segment(run, stage))
+}
+
+/// Attention parameters of one layer on one GPU: TP splits the projections it parallelizes
+/// (MLA's down-projections are replicated), biases follow their matrices.
+fn attention_params_per_rank(run: &Run) -> f64 {
+    let model = run.model();
+    let tp = run.plan().tp() as f64;
+    let matrices: f64 = model
+        .attention_gemms()
+        .iter()
+        .map(|g| (g.input * g.output) as f64 / if g.split_by_tp { tp } else { 1.0 })
+        .sum();
+    let biases = if model.linear_bias() {
+        (model.query_width() + 2 * model.kv_width()) as f64 / tp + model.hidden_size() as f64
+    } else {
+        0.0
+    };
+    matrices + biases
+}
+
+/// Parameters of one dense layer on one GPU.
+fn dense_layer_params(run: &Run) -> f64 {
+    let model = run.model();
+    let tp = run.plan().tp() as f64;
+    let ffn = model.ffn_hidden_size();
+    let biases = if model.linear_bias() {
+        model.up_width(ffn) as f64 / tp + model.hidden_size() as f64
+    } else {
+        0.0
+    };
+    attention_params_per_rank(run)
+        + model.mlp_matmul_params(ffn) as f64 / tp
+        + biases
+        + model.layer_norm_params() as f64
+}
+
+/// Parameters of one MoE layer on one GPU: the replicated router, attention and shared experts
+/// split by TP, and `experts / ep` routed experts split by ETP.
+fn moe_layer_params(run: &Run) -> Params {
+    let model = run.model();
+    let plan = run.plan();
+    let Some(moe) = model.moe() else {
+        return Params { dense: dense_layer_params(run), expert: 0.0 };
+    };
+    let tp = plan.tp() as f64;
+    let dense = attention_params_per_rank(run)
+        + (model.hidden_size() * moe.num_experts) as f64
+        + model.mlp_matmul_params(moe.shared_ffn_hidden_size) as f64 / tp
+        + model.layer_norm_params() as f64;
+    let local_experts = (moe.num_experts / plan.ep()) as f64;
+    Params { dense, expert: local_experts * model.expert_params() as f64 / plan.etp() as f64 }
+}
+
+/// Parameters one GPU holds for a segment's layers, plus the embedding (`first`) and the output
+/// layer, final norm and multi-token-prediction modules (`last`), before data-parallel sharding.
+pub fn segment_params(run: &Run, segment: &Segment) -> Params {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
     let h = model.hidden_size() as f64;
-    // Matrices and their biases split across TP; norms are replicated.
-    let norms = layer_norm_params(run);
-    let per_layer = (model.params_per_layer() as f64 - norms) / tp + norms;
-    let mut params = layers * per_layer;
+    let moe = moe_layer_params(run);
+    let (moe_layers, dense_layers) = if model.moe().is_some() {
+        (segment.layers - segment.dense_layers, segment.dense_layers)
+    } else {
+        (0.0, segment.layers)
+    };
+    let mut params = Params {
+        dense: dense_layers * dense_layer_params(run) + moe_layers * moe.dense,
+        expert: moe_layers * moe.expert,
+    };
     let vocab_rows = padded_vocab(run) / tp * h;
-    if first {
-        params += vocab_rows;
+    if segment.first {
+        params.dense += vocab_rows;
         if model.position_embedding() == PositionEmbedding::Learned {
-            params += (model.max_position_embeddings() * model.hidden_size()) as f64;
+            params.dense += (model.max_position_embeddings() * model.hidden_size()) as f64;
         }
     }
-    if last {
+    if segment.last {
         // The last stage holds the output layer; with tied embeddings and pp > 1 it keeps its own
         // copy of the embedding (Megatron-LM synchronises the two copies' gradients).
         if !model.tied_embeddings() || plan.pp() > 1 {
-            params += vocab_rows;
+            params.dense += vocab_rows;
         }
-        params += model.final_norm_params() as f64;
+        params.dense += model.final_norm_params() as f64;
+        let mtp = model.mtp_layers() as f64;
+        if mtp > 0.0 {
+            let block = if model.moe().is_some() {
+                moe
+            } else {
+                Params { dense: dense_layer_params(run), expert: 0.0 }
+            };
+            let extra = 2.0 * h * h / tp + 3.0 * model.final_norm_params() as f64;
+            params.dense += mtp * (block.dense + extra);
+            params.expert += mtp * block.expert;
+        }
     }
     params
 }
 
-/// Parameters of the two norms of one layer (replicated across TP ranks).
-fn layer_norm_params(run: &Run) -> f64 {
-    let model = run.model();
-    (model.params_per_layer() - model.matmul_params_per_layer()) as f64
-        - if model.linear_bias() {
-            (model.query_width()
-                + 2 * model.kv_width()
-                + model.mlp_up_width()
-                + 2 * model.hidden_size()) as f64
-        } else {
-            0.0
-        }
-}
-
-/// Activation bytes one layer stores for one micro-batch on one GPU, without recomputation.
+/// Activation bytes one layer stores for one micro-batch on one GPU, without recomputation:
+/// a dense layer, or an MoE layer when `dense_mlp` is false.
 ///
 /// Korthikanti et al. 2022 count `34 s b h` (+`5 a s^2 b` for the unfused score matrix) for a GPT
 /// layer without tensor parallelism. With a fused (Flash) attention kernel the score terms vanish.
 /// Per token and layer this stores: the two norm inputs and the inputs of the QKV and FC1 GEMMs
 /// (`h` each, split by TP only under sequence parallelism), Q, K and V, the attention output (the
 /// projection's input), the FC1 output and the activation output (split by TP), and one-byte
-/// dropout masks. Low-precision recipes store GEMM inputs quantized.
-pub fn layer_activation_bytes(run: &Run) -> f64 {
+/// dropout masks. Low-precision recipes store GEMM inputs quantized. An MoE layer stores, per
+/// routed row, the expert FC1 input, its output and the FC2 input, and per token the router's
+/// FP32 probabilities; its shared experts store what a dense MLP of their width stores.
+pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
     let sp = plan.sequence_split() as f64;
     let h = model.hidden_size() as f64;
     let act = Precision::ACTIVATION_BYTES;
+    let gemm_in = run.training().precision().saved_gemm_input_bytes();
+    let tokens = run.tokens_per_microbatch();
     let norms = 2.0 * h * act / sp;
-    let gemm_inputs = gemm_input_bytes_per_token(run);
-    let attention = (model.query_width() + 2 * model.kv_width()) as f64 * act / tp;
-    let mlp = model.mlp_up_width() as f64 * act / tp;
+    let attention = attention_activation_width(run) * act / tp
+        + model.attention_output_width() as f64 * gemm_in / tp
+        + h * gemm_in / sp;
     let masks = if model.dropout() { 2.0 * h / sp } else { 0.0 };
-    run.tokens_per_microbatch() * (norms + gemm_inputs + attention + mlp + masks)
+    let mlp_width = match (dense_mlp, model.moe()) {
+        (false, Some(moe)) => moe.shared_ffn_hidden_size,
+        _ => model.ffn_hidden_size(),
+    };
+    let mlp = if mlp_width > 0 {
+        h * gemm_in / sp
+            + (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp
+    } else {
+        0.0
+    };
+    let routed = match (dense_mlp, model.moe()) {
+        (false, Some(moe)) => {
+            let etp = plan.etp() as f64;
+            let ffn = moe.expert_ffn_hidden_size;
+            let per_row =
+                h * gemm_in + (model.up_width(ffn) as f64 * act + ffn as f64 * gemm_in) / etp;
+            crate::cost::layer::routed_rows(run) * per_row
+                + tokens / sp * (moe.num_experts as f64 * 4.0 + h * gemm_in)
+        }
+        _ => 0.0,
+    };
+    tokens * (norms + attention + mlp + masks) + routed
 }
 
-/// Bytes per token of one layer's saved GEMM inputs: the QKV and FC1 inputs (split by TP only
-/// under sequence parallelism), the projection and FC2 inputs (split by TP), in the recipe's
-/// saved precision.
+/// Widths per token of what the attention block stores for its backward: Q, K and V (and with
+/// latent attention the compressed query and key/value, replicated across TP ranks, counted here
+/// at their TP-split share).
+fn attention_activation_width(run: &Run) -> f64 {
+    let model = run.model();
+    let tp = run.plan().tp() as f64;
+    let latent = model.mla().map_or(0.0, |mla| (mla.q_lora_rank + mla.kv_lora_rank) as f64 * tp);
+    (model.query_width() + 2 * model.kv_width()) as f64 + latent
+}
+
+/// Bytes per token of one layer's saved GEMM inputs that a split backward keeps for the weight
+/// gradients (the QKV and FC1 inputs split by TP only under sequence parallelism, the projection
+/// and FC2 inputs split by TP), in the recipe's saved precision. MoE layers keep their routed
+/// rows' inputs instead of the dense MLP's.
 fn gemm_input_bytes_per_token(run: &Run) -> f64 {
     let model = run.model();
     let plan = run.plan();
     let h = model.hidden_size() as f64;
     let gemm_in = run.training().precision().saved_gemm_input_bytes();
-    2.0 * h * gemm_in / plan.sequence_split() as f64
-        + (model.query_width() as f64 + ffn_input(run)) * gemm_in / plan.tp() as f64
-}
-
-fn ffn_input(run: &Run) -> f64 {
-    let model = run.model();
-    match model.mlp() {
-        MlpKind::Gated | MlpKind::Plain => model.ffn_hidden_size() as f64,
-    }
+    let attention = h * gemm_in / plan.sequence_split() as f64
+        + model.attention_output_width() as f64 * gemm_in / plan.tp() as f64;
+    let mlp = match model.moe() {
+        None => {
+            h * gemm_in / plan.sequence_split() as f64
+                + model.ffn_hidden_size() as f64 * gemm_in / plan.tp() as f64
+        }
+        Some(moe) => {
+            let rows_per_token = crate::cost::layer::routed_rows(run) / run.tokens_per_microbatch();
+            rows_per_token * (h + moe.expert_ffn_hidden_size as f64 / plan.etp() as f64) * gemm_in
+        }
+    };
+    attention + mlp
 }
 
 /// Micro-batches (in units of a full stage's layers) whose activations stage `stage` holds at
@@ -150,24 +278,38 @@ pub fn layer_weight_gradient_input_bytes(run: &Run) -> f64 {
     run.tokens_per_microbatch() * gemm_input_bytes_per_token(run)
 }
 
-/// Activation bytes one micro-batch leaves stored in a segment of `layers` layers (of which
-/// `recomputed` recompute under full recompute), plus the embedding output on the first stage.
-pub fn stored_activation_bytes(run: &Run, layers: f64, recomputed: f64, first: bool) -> f64 {
-    let per_layer = layer_activation_bytes(run);
+/// Activation bytes one micro-batch leaves stored in a segment (the recomputed share of its
+/// layers keeping only their inputs under full recompute), plus the embedding output on the
+/// first stage.
+pub fn stored_activation_bytes(run: &Run, segment: &Segment) -> f64 {
+    let model = run.model();
+    let layers = segment.layers;
+    let per_layer = if model.moe().is_some() {
+        let dense = segment.dense_layers.min(layers);
+        (dense * layer_activation_bytes(run, true)
+            + (layers - dense) * layer_activation_bytes(run, false))
+            / layers.max(1.0)
+    } else {
+        layer_activation_bytes(run, true)
+    };
     let layer_input = layer_input_bytes(run);
     let stored = match run.plan().recompute() {
         RecomputeKind::None | RecomputeKind::Selective => layers * per_layer,
         RecomputeKind::Full => {
-            let recomputed = recomputed.min(layers);
+            let recomputed = segment.recomputed_layers.min(layers);
             recomputed * layer_input + (layers - recomputed) * per_layer
         }
     };
-    stored + if first { layer_input } else { 0.0 }
+    stored + if segment.first { layer_input } else { 0.0 }
 }
 
 /// Activations rebuilt at once during a full-recompute backward: one layer's.
 pub fn recompute_working_bytes(run: &Run) -> f64 {
-    if run.plan().recompute() == RecomputeKind::Full { layer_activation_bytes(run) } else { 0.0 }
+    if run.plan().recompute() != RecomputeKind::Full {
+        return 0.0;
+    }
+    let dense = layer_activation_bytes(run, true);
+    if run.model().moe().is_some() { dense.max(layer_activation_bytes(run, false)) } else { dense }
 }
 
 /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
@@ -175,33 +317,46 @@ pub fn logits_bytes(run: &Run) -> f64 {
     run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0)
 }
 
+/// The data-parallel shard counts of a rank's dense and expert parameters under the plan's
+/// sharding of (weights, gradients, optimizer states).
+pub fn shard_counts(run: &Run) -> [(f64, f64); 3] {
+    let plan = run.plan();
+    let dense = (plan.shard_group() * plan.cp()) as f64;
+    // Expert parameters are sharded over the expert-data-parallel ranks inside the shard group.
+    let expert = (plan.edp() as f64 * plan.shard_group() as f64 / plan.dp() as f64).max(1.0);
+    let none = (1.0, 1.0);
+    let both = (dense, expert);
+    match plan.sharding() {
+        Sharding::None => [none, none, none],
+        Sharding::Optimizer => [none, none, both],
+        Sharding::OptimizerAndGradients => [none, both, both],
+        Sharding::Full => [both, both, both],
+    }
+}
+
 /// Model states, workspaces and FSDP buffers of a rank holding `params` parameters in `layers`
 /// layers: everything but activations and logits, before fragmentation.
-pub fn model_state_memory(run: &Run, params: f64, layers: f64) -> MemoryBreakdown {
+pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreakdown {
     let plan = run.plan();
-    let shard = (plan.shard_group() * plan.cp()) as f64;
-    let (weight_shard, gradient_shard, optimizer_shard) = match plan.sharding() {
-        Sharding::None => (1.0, 1.0, 1.0),
-        Sharding::Optimizer => (1.0, 1.0, shard),
-        Sharding::OptimizerAndGradients => (1.0, shard, shard),
-        Sharding::Full => (shard, shard, shard),
-    };
+    let [weight_shard, gradient_shard, optimizer_shard] = shard_counts(run);
+    let sharded = |(dense, expert): (f64, f64)| params.dense / dense + params.expert / expert;
+    let total = params.total();
     let mut buffers = RUNTIME_WORKSPACE_GIB * (1u64 << 30) as f64;
     if plan.sharding() == Sharding::Full {
         if plan.reshard_after_forward() {
             // Gathered 16-bit parameters of the layer being computed and the one being
             // prefetched, and the unsharded FP32 gradients of one layer before its reduce-scatter.
-            let layer = params / layers.max(1.0);
+            let layer = total / layers.max(1.0);
             buffers += 2.0 * layer * WEIGHT_BYTES + layer * GRADIENT_BYTES;
         } else {
             // The whole stage stays gathered, and its gradients accumulate unsharded.
-            buffers += params * (WEIGHT_BYTES + GRADIENT_BYTES);
+            buffers += total * (WEIGHT_BYTES + GRADIENT_BYTES);
         }
     }
     MemoryBreakdown {
-        weights: Bytes::new(params * WEIGHT_BYTES / weight_shard),
-        gradients: Bytes::new(params * GRADIENT_BYTES / gradient_shard),
-        optimizer_states: Bytes::new(params * OPTIMIZER_BYTES / optimizer_shard),
+        weights: Bytes::new(sharded(weight_shard) * WEIGHT_BYTES),
+        gradients: Bytes::new(sharded(gradient_shard) * GRADIENT_BYTES),
+        optimizer_states: Bytes::new(sharded(optimizer_shard) * OPTIMIZER_BYTES),
         buffers: Bytes::new(buffers),
         ..MemoryBreakdown::default()
     }
@@ -216,14 +371,13 @@ pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
 
 fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
     let plan = run.plan();
-    let layers = run.stage_layers(stage) as f64;
-    let recomputed = plan.recompute_num_layers() as f64;
+    let segment = stage_segment(run, stage);
     let in_flight = in_flight_microbatches(run, stage);
-    let stored = stored_activation_bytes(run, layers, recomputed, stage == 0);
-    let mut memory = model_state_memory(run, stage_params(run, stage), layers);
+    let stored = stored_activation_bytes(run, &segment);
+    let mut memory = model_state_memory(run, segment_params(run, &segment), segment.layers);
     memory.activations = Bytes::new(in_flight * stored + recompute_working_bytes(run));
     if stage + 1 == plan.pp() {
-        memory.logits = Bytes::new(logits_bytes(run));
+        memory.logits = Bytes::new(logits_bytes(run) * (1.0 + run.model().mtp_layers() as f64));
     }
     with_fragmentation(memory)
 }
@@ -254,14 +408,14 @@ mod tests {
     fn sharded_stage_params_add_up_to_the_model() {
         let unsplit = run(PlanSpec { pp: Some(4), ..PlanSpec::default() }, 64);
         let total = unsplit.model().total_params() as f64;
-        let sum: f64 = (0..4).map(|stage| stage_params(&unsplit, stage)).sum();
+        let sum: f64 = (0..4).map(|stage| stage_params(&unsplit, stage).total()).sum();
         assert_eq!(sum, total);
         // With TP, everything but the replicated norms splits eight ways.
         let split = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
         let model = split.model();
-        let replicated = layer_norm_params(&split) * model.num_layers() as f64
+        let replicated = model.layer_norm_params() as f64 * model.num_layers() as f64
             + model.final_norm_params() as f64;
-        let per_rank: f64 = (0..4).map(|stage| stage_params(&split, stage)).sum();
+        let per_rank: f64 = (0..4).map(|stage| stage_params(&split, stage).total()).sum();
         // Megatron pads the vocabulary to a multiple of 128 x tp for the embedding and the output.
         let padding =
             (padded_vocab(&split) - model.vocab_size() as f64) * model.hidden_size() as f64 * 2.0;
@@ -305,14 +459,14 @@ mod tests {
         })
         .unwrap();
         let sbh = 2048.0 * 8192.0;
-        assert!((layer_activation_bytes(&run) - 34.0 * sbh / 8.0).abs() < 1e-6);
+        assert!((layer_activation_bytes(&run, true) - 34.0 * sbh / 8.0).abs() < 1e-6);
     }
 
     #[test]
     fn the_distributed_optimizer_matches_megatrons_6_plus_12_over_dp() {
         let run = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
         let memory = breakdown(&run, 1);
-        let params = stage_params(&run, 1);
+        let params = stage_params(&run, 1).total();
         let states = memory.weights + memory.gradients + memory.optimizer_states;
         assert!((states.value() / params - (6.0 + 12.0 / 2.0)).abs() < 1e-9);
     }

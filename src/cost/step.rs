@@ -14,7 +14,7 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;
-use crate::cost::memory::{layer_input_bytes, stage_params};
+use crate::cost::memory::{Params, layer_input_bytes, shard_counts, stage_params};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segment};
 use crate::estimate::{Throughput, TimeBreakdown};
 use crate::plan::{Precision, RecomputeKind, Sharding};
@@ -105,25 +105,50 @@ pub struct DataParallelCollectives {
     pub replica_reduce: Seconds,
 }
 
-/// The collectives that synchronize `params` parameters across data-parallel ranks.
-pub fn data_parallel_collectives(run: &Run, params: f64) -> DataParallelCollectives {
+/// The collectives that synchronize a rank's parameters across data-parallel ranks: dense
+/// parameters over the (hybrid-)shard group of `dp x cp` ranks, routed-expert parameters over the
+/// expert-data-parallel ranks (`edp`, laid out `etp x ep` ranks apart). The two run one after the
+/// other on the same stream.
+pub fn data_parallel_collectives(run: &Run, params: Params) -> DataParallelCollectives {
     let plan = run.plan();
     let links = run.cluster().interconnect();
-    let grad_bytes = Bytes::new(params * if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 });
-    let param_bytes = Bytes::new(params * Precision::ACTIVATION_BYTES);
+    let grad_bytes_per_param = if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 };
     let shard = Group { size: plan.shard_group() * plan.cp(), stride: plan.tp() };
     let replicas = plan.dp() / plan.shard_group();
     let replicate = Group { size: replicas, stride: plan.tp() * plan.cp() * plan.shard_group() };
+    let expert_shard = Group {
+        size: (plan.edp() * plan.shard_group() / plan.dp()).max(1),
+        stride: plan.etp() * plan.ep(),
+    };
+    let expert_replicas = Group {
+        size: plan.edp() / expert_shard.size,
+        stride: plan.etp() * plan.ep() * expert_shard.size,
+    };
+    let over = |params: f64, shard: Group, replicate: Group| {
+        let grad_bytes = Bytes::new(params * grad_bytes_per_param);
+        let param_bytes = Bytes::new(params * Precision::ACTIVATION_BYTES);
+        DataParallelCollectives {
+            all_reduce: collective_time(links, Collective::AllReduce, shard, grad_bytes),
+            reduce_scatter: collective_time(links, Collective::ReduceScatter, shard, grad_bytes),
+            all_gather: collective_time(links, Collective::AllGather, shard, param_bytes),
+            replica_reduce: collective_time(
+                links,
+                Collective::AllReduce,
+                replicate,
+                grad_bytes / shard.size as f64,
+            ),
+        }
+    };
+    let dense = over(params.dense, shard, replicate);
+    if params.expert <= 0.0 {
+        return dense;
+    }
+    let expert = over(params.expert, expert_shard, expert_replicas);
     DataParallelCollectives {
-        all_reduce: collective_time(links, Collective::AllReduce, shard, grad_bytes),
-        reduce_scatter: collective_time(links, Collective::ReduceScatter, shard, grad_bytes),
-        all_gather: collective_time(links, Collective::AllGather, shard, param_bytes),
-        replica_reduce: collective_time(
-            links,
-            Collective::AllReduce,
-            replicate,
-            grad_bytes / shard.size as f64,
-        ),
+        all_reduce: dense.all_reduce + expert.all_reduce,
+        reduce_scatter: dense.reduce_scatter + expert.reduce_scatter,
+        all_gather: dense.all_gather + expert.all_gather,
+        replica_reduce: dense.replica_reduce + expert.replica_reduce,
     }
 }
 
@@ -172,22 +197,25 @@ fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
     }
 }
 
-/// The Adam step and gradient bookkeeping on the stage with the most parameters.
+/// The Adam step and gradient bookkeeping on the stage that takes longest.
 fn optimizer_time(run: &Run) -> Seconds {
     let plan = run.plan();
-    let params = (0..plan.pp()).map(|stage| stage_params(run, stage)).fold(0.0, f64::max);
-    optimizer_time_for(run, params)
+    (0..plan.pp())
+        .map(|stage| optimizer_time_for(run, stage_params(run, stage)))
+        .fold(Seconds::ZERO, Seconds::max)
 }
 
 /// The Adam step and gradient bookkeeping of a rank holding `params` parameters.
-pub fn optimizer_time_for(run: &Run, params: f64) -> Seconds {
+pub fn optimizer_time_for(run: &Run, params: Params) -> Seconds {
     let plan = run.plan();
-    let shard = match plan.sharding() {
-        Sharding::None => 1.0,
-        _ => (plan.shard_group() * plan.cp()) as f64,
+    let [_, _, (dense_shard, expert_shard)] = shard_counts(run);
+    let (dense_shard, expert_shard) = match plan.sharding() {
+        Sharding::None => (1.0, 1.0),
+        _ => (dense_shard, expert_shard),
     };
-    let bytes =
-        params / shard * ADAM_BYTES_PER_SHARD_PARAM + params * GRADIENT_BUFFER_BYTES_PER_PARAM;
+    let shard_params = params.dense / dense_shard + params.expert / expert_shard;
+    let bytes = shard_params * ADAM_BYTES_PER_SHARD_PARAM
+        + params.total() * GRADIENT_BUFFER_BYTES_PER_PARAM;
     memory_time(run.cluster().gpu(), Bytes::new(bytes))
 }
 
@@ -261,7 +289,7 @@ mod tests {
         };
         let run = run(plan, 64, 64);
         let links = run.cluster().interconnect();
-        let params = stage_params(&run, 0);
+        let params = stage_params(&run, 0).total();
         let group = Group { size: 8, stride: 8 };
         let expected =
             collective_time(links, Collective::ReduceScatter, group, Bytes::new(params * 4.0))

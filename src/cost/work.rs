@@ -19,22 +19,56 @@ pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 /// The op tables of one run: a transformer layer, the embedding and the head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tables {
-    /// One transformer layer.
+    /// One transformer layer: an MoE layer when the model has experts.
     pub layer: OpTable,
+    /// One dense-MLP layer of an MoE model (its leading dense layers); `None` for dense models,
+    /// whose `layer` is already dense.
+    pub dense_layer: Option<OpTable>,
     /// The input embedding (first stage).
     pub embedding: OpTable,
     /// Final norm, logits and loss (last stage).
     pub head: OpTable,
+    /// What a multi-token-prediction module adds to its transformer layer and head: the norms
+    /// and the `2h -> h` projection.
+    pub mtp: OpTable,
 }
 
 impl Tables {
     /// Builds the tables of a run.
     pub fn new(run: &Run) -> Tables {
+        let moe = run.model().moe().is_some();
         Tables {
-            layer: layer::transformer_layer(run),
+            layer: layer::transformer_layer(run, !moe),
+            dense_layer: moe.then(|| layer::transformer_layer(run, true)),
             embedding: layer::embedding(run),
             head: layer::head(run),
+            mtp: layer::mtp_projection(run),
         }
+    }
+
+    /// Every table a segment runs, with how many times one micro-batch runs it; the flag marks
+    /// transformer layers (what recomputation reruns).
+    pub fn parts(&self, run: &Run, segment: &Segment) -> Vec<(&OpTable, f64, bool)> {
+        let mut parts = Vec::with_capacity(6);
+        match &self.dense_layer {
+            Some(dense) => {
+                parts.push((&self.layer, segment.layers - segment.dense_layers, true));
+                parts.push((dense, segment.dense_layers, true));
+            }
+            None => parts.push((&self.layer, segment.layers, true)),
+        }
+        if segment.first {
+            parts.push((&self.embedding, 1.0, false));
+        }
+        if segment.last {
+            let mtp = run.model().mtp_layers() as f64;
+            parts.push((&self.head, 1.0 + mtp, false));
+            if mtp > 0.0 {
+                parts.push((&self.layer, mtp, false));
+                parts.push((&self.mtp, mtp, false));
+            }
+        }
+        parts
     }
 }
 
@@ -43,6 +77,8 @@ impl Tables {
 pub struct Segment {
     /// Transformer layers in it.
     pub layers: f64,
+    /// Layers among them with a dense MLP in an MoE model (0 for dense models).
+    pub dense_layers: f64,
     /// Layers among them that recompute their forward under full recompute.
     pub recomputed_layers: f64,
     /// Whether it holds the input embedding.
@@ -99,53 +135,113 @@ fn exposed_cp(layer: &OpTable, phase: Phase) -> Seconds {
         .max(Seconds::ZERO)
 }
 
+/// Expert-parallel all-to-all left exposed: all of it, or with `expert_comm_overlap` what the
+/// other micro-batch's compute of the same layer cannot hide (DualPipe / Megatron-LM's
+/// 1F1B all-to-all overlap run one micro-batch's dispatch under another's compute).
+fn exposed_ep(run: &Run, layer: &OpTable, phase: Phase) -> Seconds {
+    let comm = layer.time(phase, OpKind::EpComm);
+    if run.plan().expert_comm_overlap() {
+        (comm - layer.compute(phase) * OVERLAP_EFFICIENCY).max(Seconds::ZERO)
+    } else {
+        comm
+    }
+}
+
 /// The work of one micro-batch through a segment.
 pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     let plan = run.plan();
-    let layer = &tables.layer;
-    let layers = segment.layers;
-    let recomputed = segment.recomputed_layers.min(layers);
-    let mut extras: Vec<&OpTable> = Vec::new();
-    if segment.first {
-        extras.push(&tables.embedding);
-    }
-    if segment.last {
-        extras.push(&tables.head);
-    }
-    let extra = |f: &dyn Fn(&OpTable) -> Seconds| extras.iter().map(|t| f(t)).sum::<Seconds>();
-    let tp = |phase| {
-        layer.time(phase, OpKind::TpComm) * layers + extra(&|t| t.time(phase, OpKind::TpComm))
+    let parts = tables.parts(run, &segment);
+    let sum = |f: &dyn Fn(&OpTable) -> Seconds| parts.iter().map(|(t, n, _)| f(t) * *n).sum();
+    let layers_only = |f: &dyn Fn(&OpTable) -> Seconds| -> Seconds {
+        parts.iter().filter(|p| p.2).map(|(t, n, _)| f(t) * *n).sum()
     };
-    let (recompute, recompute_tp) = match plan.recompute() {
+    let share = if segment.layers > 0.0 {
+        segment.recomputed_layers.min(segment.layers) / segment.layers
+    } else {
+        0.0
+    };
+    let (recompute, recompute_comm) = match plan.recompute() {
         RecomputeKind::None => (Seconds::ZERO, Seconds::ZERO),
         RecomputeKind::Selective => {
-            (layer.time(Phase::Forward, OpKind::Attention) * layers, Seconds::ZERO)
+            (layers_only(&|t| t.time(Phase::Forward, OpKind::Attention)), Seconds::ZERO)
         }
         RecomputeKind::Full => (
-            layer.compute(Phase::Forward) * recomputed,
-            layer.time(Phase::Forward, OpKind::TpComm) * recomputed,
+            layers_only(&|t| t.compute(Phase::Forward)) * share,
+            layers_only(&|t| {
+                t.time(Phase::Forward, OpKind::TpComm) + exposed_ep(run, t, Phase::Forward)
+            }) * share,
         ),
     };
+    // Expert-parallel all-to-all blocks the layer like TP communication does; it is reported
+    // with the TP/EP exposed communication.
+    let model_parallel = |phase: Phase| {
+        exposed_tp(run, sum(&|t| t.time(phase, OpKind::TpComm)))
+            + sum(&|t| exposed_ep(run, t, phase))
+    };
     Work {
-        forward: layer.compute(Phase::Forward) * layers + extra(&|t| t.compute(Phase::Forward)),
-        forward_tp: exposed_tp(run, tp(Phase::Forward)),
-        forward_cp: exposed_cp(layer, Phase::Forward) * layers,
-        backward: layer.compute(Phase::Backward) * layers + extra(&|t| t.compute(Phase::Backward)),
-        weight_gradient: layer.time(Phase::Backward, OpKind::WeightGradient) * layers
-            + extra(&|t| t.time(Phase::Backward, OpKind::WeightGradient)),
+        forward: sum(&|t| t.compute(Phase::Forward)),
+        forward_tp: model_parallel(Phase::Forward),
+        forward_cp: sum(&|t| exposed_cp(t, Phase::Forward)),
+        backward: sum(&|t| t.compute(Phase::Backward)),
+        weight_gradient: sum(&|t| t.time(Phase::Backward, OpKind::WeightGradient)),
         recompute,
-        backward_tp: exposed_tp(run, tp(Phase::Backward) + recompute_tp),
-        backward_cp: exposed_cp(layer, Phase::Backward) * layers,
+        backward_tp: model_parallel(Phase::Backward) + exposed_tp(run, recompute_comm),
+        backward_cp: sum(&|t| exposed_cp(t, Phase::Backward)),
     }
 }
 
 /// The segment of a whole pipeline stage.
 pub fn stage_segment(run: &Run, stage: u64) -> Segment {
-    let layers = run.stage_layers(stage) as f64;
+    let layers = run.stage_layers(stage);
+    let dense = stage_dense_layers(run, stage);
     Segment {
-        layers,
-        recomputed_layers: (run.plan().recompute_num_layers() as f64).min(layers),
+        layers: layers as f64,
+        dense_layers: dense as f64,
+        recomputed_layers: (run.plan().recompute_num_layers() as f64).min(layers as f64),
         first: stage == 0,
         last: stage + 1 == run.plan().pp(),
     }
+}
+
+/// Dense-MLP layers (of an MoE model) held by pipeline stage `stage` over its virtual chunks.
+fn stage_dense_layers(run: &Run, stage: u64) -> u64 {
+    if run.model().moe().is_none() {
+        return 0;
+    }
+    let pp = run.plan().pp();
+    let mut first = 0;
+    let mut dense = 0;
+    for (position, layers) in run.path_layers(pp * run.plan().vp()).into_iter().enumerate() {
+        if position as u64 % pp == stage {
+            dense += run.dense_layers_in(first, layers);
+        }
+        first += layers;
+    }
+    dense
+}
+
+/// The segments of `positions` consecutive chunks along a micro-batch's path, with the full
+/// recompute share of a stage applied to each chunk.
+pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
+    let plan = run.plan();
+    let layers = run.path_layers(positions);
+    let stage_layers = layers.iter().sum::<u64>() as f64 / plan.pp() as f64;
+    let recompute_fraction = (plan.recompute_num_layers() as f64 / stage_layers).min(1.0);
+    let moe = run.model().moe().is_some();
+    let mut first_layer = 0;
+    layers
+        .iter()
+        .enumerate()
+        .map(|(position, &count)| {
+            let dense = if moe { run.dense_layers_in(first_layer, count) } else { 0 };
+            first_layer += count;
+            Segment {
+                layers: count as f64,
+                dense_layers: dense as f64,
+                recomputed_layers: count as f64 * recompute_fraction,
+                first: position == 0,
+                last: position as u64 + 1 == positions,
+            }
+        })
+        .collect()
 }

@@ -85,6 +85,11 @@ pub enum PipelineSplit {
     /// `first/last_stage_less_layers = 1`): the first and last stage hold one layer fewer, and
     /// pp x vp must divide layers + 2.
     EmbeddingAndLoss,
+    /// Layers spread as evenly as pp x vp does not divide them: chunks differ by at most one
+    /// layer, the extra layers going to the middle chunks first (the first chunk holds the
+    /// embedding, the last the loss), as a Megatron-LM `--pipeline-model-parallel-layout` or
+    /// `--decoder-first/last-pipeline-num-layers` lays out 61-layer DeepSeek-V3 on 4 or 8 stages.
+    Balanced,
 }
 
 /// How data-parallel ranks share model state.
@@ -145,6 +150,21 @@ pub struct PlanSpec {
     pub tp_comm_overlap: Option<bool>,
     /// Reduce gradients in fp32 (default on, as Megatron-LM does with `--bf16`).
     pub grad_reduce_in_fp32: Option<bool>,
+    /// Expert-parallel size: routed experts split across this many ranks (default 1).
+    pub ep: Option<i64>,
+    /// Expert-tensor-parallel size: each expert's FFN split across this many ranks (default 1;
+    /// MoE Parallel Folding lays experts out over `etp x ep` ranks independently of attention's
+    /// `tp x cp`).
+    pub etp: Option<i64>,
+    /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe /
+    /// Megatron-LM `--overlap-moe-expert-parallel-comm`; default off).
+    pub expert_comm_overlap: Option<bool>,
+    /// Routed tokens on the busiest expert-parallel rank over the mean (default 1.0: balanced, as
+    /// published benchmarks force it).
+    pub moe_imbalance: Option<f64>,
+    /// Expert capacity factor: tokens beyond `capacity x mean` per expert are dropped (default:
+    /// dropless).
+    pub moe_capacity_factor: Option<f64>,
 }
 
 /// The training setup as written by the user.
@@ -216,6 +236,11 @@ pub struct Plan {
     pub(crate) tp_comm_overlap: bool,
     pub(crate) grad_reduce_in_fp32: bool,
     pub(crate) num_microbatches: u64,
+    pub(crate) ep: u64,
+    pub(crate) etp: u64,
+    pub(crate) expert_comm_overlap: bool,
+    pub(crate) moe_imbalance: f64,
+    pub(crate) moe_capacity_factor: Option<f64>,
 }
 
 impl Plan {
@@ -301,12 +326,46 @@ impl Plan {
     pub fn num_microbatches(&self) -> u64 {
         self.num_microbatches
     }
+    /// Expert-parallel size.
+    pub fn ep(&self) -> u64 {
+        self.ep
+    }
+    /// Expert-tensor-parallel size.
+    pub fn etp(&self) -> u64 {
+        self.etp
+    }
+    /// Expert-data-parallel size: the ranks of a pipeline stage (`tp x cp x dp`) over `etp x ep`;
+    /// expert gradients are reduced over these.
+    pub fn edp(&self) -> u64 {
+        (self.tp * self.cp * self.dp / (self.ep * self.etp)).max(1)
+    }
+    /// Whether the expert-parallel all-to-all overlaps other compute.
+    pub fn expert_comm_overlap(&self) -> bool {
+        self.expert_comm_overlap
+    }
+    /// Expert capacity factor (`None`: dropless).
+    pub fn moe_capacity_factor(&self) -> Option<f64> {
+        self.moe_capacity_factor
+    }
+    /// Routed tokens the busiest expert-parallel rank computes, over the balanced mean: the
+    /// routing imbalance, capped by the capacity factor when tokens are dropped.
+    pub fn expert_load_factor(&self) -> f64 {
+        match self.moe_capacity_factor {
+            Some(capacity) => self.moe_imbalance.min(capacity),
+            None => self.moe_imbalance,
+        }
+    }
     /// Model-parallel size of one replica (tp x pp x cp).
     pub fn model_parallel_size(&self) -> u64 {
         self.tp * self.pp * self.cp
     }
     /// A compact label such as `tp8 pp4 vp5 cp1 dp2`.
     pub fn label(&self) -> String {
-        format!("tp{} pp{} vp{} cp{} dp{}", self.tp, self.pp, self.vp, self.cp, self.dp)
+        let mut label =
+            format!("tp{} pp{} vp{} cp{} dp{}", self.tp, self.pp, self.vp, self.cp, self.dp);
+        if self.ep > 1 || self.etp > 1 {
+            label += &format!(" ep{} etp{}", self.ep, self.etp);
+        }
+        label
     }
 }

@@ -20,13 +20,13 @@ pub mod trace;
 use serde::Serialize;
 
 use crate::cost::memory::{
-    layer_weight_gradient_input_bytes, logits_bytes, model_state_memory, recompute_working_bytes,
-    segment_params, stored_activation_bytes, with_fragmentation,
+    Params, layer_weight_gradient_input_bytes, logits_bytes, model_state_memory,
+    recompute_working_bytes, segment_params, stored_activation_bytes, with_fragmentation,
 };
 use crate::cost::step::{data_parallel_collectives, optimizer_time_for, p2p_transfer};
-use crate::cost::work::{OVERLAP_EFFICIENCY, Segment, Tables, segment_work};
+use crate::cost::work::{OVERLAP_EFFICIENCY, Segment, Tables, path_segments, segment_work};
 use crate::estimate::{MemoryBreakdown, TimeBreakdown};
-use crate::plan::{PipelineSplit, Sharding};
+use crate::plan::Sharding;
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
 
@@ -119,43 +119,9 @@ fn describe(stuck: &[StuckTask]) -> String {
         .join("; ")
 }
 
-/// Layers of each position along a micro-batch's path.
-fn position_layers(run: &Run, positions: u32) -> Vec<f64> {
-    let model_layers = run.model().num_layers();
-    let split = run.plan().pipeline_split();
-    let units = match split {
-        PipelineSplit::Even => model_layers,
-        PipelineSplit::EmbeddingAndLoss => model_layers + 2,
-    };
-    let per = (units / u64::from(positions)) as f64;
-    (0..positions)
-        .map(|position| {
-            let edges = u32::from(position == 0) + u32::from(position + 1 == positions);
-            match split {
-                PipelineSplit::Even => per,
-                PipelineSplit::EmbeddingAndLoss => per - f64::from(edges),
-            }
-        })
-        .collect()
-}
-
 /// The segment of every position along a micro-batch's path.
 fn segments(run: &Run, positions: u32) -> Vec<Segment> {
-    let plan = run.plan();
-    let layers = position_layers(run, positions);
-    // Full recompute: the fraction of a stage's layers that recompute applies to each chunk.
-    let stage_layers = layers.iter().sum::<f64>() / plan.pp() as f64;
-    let recompute_fraction = (plan.recompute_num_layers() as f64 / stage_layers).min(1.0);
-    layers
-        .iter()
-        .enumerate()
-        .map(|(position, &layers)| Segment {
-            layers,
-            recomputed_layers: layers * recompute_fraction,
-            first: position == 0,
-            last: position as u32 + 1 == positions,
-        })
-        .collect()
+    path_segments(run, u64::from(positions))
 }
 
 /// A lower bound on the simulated step time, without running the schedule: every rank does its
@@ -178,8 +144,7 @@ pub fn lower_bound_with(run: &Run, tables: &Tables) -> Seconds {
     for (position, w) in work.iter().enumerate() {
         before[position + 1] = before[position] + w.forward_task();
     }
-    let params: Vec<f64> =
-        segments.iter().map(|s| segment_params(run, s.layers, s.first, s.last)).collect();
+    let params: Vec<Params> = segments.iter().map(|s| segment_params(run, s)).collect();
     let bidirectional = plan.schedule() == crate::plan::PipelineSchedule::Dualpipe;
     (0..pp)
         .map(|rank| {
@@ -190,7 +155,7 @@ pub fn lower_bound_with(run: &Run, tables: &Tables) -> Seconds {
             } else {
                 let held: Vec<usize> = (0..vp).map(|chunk| chunk * pp + rank).collect();
                 let busy = held.iter().map(|&p| work[p].total()).sum::<Seconds>() * m;
-                (busy, before[rank], held.iter().map(|&p| params[p]).sum())
+                (busy, before[rank], held.iter().map(|&p| params[p]).sum::<Params>())
             };
             start + busy + optimizer_time_for(run, held)
         })
@@ -227,20 +192,14 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         .map(|segment| engine::PositionCost {
             layers: segment.layers,
             work: segment_work(run, &tables, *segment),
-            activations: stored_activation_bytes(
-                run,
-                segment.layers,
-                segment.recomputed_layers,
-                segment.first,
-            ),
+            activations: stored_activation_bytes(run, segment),
             weight_gradient_inputs: segment.layers * layer_weight_gradient_input_bytes(run),
             backward_working: recompute_working_bytes(run)
                 + if segment.last { logits_bytes(run) } else { 0.0 },
         })
         .collect();
-    let params: Vec<f64> =
-        segments.iter().map(|s| segment_params(run, s.layers, s.first, s.last)).collect();
-    let rank_params: Vec<f64> = (0..program.ranks)
+    let params: Vec<Params> = segments.iter().map(|s| segment_params(run, s)).collect();
+    let rank_params: Vec<Params> = (0..program.ranks)
         .map(|rank| program.positions_held(rank).iter().map(|&p| params[p as usize]).sum())
         .collect();
     let rank_layers: Vec<f64> = (0..program.ranks)
@@ -264,7 +223,7 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         .iter()
         .zip(&setup.positions)
         .zip(&params)
-        .map(|((segment, cost), &params)| position_info(&tables, segment, cost, params))
+        .map(|((segment, cost), &params)| position_info(run, &tables, segment, cost, params))
         .collect();
     let mut simulation = summarize(&program, &states, outcome);
     simulation.positions = info;
@@ -274,23 +233,19 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
 }
 
 fn position_info(
+    run: &Run,
     tables: &Tables,
     segment: &Segment,
     cost: &engine::PositionCost,
-    params: f64,
+    params: Params,
 ) -> PositionInfo {
-    use crate::cost::layer::{OpKind, OpTable, Phase};
-    let mut parts: Vec<(&OpTable, f64)> = vec![(&tables.layer, segment.layers)];
-    if segment.first {
-        parts.push((&tables.embedding, 1.0));
-    }
-    if segment.last {
-        parts.push((&tables.head, 1.0));
-    }
-    let flops = |phase: Phase| parts.iter().map(|(t, n)| t.flops(phase).value() * n).sum::<f64>();
+    use crate::cost::layer::{OpKind, Phase};
+    let parts = tables.parts(run, segment);
+    let flops =
+        |phase: Phase| parts.iter().map(|(t, n, _)| t.flops(phase).value() * n).sum::<f64>();
     let weight = parts
         .iter()
-        .map(|(t, n)| {
+        .map(|(t, n, _)| {
             t.ops
                 .iter()
                 .filter(|op| op.kind == OpKind::WeightGradient)
@@ -301,7 +256,7 @@ fn position_info(
         .sum();
     PositionInfo {
         layers: segment.layers,
-        params,
+        params: params.total(),
         forward_flops: flops(Phase::Forward),
         backward_flops: flops(Phase::Backward),
         weight_gradient_flops: weight,
@@ -312,7 +267,7 @@ fn position_info(
 }
 
 /// The data-parallel collectives of each position under the plan's sharding.
-fn data_parallel(run: &Run, params: &[f64]) -> engine::DataParallel {
+fn data_parallel(run: &Run, params: &[Params]) -> engine::DataParallel {
     let plan = run.plan();
     let collectives: Vec<_> = params.iter().map(|&p| data_parallel_collectives(run, p)).collect();
     let each = |f: &dyn Fn(&crate::cost::step::DataParallelCollectives) -> Seconds| {

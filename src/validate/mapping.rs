@@ -11,6 +11,7 @@ use super::calibrate::Calibration;
 use super::defaults::{Family, FamilyDefaults};
 use super::measured::{FlopShape, measured};
 use super::row::{CalibrationRow, count, number};
+use super::structure;
 use crate::estimate::estimate_simulated_with;
 use crate::hardware::ClusterSpec;
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
@@ -25,7 +26,7 @@ pub(super) struct Mapped {
     pub(super) spec: RunSpec,
     gpu: String,
     assumptions: Vec<String>,
-    shape: FlopShape,
+    shape: Option<FlopShape>,
 }
 
 /// Predicts one row, or says why it cannot be predicted.
@@ -56,7 +57,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
     };
     result.gpu = mapped.gpu.clone();
     result.assumptions = mapped.assumptions.clone();
-    let measured = match measured(row, Some(&mapped.shape)) {
+    let measured = match measured(row, mapped.shape.as_ref()) {
         Ok(measured) => measured,
         Err(reason) => {
             result.skipped_reason = Some(reason);
@@ -108,18 +109,22 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
 }
 
 pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, String> {
-    match row.arch_type.trim() {
-        "dense" => {}
-        "moe" => return Err("mixture-of-experts layers are not modelled yet (issue #5)".into()),
+    let moe = match row.arch_type.trim() {
+        "dense" => false,
+        "moe" => true,
         other if other.contains("mamba") => {
             return Err("hybrid Mamba layers are not modelled".into());
         }
         other => return Err(format!("architecture type `{other}` is not modelled")),
-    }
+    };
     let family = Family::of(&row.source_id, &row.software_or_release);
     let defaults = family.defaults();
     let mut assumptions = Vec::new();
-    let model = model_spec(row, &mut assumptions)?;
+    let mut model = model_spec(row, &mut assumptions)?;
+    if moe {
+        structure::add_experts(row, &mut model, &mut assumptions)?;
+    }
+    structure::add_attention_notes(row, &mut model, &mut assumptions);
     let (gpu_name, network) =
         gpu_preset(&row.gpu_type).ok_or_else(|| format!("GPU `{}` has no preset", row.gpu_type))?;
     let mut gpu = presets::gpu(gpu_name).map_err(|err| err.to_string())?;
@@ -150,16 +155,22 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         ..PlanSpec::default()
     };
     let layers = model.num_layers as u64;
-    if pp > 1
-        && !layers.is_multiple_of(pp * vp)
-        && (layers + 2).is_multiple_of(pp * vp)
-        && defaults.uneven_split_counts_embedding_and_loss
-    {
-        plan.pipeline_split = Some(PipelineSplit::EmbeddingAndLoss);
-        assumptions.push(format!(
-            "{layers} layers do not split evenly over pp {pp} x vp {vp}: embedding and loss counted as layers ({} rule)",
-            family_name(family)
-        ));
+    if pp > 1 && !layers.is_multiple_of(pp * vp) {
+        if (layers + 2).is_multiple_of(pp * vp) && defaults.uneven_split_counts_embedding_and_loss {
+            plan.pipeline_split = Some(PipelineSplit::EmbeddingAndLoss);
+            assumptions.push(format!(
+                "{layers} layers do not split evenly over pp {pp} x vp {vp}: embedding and loss counted as layers ({} rule)",
+                family_name(family)
+            ));
+        } else {
+            plan.pipeline_split = Some(PipelineSplit::Balanced);
+            assumptions.push(format!(
+                "{layers} layers do not split evenly over pp {pp} x vp {vp}: chunks differ by at most one layer (a custom pipeline layout)"
+            ));
+        }
+    }
+    if moe {
+        experts_plan(row, model.name.as_str(), &mut plan, &mut assumptions);
     }
     sharding(row, &defaults, dp, &mut plan, &mut assumptions);
     recompute(row, &defaults, &mut plan, &mut assumptions);
@@ -186,7 +197,9 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
     if tp > 1 && (family == Family::Nemo || family == Family::MegatronCore) {
         assumptions.push(format!("{}: {}", family_name(family), defaults.source));
     }
-    let shape = FlopShape {
+    // The published FLOP formulas (to turn a TFLOP/s figure into tokens/s) are dense ones; MoE
+    // rows are compared on the throughput they state.
+    let shape = (!moe).then(|| FlopShape {
         layers: model.num_layers as f64,
         hidden: model.hidden_size as f64,
         ffn: model.ffn_hidden_size as f64,
@@ -195,7 +208,7 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         vocab: model.vocab_size as f64,
         seq: seq_len as f64,
         gated: model.mlp == MlpKind::Gated,
-    };
+    });
     let spec = RunSpec {
         model,
         cluster: ClusterSpec { gpu, num_gpus: num_gpus as i64 },
@@ -208,6 +221,30 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         plan,
     };
     Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape })
+}
+
+/// Expert parallelism of an MoE row: `ep` and `etp` as stated (blank: not used, 1, as the
+/// Megatron-Bridge recipes set `expert_tensor_parallel_size = 1` and AutoModel's table marks
+/// unused EP with a blank), and the capacity factor of token-dropping runs.
+fn experts_plan(
+    row: &CalibrationRow,
+    model: &str,
+    plan: &mut PlanSpec,
+    assumptions: &mut Vec<String>,
+) {
+    plan.ep = Some(count(&row.ep).unwrap_or(1) as i64);
+    plan.etp = Some(match count(&row.etp) {
+        Some(etp) => etp as i64,
+        None => {
+            assumptions.push("etp = 1 (expert tensor parallelism not stated)".into());
+            1
+        }
+    });
+    let text = format!("{model} {}", row.notes).to_ascii_lowercase();
+    if text.contains("tokendrop") || text.contains("token dropping") {
+        plan.moe_capacity_factor = Some(1.0);
+        assumptions.push("token dropping at capacity factor 1.0".into());
+    }
 }
 
 fn family_name(family: Family) -> &'static str {
@@ -613,12 +650,37 @@ mod tests {
     fn rows_that_cannot_be_priced_say_why() {
         let moe = CalibrationRow { arch_type: "moe".into(), ..dense_row() };
         let reason = evaluate_row(&moe, &Calibration::new()).skipped_reason.unwrap();
-        assert!(reason.contains("mixture-of-experts"), "{reason}");
+        assert!(reason.contains("`num_experts` not stated"), "{reason}");
+        let mamba = CalibrationRow { arch_type: "hybrid-mamba-moe".into(), ..dense_row() };
+        let reason = evaluate_row(&mamba, &Calibration::new()).skipped_reason.unwrap();
+        assert!(reason.contains("Mamba"), "{reason}");
         let no_plan = CalibrationRow { tp: String::new(), ..dense_row() };
         let reason = evaluate_row(&no_plan, &Calibration::new()).skipped_reason.unwrap();
         assert!(reason.contains("not stated"), "{reason}");
-        let uneven = CalibrationRow { pp: "3".into(), num_gpus: "24".into(), ..dense_row() };
-        let reason = evaluate_row(&uneven, &Calibration::new()).skipped_reason.unwrap();
-        assert!(reason.contains("plan.pp = 3"), "{reason}");
+        let too_many_experts = CalibrationRow { ep: "3".into(), ..moe_row() };
+        let reason = evaluate_row(&too_many_experts, &Calibration::new()).skipped_reason.unwrap();
+        assert!(reason.contains("plan.ep = 3"), "{reason}");
+    }
+
+    fn moe_row() -> CalibrationRow {
+        CalibrationRow {
+            arch_type: "moe".into(),
+            num_experts: "8".into(),
+            moe_top_k: "2".into(),
+            moe_ffn_hidden_size: "14336".into(),
+            ep: "8".into(),
+            ..dense_row()
+        }
+    }
+
+    #[test]
+    fn moe_rows_are_priced_with_their_experts_and_uneven_splits_balanced() {
+        let uneven = CalibrationRow { pp: "3".into(), num_gpus: "24".into(), ..moe_row() };
+        let result = evaluate_row(&uneven, &Calibration::new());
+        assert_eq!(result.skipped_reason, None);
+        assert_eq!(result.plan.as_deref(), Some("tp1 pp3 vp1 cp1 dp8 ep8 etp1"));
+        let assumptions = result.assumptions.join("\n");
+        assert!(assumptions.contains("experts: 8 routed (top-2"), "{assumptions}");
+        assert!(assumptions.contains("chunks differ by at most one layer"), "{assumptions}");
     }
 }

@@ -12,6 +12,7 @@ mod defaults;
 mod mapping;
 mod measured;
 mod row;
+mod structure;
 mod summary;
 
 use serde::Serialize;

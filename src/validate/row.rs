@@ -37,6 +37,12 @@ pub struct CalibrationRow {
     #[serde(default)]
     pub num_experts: String,
     #[serde(default)]
+    pub moe_top_k: String,
+    #[serde(default)]
+    pub moe_ffn_hidden_size: String,
+    #[serde(default)]
+    pub num_shared_experts: String,
+    #[serde(default)]
     pub arch_notes: String,
     #[serde(default)]
     pub gpu_type: String,
@@ -54,6 +60,8 @@ pub struct CalibrationRow {
     pub cp: String,
     #[serde(default)]
     pub ep: String,
+    #[serde(default)]
+    pub etp: String,
     #[serde(default)]
     pub zero_or_fsdp: String,
     #[serde(default)]
