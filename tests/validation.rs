@@ -1,7 +1,9 @@
 //! The accuracy gate: predicts every row of `../shared/calibration/runs.csv` and holds the dense
 //! rows to the figures the README reports (issue #2: at least 90% predicted, median absolute
-//! error at most 8%, 90th percentile at most 20%).
+//! error at most 8%, 90th percentile at most 20%), context-parallel rows to a median of 8% and
+//! mixture-of-experts rows to what the model reaches today.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use meshplan::validate::validate_csv;
@@ -14,30 +16,47 @@ fn calibration_text() -> String {
         .unwrap_or_else(|err| panic!("{} is needed for the accuracy gate: {err}", path.display()))
 }
 
-#[test]
-fn dense_rows_meet_the_accuracy_targets() {
+/// The share of the selected rows that is predicted, and the median and p90 |error| %.
+fn accuracy(select: impl Fn(&BTreeMap<String, String>) -> bool) -> (f64, f64, f64) {
     let text = calibration_text();
     let report = validate_csv(&text).unwrap();
-    let arch: std::collections::BTreeMap<String, String> =
-        csv::Reader::from_reader(text.as_bytes())
-            .deserialize::<std::collections::BTreeMap<String, String>>()
-            .map(|row| {
-                let row = row.unwrap();
-                (row["row_id"].clone(), row["arch_type"].clone())
-            })
-            .collect();
-    let dense: Vec<_> = report.rows.iter().filter(|r| arch[&r.row_id] == "dense").collect();
-    let errors: Vec<f64> = dense.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
-    let predicted_share = errors.len() as f64 / dense.len() as f64;
+    let selected: BTreeMap<String, bool> = csv::Reader::from_reader(text.as_bytes())
+        .deserialize::<BTreeMap<String, String>>()
+        .map(|row| {
+            let row = row.unwrap();
+            (row["row_id"].clone(), select(&row))
+        })
+        .collect();
+    let rows: Vec<_> = report.rows.iter().filter(|r| selected[&r.row_id]).collect();
+    let errors: Vec<f64> = rows.iter().filter_map(|r| r.error_pct.map(f64::abs)).collect();
+    let share = errors.len() as f64 / rows.len() as f64;
     let median = meshplan::validate::percentile(&errors, 0.5).unwrap();
     let p90 = meshplan::validate::percentile(&errors, 0.9).unwrap();
-    assert!(
-        predicted_share >= 0.90,
-        "only {:.1}% of dense rows predicted",
-        predicted_share * 100.0
-    );
+    (share, median, p90)
+}
+
+#[test]
+fn dense_rows_meet_the_accuracy_targets() {
+    let (share, median, p90) = accuracy(|row| row["arch_type"] == "dense");
+    assert!(share >= 0.90, "only {:.1}% of dense rows predicted", share * 100.0);
     assert!(median <= 8.0, "median |error| {median:.2}% > 8%");
     assert!(p90 <= 20.0, "p90 |error| {p90:.2}% > 20%");
+}
+
+#[test]
+fn context_parallel_rows_meet_the_accuracy_target() {
+    let (share, median, _) = accuracy(|row| !matches!(row["cp"].trim(), "" | "1"));
+    assert!(share >= 0.90, "only {:.1}% of CP rows predicted", share * 100.0);
+    assert!(median <= 8.0, "CP median |error| {median:.2}% > 8%");
+}
+
+#[test]
+fn mixture_of_experts_rows_are_priced() {
+    // Issue #5 asks for a median |error| of at most 10% on MoE rows; the model reaches about 23%
+    // today (README, Accuracy). This gate holds what is reached so a regression fails.
+    let (share, median, _) = accuracy(|row| row["arch_type"] == "moe");
+    assert!(share >= 0.90, "only {:.1}% of MoE rows predicted", share * 100.0);
+    assert!(median <= 25.0, "MoE median |error| {median:.2}% > 25%");
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! Fitting the one calibrated number per GPU, and measuring how well the model predicts runs it
 //! was not fitted on.
 //!
-//! A GPU preset's `efficiency.calibration` scales its GEMM and attention efficiencies. [`fit`]
+//! A GPU preset's `efficiency.calibration` scales its GEMM and attention efficiencies; it is fitted
+//! on dense rows only, so mixture-of-experts predictions stay out-of-sample. [`fit`]
 //! starts every GPU at 1.0 (the literature base values) and repeatedly divides each GPU's factor by
 //! `1 + median signed error` of its rows until the medians are near zero. [`cross_validate`] does
 //! this once per source with that source's rows left out, then predicts the left-out rows: the
@@ -127,14 +128,22 @@ pub fn calibrate_csv(text: &str) -> Result<CalibrationReport, ValidateError> {
     let parsed = row::parse_rows(text)?;
     let rows: Vec<&CalibrationRow> = parsed.iter().collect();
     let presets = evaluate(&rows, &Calibration::new());
-    let gpus = all_gpus(&presets);
-    // Only rows the model can price take part; the rest would be skipped in every fold anyway.
+    // Only dense rows the model can price take part: the factor stands for a GPU's achievable
+    // efficiency on dense training, so mixture-of-experts rows (whose extra costs the model prices
+    // separately) stay out-of-sample, and unpriced rows would be skipped in every fold anyway.
     let priced: Vec<&CalibrationRow> = rows
         .iter()
         .zip(&presets)
-        .filter(|(_, result)| result.error_pct.is_some())
+        .filter(|(row, result)| result.error_pct.is_some() && row.arch_type.trim() == "dense")
         .map(|(row, _)| *row)
         .collect();
+    let dense_results: Vec<RowResult> = rows
+        .iter()
+        .zip(presets)
+        .filter(|(row, _)| row.arch_type.trim() == "dense")
+        .map(|(_, result)| result)
+        .collect();
+    let gpus = all_gpus(&dense_results);
     let base: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
     let base_errors = median_error_by_gpu(&evaluate(&priced, &base));
     let calibration = fit(&priced, &gpus);
