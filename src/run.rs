@@ -6,11 +6,11 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::hardware::{Cluster, ClusterSpec, Gpu};
+use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{
-    FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec, Precision, RecomputeKind, Sharding,
-    Training, TrainingSpec,
+    CpComm, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec, Precision, RecomputeKind,
+    Sharding, Training, TrainingSpec,
 };
 use crate::violation::{Collector, Violations};
 
@@ -64,9 +64,8 @@ impl Run {
         // The plan is checked even when the cluster is broken, against the GPU count as written,
         // so that every problem is reported in one pass.
         let num_gpus = spec.cluster.num_gpus.max(1) as u64;
-        let gpu = cluster.as_ref().map(Cluster::gpu);
         let plan = model.as_ref().and_then(|model| {
-            validate_plan(&mut collector, &spec.plan, model, num_gpus, gpu, &training)
+            validate_plan(&mut collector, &spec.plan, model, num_gpus, cluster.as_ref(), &training)
         });
         collector.finish()?;
         match (model, cluster, plan) {
@@ -179,9 +178,10 @@ fn validate_plan(
     spec: &PlanSpec,
     model: &Model,
     gpus: u64,
-    gpu: Option<&Gpu>,
+    cluster: Option<&Cluster>,
     training: &Training,
 ) -> Option<Plan> {
+    let gpu = cluster.map(Cluster::gpu);
     let tp = positive_or(collector, "plan.tp", spec.tp, 1, "tensor-parallel size, e.g. 8");
     let pp = positive_or(collector, "plan.pp", spec.pp, 1, "pipeline-parallel size, e.g. 4");
     let vp =
@@ -264,6 +264,8 @@ fn validate_plan(
             );
         }
     }
+    let domain = cluster.map_or(8, |cluster| cluster.interconnect().nvlink_domain());
+    let (cp_comm, cp_a2a) = validate_cp_comm(collector, spec, model, tp, cp, domain);
     if cp > 1 && !training.seq_len.is_multiple_of(2 * cp) {
         collector.add(
             "plan.cp",
@@ -351,6 +353,8 @@ fn validate_plan(
         vp,
         dp,
         cp,
+        cp_comm,
+        cp_a2a,
         pipeline_split,
         schedule,
         sequence_parallel: tp > 1 && spec.sequence_parallel.unwrap_or(true),
@@ -371,6 +375,41 @@ fn validate_plan(
         moe_imbalance: experts.imbalance,
         moe_capacity_factor: experts.capacity_factor,
     })
+}
+
+/// The context-parallel exchange and its all-to-all size. Ulysses splits each TP rank's heads
+/// over the cp ranks, so `cp` must divide the query heads per TP rank (key/value heads are
+/// replicated when there are fewer); a hierarchical exchange runs its all-to-all over the largest
+/// such divisor of cp whose ranks share an NVLink domain, and a ring over the rest.
+fn validate_cp_comm(
+    collector: &mut Collector,
+    spec: &PlanSpec,
+    model: &Model,
+    tp: u64,
+    cp: u64,
+    domain: u64,
+) -> (CpComm, u64) {
+    let kind = spec.cp_comm.unwrap_or(CpComm::Ring);
+    let heads = model.num_attention_heads() / tp.max(1);
+    let a2a = match kind {
+        CpComm::Ring => 1,
+        CpComm::AllToAll => {
+            if !heads.is_multiple_of(cp) {
+                collector.add(
+                    "plan.cp_comm",
+                    kind.name(),
+                    format!("cp {cp} does not divide the {heads} query heads per TP rank"),
+                    "use --cp-comm ring or hierarchical, or a cp that divides the heads",
+                );
+            }
+            cp
+        }
+        CpComm::Hierarchical => (1..=cp)
+            .filter(|&a| cp.is_multiple_of(a) && heads.is_multiple_of(a) && a * tp <= domain)
+            .max()
+            .unwrap_or(1),
+    };
+    (kind, a2a)
 }
 
 struct Experts {

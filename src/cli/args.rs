@@ -85,6 +85,29 @@ pub enum PipelineSplitArg {
     Balanced,
 }
 
+/// `--cp-comm` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CpCommArg {
+    /// Ring attention: keys and values pass around the ring, overlapped with attention.
+    Ring,
+    /// Ulysses: all-to-alls re-shard the sequence into heads around attention.
+    AllToAll,
+    /// All-to-all inside an NVLink domain, ring across domains.
+    Hierarchical,
+}
+
+impl CpCommArg {
+    /// The plan's value.
+    pub fn kind(self) -> meshplan::plan::CpComm {
+        use meshplan::plan::CpComm;
+        match self {
+            CpCommArg::Ring => CpComm::Ring,
+            CpCommArg::AllToAll => CpComm::AllToAll,
+            CpCommArg::Hierarchical => CpComm::Hierarchical,
+        }
+    }
+}
+
 /// `--schedule` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScheduleArg {
@@ -335,6 +358,10 @@ pub struct RunArgs {
     /// Context-parallel size. [default: 1]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
     pub cp: Option<i64>,
+    /// How context-parallel ranks exchange keys and values (Megatron-LM --cp-comm-type p2p, a2a,
+    /// a2a+p2p). [default: ring]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Parallel plan")]
+    pub cp_comm: Option<CpCommArg>,
     /// How layers are split over pipeline stages; embedding-and-loss is Megatron-LM's
     /// --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split. [default: even]
     #[arg(long, value_enum, value_name = "SPLIT", help_heading = "Parallel plan")]

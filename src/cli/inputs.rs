@@ -15,7 +15,7 @@ use meshplan::units::{parse_bandwidth, parse_seconds};
 use meshplan::violation::{Collector, Violations};
 use meshplan::{Run, RunSpec};
 
-use super::args::{FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs, ScheduleArg};
+use super::args::{CpCommArg, FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs, ScheduleArg};
 
 /// The built-in example's model preset, used when `--model` is not given.
 pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
@@ -267,6 +267,7 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
         vp: args.vp.or(base.vp),
         dp: args.dp.or(base.dp),
         cp: args.cp.or(base.cp),
+        cp_comm: args.cp_comm.map(CpCommArg::kind).or(base.cp_comm),
         pipeline_split: args
             .pipeline_split
             .map(|split| match split {

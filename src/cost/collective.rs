@@ -75,6 +75,9 @@ pub fn collective_time(
     if group.size <= 1 || bytes.value() <= 0.0 {
         return Seconds::ZERO;
     }
+    if collective == Collective::AllToAll {
+        return all_to_all_time(interconnect, group, bytes);
+    }
     let n = group.size as f64;
     let path = path(interconnect, group, collective);
     let (factor, steps, inter_steps) = match collective {
@@ -89,6 +92,25 @@ pub fn collective_time(
     let intra_steps = steps - inter_steps;
     let latency = path.intra_latency * intra_steps as f64 + path.inter_latency * inter_steps as f64;
     latency + (bytes * factor) / path.bandwidth
+}
+
+/// Pairwise-exchange all-to-all (reference section 8.1: `(p - 1) alpha + n beta`, `n` the bytes a
+/// rank sends) on the two-tier topology: of a rank's `bytes` (its whole buffer, the share for
+/// itself included), the shares for peers in its NVLink domain go over NVLink and the rest over
+/// its one NIC, both at once; the slower tier sets the time.
+pub fn all_to_all_time(interconnect: &Interconnect, group: Group, bytes: Bytes) -> Seconds {
+    use crate::hardware::LinkTier::{Network, Nvlink};
+    if group.size <= 1 || bytes.value() <= 0.0 {
+        return Seconds::ZERO;
+    }
+    let n = group.size as f64;
+    let local = (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, group.size);
+    let remote = group.size - local;
+    let intra = bytes * ((local - 1) as f64 / n) / interconnect.bandwidth(Nvlink)
+        + interconnect.latency(Nvlink) * (local - 1) as f64;
+    let inter = bytes * (remote as f64 / n) / interconnect.bandwidth(Network)
+        + interconnect.latency(Network) * remote as f64;
+    intra.max(inter)
 }
 
 #[cfg(test)]
@@ -124,6 +146,32 @@ mod tests {
         let full_nodes = Group { size: 16, stride: 1 };
         let fast = collective_time(&links, Collective::ReduceScatter, full_nodes, bytes);
         assert!(fast.value() < time.value() / 7.0);
+    }
+
+    #[test]
+    fn all_to_all_inside_a_node_is_the_pairwise_exchange_formula() {
+        // (p - 1) alpha + n beta, n = the (p - 1) / p of the buffer a rank sends to its peers.
+        let links = h100_links();
+        let group = Group { size: 8, stride: 1 };
+        let time = collective_time(&links, Collective::AllToAll, group, Bytes::new(1e9));
+        let expected = 7.0 * 3e-6 + 7.0 / 8.0 * 1e9 / (450e9 * 0.82);
+        assert!((time.value() - expected).abs() < 1e-12, "{time:?} vs {expected}");
+    }
+
+    #[test]
+    fn all_to_all_across_nodes_sends_the_remote_share_through_one_nic() {
+        // 32 ranks on four 8-GPU nodes: 24/32 of the buffer leaves the node over the rank's NIC
+        // (24 network messages), 7/32 stays on NVLink at the same time.
+        let links = h100_links();
+        let group = Group { size: 32, stride: 1 };
+        let time = collective_time(&links, Collective::AllToAll, group, Bytes::new(1e9));
+        let network: f64 = 24.0 * 10e-6 + 24.0 / 32.0 * 1e9 / (50e9 * 0.92);
+        let nvlink = 7.0 * 3e-6 + 7.0 / 32.0 * 1e9 / (450e9 * 0.82);
+        assert!((time.value() - network.max(nvlink)).abs() < 1e-12);
+        // Spread one rank per node (stride 8), every peer is remote.
+        let spread = Group { size: 4, stride: 8 };
+        let time = collective_time(&links, Collective::AllToAll, spread, Bytes::new(1e9));
+        assert!((time.value() - (3.0 * 10e-6 + 0.75 * 1e9 / (50e9 * 0.92))).abs() < 1e-12);
     }
 
     #[test]

@@ -37,8 +37,10 @@ pub enum OpKind {
     Memory,
     /// Tensor-parallel collective.
     TpComm,
-    /// Context-parallel exchange of keys and values.
+    /// Context-parallel ring exchange of keys and values (overlaps attention).
     CpComm,
+    /// Context-parallel all-to-all (Ulysses), which blocks the layer.
+    CpAllToAll,
     /// Expert-parallel token dispatch and combine (all-to-all).
     EpComm,
 }
@@ -393,10 +395,11 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
     let seq = run.training().seq_len() as f64;
     let micro_batch = run.training().micro_batch() as f64;
     // Causal attention over the whole sequence, split evenly across TP heads and CP ranks (CP
-    // balances the causal triangle by giving each rank a head and a tail chunk).
+    // balances the causal triangle by giving each rank a head and a tail chunk). Ulysses ranks
+    // attend over the whole sequence with a share of the heads; ring ranks over their chunk.
     let total = model.layer_attention_flops_per_token(run.training().seq_len()) * seq * micro_batch;
     let flops = Flops::new(total / (ctx.tp * plan.cp() as f64));
-    let kernel_seq = seq / plan.cp() as f64;
+    let kernel_seq = seq * plan.cp_a2a() as f64 / plan.cp() as f64;
     let head_dim = model.qk_head_dim() as f64;
     table.push(
         "attention",
@@ -415,15 +418,45 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
         attention_backward_time(gpu, flops, kernel_seq, head_dim),
     );
     if plan.cp() > 1 {
-        // Ring attention: cp - 1 steps, each passing this rank's keys and values to the next rank;
-        // the backward passes them again together with their gradients.
-        let kv_bytes = Bytes::new(
-            ctx.tokens * 2.0 * model.kv_width() as f64 / ctx.tp * Precision::ACTIVATION_BYTES,
-        );
-        let links = run.cluster().interconnect();
-        let group = Group { size: 2, stride: plan.tp() };
+        context_parallel_exchange(ctx, table);
+    }
+}
+
+/// The context-parallel exchange of one layer. Ring: `cp - 1` steps, each passing this rank's
+/// keys and values to the next rank (the backward passes them again with their gradients),
+/// overlapped with the attention blocks. Ulysses: all-to-alls of Q, K, V before attention and of
+/// the output after it (their gradients in the backward), blocking the layer. Hierarchical: the
+/// all-to-all inside the NVLink domain, then a ring of the remaining ranks over the gathered
+/// sequence chunk with the domain's share of the heads.
+fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
+    let run = ctx.run;
+    let model = run.model();
+    let plan = run.plan();
+    let links = run.cluster().interconnect();
+    let act = Precision::ACTIVATION_BYTES;
+    let a2a = plan.cp_a2a();
+    let ring = plan.cp() / a2a;
+    let width = |w: u64| Bytes::new(ctx.tokens * w as f64 / ctx.tp * act);
+    if a2a > 1 {
+        let group = Group { size: a2a, stride: plan.tp() };
+        let time = |bytes: Bytes| collective_time(links, Collective::AllToAll, group, bytes);
+        let forward = [
+            width(model.query_width() + 2 * model.kv_width()),
+            width(model.attention_output_width()),
+        ];
+        let bytes: Bytes = forward.iter().copied().sum();
+        let seconds: Seconds = forward.iter().map(|&b| time(b)).sum();
+        for phase in [Phase::Forward, Phase::Backward] {
+            table.push("cp-all-to-all", phase, OpKind::CpAllToAll, Flops::ZERO, bytes, seconds);
+        }
+    }
+    if ring > 1 {
+        // After the all-to-all a ring rank holds a2a times the tokens with 1 / a2a of the heads:
+        // its key/value shard has the same size as without the all-to-all.
+        let kv_bytes = width(2 * model.kv_width());
+        let group = Group { size: 2, stride: plan.tp() * a2a };
         let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
-        let steps = (plan.cp() - 1) as f64;
+        let steps = (ring - 1) as f64;
         table.push(
             "cp-ring",
             Phase::Forward,

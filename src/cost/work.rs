@@ -129,10 +129,12 @@ fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
     if run.plan().tp_comm_overlap() { time * (1.0 - TP_COMM_OVERLAP_HIDDEN) } else { time }
 }
 
-/// Ring attention overlaps each key/value transfer with the attention block it feeds.
+/// Ring attention overlaps each key/value transfer with the attention block it feeds; Ulysses
+/// all-to-alls block the layer.
 fn exposed_cp(layer: &OpTable, phase: Phase) -> Seconds {
     (layer.time(phase, OpKind::CpComm) - layer.time(phase, OpKind::Attention) * OVERLAP_EFFICIENCY)
         .max(Seconds::ZERO)
+        + layer.time(phase, OpKind::CpAllToAll)
 }
 
 /// Expert-parallel all-to-all left exposed: all of it, or with `expert_comm_overlap` what the

@@ -92,6 +92,35 @@ pub enum PipelineSplit {
     Balanced,
 }
 
+/// How context-parallel ranks exchange what attention needs (Megatron-LM `--cp-comm-type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpComm {
+    /// Ring attention (`p2p`): keys and values pass around the ring, each step overlapped with
+    /// the attention block it feeds (Liu et al. 2023; Megatron-LM's default).
+    Ring,
+    /// Ulysses (`a2a`): all-to-alls re-shard Q, K and V from sequence to heads before attention
+    /// and the output back after it; heads / tp must divide by cp (Jacobs et al. 2023).
+    AllToAll,
+    /// `a2a+p2p`: all-to-all inside an NVLink domain, ring across domains (USP / Megatron-LM's
+    /// `--hierarchical-context-parallel-sizes`).
+    Hierarchical,
+}
+
+impl CpComm {
+    /// Every kind, in the order the CLI lists them.
+    pub const ALL: [CpComm; 3] = [CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical];
+
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            CpComm::Ring => "ring",
+            CpComm::AllToAll => "all-to-all",
+            CpComm::Hierarchical => "hierarchical",
+        }
+    }
+}
+
 /// How data-parallel ranks share model state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharding {
@@ -119,6 +148,8 @@ pub struct PlanSpec {
     pub dp: Option<i64>,
     /// Context-parallel size (default 1).
     pub cp: Option<i64>,
+    /// How context-parallel ranks exchange keys and values (default ring).
+    pub cp_comm: Option<CpComm>,
     /// How layers are split across pipeline stages (default even).
     pub pipeline_split: Option<PipelineSplit>,
     /// Pipeline schedule (default: interleaved when vp > 1, else 1F1B, as Megatron-LM runs).
@@ -222,6 +253,8 @@ pub struct Plan {
     pub(crate) vp: u64,
     pub(crate) dp: u64,
     pub(crate) cp: u64,
+    pub(crate) cp_comm: CpComm,
+    pub(crate) cp_a2a: u64,
     pub(crate) pipeline_split: PipelineSplit,
     pub(crate) schedule: PipelineSchedule,
     pub(crate) sequence_parallel: bool,
@@ -263,6 +296,15 @@ impl Plan {
     /// Context-parallel size.
     pub fn cp(&self) -> u64 {
         self.cp
+    }
+    /// How context-parallel ranks exchange keys and values.
+    pub fn cp_comm(&self) -> CpComm {
+        self.cp_comm
+    }
+    /// Context-parallel ranks that exchange by all-to-all: cp under Ulysses, the inner size of a
+    /// hierarchical exchange, 1 for a ring. The remaining `cp / cp_a2a` ranks form a ring.
+    pub fn cp_a2a(&self) -> u64 {
+        self.cp_a2a
     }
     /// The pipeline schedule.
     pub fn schedule(&self) -> PipelineSchedule {
