@@ -75,7 +75,7 @@ impl PipelineSchedule {
 }
 
 /// How transformer layers are assigned to pipeline stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum PipelineSplit {
     /// Every stage (and virtual chunk) gets the same number of layers; pp x vp must divide them.

@@ -179,6 +179,7 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         kv_heads: model.num_kv_heads(),
         seq_len: training.seq_len(),
         global_batch: training.global_batch(),
+        experts: model.moe().map_or(0, |moe| moe.num_experts),
     })
 }
 
@@ -191,9 +192,11 @@ fn tp_comm_overlap(engine: Option<Engine>) -> bool {
 /// The run of a candidate.
 pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Violations> {
     let mut run_spec = spec.base.clone();
-    let stage_layers = (run_spec.model.num_layers.max(1) as u64
-        + 2 * u64::from(candidate.embedding_and_loss))
-        / candidate.pp;
+    let layers = run_spec.model.num_layers.max(1) as u64;
+    let stage_layers = match candidate.split {
+        crate::plan::PipelineSplit::EmbeddingAndLoss => (layers + 2) / candidate.pp,
+        _ => layers / candidate.pp,
+    };
     let grad_reduce_in_fp32 = run_spec.plan.grad_reduce_in_fp32;
     run_spec.plan = candidate.plan_spec(stage_layers, tp_comm_overlap(spec.engine));
     // How gradients are reduced is the training recipe's choice, not the plan's.

@@ -1,13 +1,14 @@
 //! The plan space: every candidate a search considers, enumerated in a fixed order.
 //!
 //! A candidate fixes every plan choice: the factorization of the GPUs into tp x cp x pp x dp, the
-//! virtual chunks and pipeline schedule, how layers split, data-parallel sharding, recomputation
-//! and the micro-batch size. Sequence parallelism, DP and parameter-gather overlap and (for engines
+//! context-parallel exchange, the expert layout (ep x etp over the same ranks, MoE Parallel
+//! Folding), the virtual chunks and pipeline schedule, how layers split, data-parallel sharding,
+//! recomputation and the micro-batch size. Sequence parallelism, DP and parameter-gather overlap and (for engines
 //! that have it) TP communication overlap are always on, since they only remove exposed time.
 //! Divisibility that the enumeration does not guarantee is left to `Run::from_spec`, so a rejected
 //! candidate carries the same reason a user would see.
 
-use crate::plan::{FsdpMode, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind};
+use crate::plan::{CpComm, FsdpMode, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind};
 
 /// Data-parallel sharding of a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -48,14 +49,20 @@ pub struct Candidate {
     pub vp: u64,
     /// Pipeline schedule.
     pub schedule: PipelineSchedule,
-    /// Whether the embedding and loss count as layers in the pipeline split.
-    pub embedding_and_loss: bool,
+    /// How layers split over the pipeline.
+    pub split: PipelineSplit,
     /// Data-parallel sharding.
     pub sharding: ShardingChoice,
     /// Recomputation.
     pub recompute: RecomputeChoice,
     /// Micro-batch size.
     pub micro_batch: u64,
+    /// Context-parallel exchange (ring when cp = 1).
+    pub cp_comm: CpComm,
+    /// Expert-parallel size (1 for dense models).
+    pub ep: u64,
+    /// Expert-tensor-parallel size (1 for dense models).
+    pub etp: u64,
 }
 
 /// Limits on the space, from the user.
@@ -99,6 +106,8 @@ pub struct Shape {
     pub seq_len: u64,
     /// Global batch in sequences.
     pub global_batch: u64,
+    /// Routed experts per MoE layer (0 for a dense model).
+    pub experts: u64,
 }
 
 /// Largest micro-batch size the space tries.
@@ -147,34 +156,39 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                 if !shape.global_batch.is_multiple_of(dp) {
                     continue;
                 }
-                for (vp, embedding_and_loss, schedule) in pipelines(shape.layers, pp) {
+                let layouts = pipelines(shape.layers, pp);
+                let exchanges = cp_exchanges(shape, tp, cp);
+                let experts = expert_layouts(shape, tp, tp * cp * dp);
+                let micro_batches: Vec<u64> = divisors(shape.global_batch / dp)
+                    .filter(|mbs| match constraints.micro_batch {
+                        Some(pinned) => pinned == *mbs,
+                        None => {
+                            *mbs <= MAX_MICRO_BATCH || constraints.extra_micro_batch == Some(*mbs)
+                        }
+                    })
+                    .collect();
+                for &(vp, split, schedule) in &layouts {
                     for sharding in shardings(shape, tp, cp, dp) {
-                        for recompute in [
-                            RecomputeChoice::None,
-                            RecomputeChoice::Selective,
-                            RecomputeChoice::HalfFull,
-                            RecomputeChoice::Full,
-                        ] {
-                            for micro_batch in divisors(shape.global_batch / dp).filter(|mbs| {
-                                match constraints.micro_batch {
-                                    Some(pinned) => pinned == *mbs,
-                                    None => {
-                                        *mbs <= MAX_MICRO_BATCH
-                                            || constraints.extra_micro_batch == Some(*mbs)
+                        for recompute in RECOMPUTE {
+                            for &micro_batch in &micro_batches {
+                                for &cp_comm in &exchanges {
+                                    for &(ep, etp) in &experts {
+                                        out.push(Candidate {
+                                            tp,
+                                            cp,
+                                            pp,
+                                            vp,
+                                            schedule,
+                                            split,
+                                            sharding,
+                                            recompute,
+                                            micro_batch,
+                                            cp_comm,
+                                            ep,
+                                            etp,
+                                        });
                                     }
                                 }
-                            }) {
-                                out.push(Candidate {
-                                    tp,
-                                    cp,
-                                    pp,
-                                    vp,
-                                    schedule,
-                                    embedding_and_loss,
-                                    sharding,
-                                    recompute,
-                                    micro_batch,
-                                });
                             }
                         }
                     }
@@ -185,33 +199,79 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
     out
 }
 
-/// Pipeline layouts of `pp` stages: (vp, embedding-and-loss split, schedule).
-fn pipelines(layers: u64, pp: u64) -> Vec<(u64, bool, PipelineSchedule)> {
-    if pp == 1 {
-        return vec![(1, false, PipelineSchedule::OneFOneB)];
+const RECOMPUTE: [RecomputeChoice; 4] = [
+    RecomputeChoice::None,
+    RecomputeChoice::Selective,
+    RecomputeChoice::HalfFull,
+    RecomputeChoice::Full,
+];
+
+/// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
+/// divides the heads per TP rank, the hierarchical mix when the CP group spans NVLink domains.
+fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
+    let mut out = vec![CpComm::Ring];
+    if cp > 1 {
+        if (shape.heads / tp).is_multiple_of(cp) {
+            out.push(CpComm::AllToAll);
+        }
+        if tp * cp > shape.nvlink_domain {
+            out.push(CpComm::Hierarchical);
+        }
+    }
+    out
+}
+
+/// Expert layouts over the `stage_ranks = tp x cp x dp` ranks of a stage: every ep dividing the
+/// experts and every etp dividing tp (experts split no finer than attention), with ep x etp
+/// dividing the stage's ranks. Dense models have the one layout (1, 1).
+fn expert_layouts(shape: &Shape, tp: u64, stage_ranks: u64) -> Vec<(u64, u64)> {
+    if shape.experts == 0 {
+        return vec![(1, 1)];
     }
     let mut out = Vec::new();
-    for embedding_and_loss in [false, true] {
-        let units = if embedding_and_loss { layers + 2 } else { layers };
-        // The even split is preferred; the embedding-and-loss split only where the even one fails.
-        if embedding_and_loss && layers.is_multiple_of(pp) {
-            continue;
-        }
-        if !units.is_multiple_of(pp) {
-            continue;
-        }
-        for schedule in [
-            PipelineSchedule::OneFOneB,
-            PipelineSchedule::ZeroBubble,
-            PipelineSchedule::Dualpipe,
-            PipelineSchedule::Gpipe,
-        ] {
-            out.push((1, embedding_and_loss, schedule));
-        }
-        for vp in 2..=MAX_VP {
-            if units.is_multiple_of(pp * vp) && units / (pp * vp) >= 1 {
-                out.push((vp, embedding_and_loss, PipelineSchedule::Interleaved));
+    for etp in divisors(tp) {
+        for ep in divisors(shape.experts) {
+            if stage_ranks.is_multiple_of(ep * etp) {
+                out.push((ep, etp));
             }
+        }
+    }
+    out
+}
+
+/// Pipeline layouts of `pp` stages: (vp, split, schedule). The even split is preferred, the
+/// embedding-and-loss split where the even one fails, and the balanced split (chunks differing
+/// by one layer) where both fail.
+fn pipelines(layers: u64, pp: u64) -> Vec<(u64, PipelineSplit, PipelineSchedule)> {
+    if pp == 1 {
+        return vec![(1, PipelineSplit::Even, PipelineSchedule::OneFOneB)];
+    }
+    let split = if layers.is_multiple_of(pp) {
+        PipelineSplit::Even
+    } else if (layers + 2).is_multiple_of(pp) {
+        PipelineSplit::EmbeddingAndLoss
+    } else if layers >= pp {
+        PipelineSplit::Balanced
+    } else {
+        return Vec::new();
+    };
+    let units = if split == PipelineSplit::EmbeddingAndLoss { layers + 2 } else { layers };
+    let mut out = Vec::new();
+    for schedule in [
+        PipelineSchedule::OneFOneB,
+        PipelineSchedule::ZeroBubble,
+        PipelineSchedule::Dualpipe,
+        PipelineSchedule::Gpipe,
+    ] {
+        out.push((1, split, schedule));
+    }
+    for vp in 2..=MAX_VP {
+        let fits = match split {
+            PipelineSplit::Balanced => units >= pp * vp,
+            _ => units.is_multiple_of(pp * vp),
+        };
+        if fits {
+            out.push((vp, split, PipelineSchedule::Interleaved));
         }
     }
     out
@@ -250,11 +310,10 @@ impl Candidate {
             pp: Some(self.pp as i64),
             vp: Some(self.vp as i64),
             cp: Some(self.cp as i64),
-            pipeline_split: Some(if self.embedding_and_loss {
-                PipelineSplit::EmbeddingAndLoss
-            } else {
-                PipelineSplit::Even
-            }),
+            cp_comm: Some(self.cp_comm),
+            ep: Some(self.ep as i64),
+            etp: Some(self.etp as i64),
+            pipeline_split: Some(self.split),
             schedule: Some(self.schedule),
             sequence_parallel: Some(true),
             zero,
@@ -285,6 +344,7 @@ mod tests {
             kv_heads: 8,
             seq_len: 4096,
             global_batch: 32,
+            experts: 0,
         }
     }
 
