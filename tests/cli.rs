@@ -714,6 +714,13 @@ fn presets_lists_every_model_and_gpu_with_its_source() {
     let llama =
         value["models"].as_array().unwrap().iter().find(|m| m["name"] == "llama3.1-70b").unwrap();
     assert!((llama["params_billions"].as_f64().unwrap() - 70.55).abs() < 0.1);
+    assert_eq!(llama["active_params_billions"], llama["params_billions"]);
+    assert!(llama["experts"].is_null() && llama["top_k"].is_null());
+    let deepseek =
+        value["models"].as_array().unwrap().iter().find(|m| m["name"] == "deepseek-v3").unwrap();
+    assert_eq!((deepseek["experts"].as_u64(), deepseek["top_k"].as_u64()), (Some(256), Some(8)));
+    assert!((deepseek["active_params_billions"].as_f64().unwrap() - 37.5).abs() < 0.5);
+    assert!(output.stdout.contains("256/8"), "{}", output.stdout);
 }
 
 #[test]
