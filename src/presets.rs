@@ -22,7 +22,11 @@ macro_rules! presets {
 /// Every built-in model preset.
 pub const MODELS: &[PresetFile] = presets!("models":
     "bloom-176b",
+    "deepseek-v3",
+    "gpt-oss-120b",
+    "gpt-oss-20b",
     "gpt3-175b",
+    "kimi-k2",
     "llama2-13b",
     "llama2-70b",
     "llama2-7b",
@@ -41,6 +45,8 @@ pub const MODELS: &[PresetFile] = presets!("models":
     "megatron-gpt-529.6b",
     "megatron-gpt-7.5b",
     "megatron-gpt-76.1b",
+    "mixtral-8x22b",
+    "mixtral-8x7b",
     "mpt-125m",
     "mpt-13b",
     "mpt-1b",
@@ -52,6 +58,8 @@ pub const MODELS: &[PresetFile] = presets!("models":
     "mpt-7b",
     "nemotron4-15b",
     "nemotron4-340b",
+    "qwen3-235b-a22b",
+    "qwen3-30b-a3b",
 );
 
 /// Every built-in GPU preset.
@@ -169,8 +177,13 @@ mod tests {
         }
     }
 
+    fn preset_model(name: &str) -> Model {
+        Model::from_spec(&model(name).unwrap()).unwrap()
+    }
+
+    /// The total as model cards state it: without multi-token-prediction modules.
     fn total_params(name: &str) -> f64 {
-        Model::from_spec(&model(name).unwrap()).unwrap().total_params() as f64
+        preset_model(name).params_without_mtp() as f64
     }
 
     #[test]
@@ -195,6 +208,15 @@ mod tests {
             // 12.5B non-embedding + 3.2B embedding (Nemotron-4 15B report).
             ("nemotron4-15b", 15.7e9),
             ("nemotron4-340b", 341e9),
+            // Mixture of experts; sources in `moe_presets_match_published_active_parameters`.
+            ("deepseek-v3", 671e9),
+            ("kimi-k2", 1.04e12),
+            ("qwen3-30b-a3b", 30.5e9),
+            ("qwen3-235b-a22b", 235e9),
+            ("gpt-oss-20b", 20.91e9),
+            ("gpt-oss-120b", 116.83e9),
+            ("mixtral-8x7b", 46.7e9),
+            ("mixtral-8x22b", 141e9),
         ];
         for &(name, expected) in published {
             let actual = total_params(name);
@@ -205,6 +227,43 @@ mod tests {
                 error * 100.0
             );
         }
+    }
+
+    #[test]
+    fn moe_presets_match_published_active_parameters() {
+        // (name, published active, whether the figure leaves out the input embedding lookup).
+        let published: &[(&str, f64, bool)] = &[
+            // DeepSeek-V3 technical report (arXiv 2412.19437): 671B total, 37B activated.
+            ("deepseek-v3", 37e9, false),
+            // Kimi K2 technical report (arXiv 2507.20534): 1.04T total, 32.6B activated.
+            ("kimi-k2", 32.6e9, false),
+            // Qwen3-30B-A3B / Qwen3-235B-A22B model cards: 30.5B / 3.3B and 235B / 22B.
+            ("qwen3-30b-a3b", 3.3e9, false),
+            ("qwen3-235b-a22b", 22e9, false),
+            // OpenAI gpt-oss model card (arXiv 2508.10925) Table 1: 20.91B / 3.61B and
+            // 116.83B / 5.13B, counting the unembedding but not the embedding as active.
+            ("gpt-oss-20b", 3.61e9, true),
+            ("gpt-oss-120b", 5.13e9, true),
+            // Mistral AI announcements: Mixtral 8x7B 46.7B / 12.9B; Mixtral 8x22B 141B / 39B.
+            ("mixtral-8x7b", 12.9e9, false),
+            ("mixtral-8x22b", 39e9, false),
+        ];
+        for &(name, expected, without_lookup) in published {
+            let model = preset_model(name);
+            let lookup = if without_lookup { model.vocab_size() * model.hidden_size() } else { 0 };
+            let actual = (model.active_params() - lookup) as f64;
+            let error = (actual - expected).abs() / expected;
+            assert!(
+                error < 0.02,
+                "{name}: {actual:.4e} active vs published {expected:.4e} ({:.2}% off)",
+                error * 100.0
+            );
+        }
+        // DeepSeek-V3 trains one MTP module on top of the 671B (the checkpoint's 685B also holds
+        // the module's own copy of embedding and output head).
+        let deepseek = preset_model("deepseek-v3");
+        assert_eq!(deepseek.mtp_layers(), 1);
+        assert!(deepseek.total_params() > deepseek.params_without_mtp() + 11_000_000_000);
     }
 
     #[test]

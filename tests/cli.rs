@@ -714,6 +714,13 @@ fn presets_lists_every_model_and_gpu_with_its_source() {
     let llama =
         value["models"].as_array().unwrap().iter().find(|m| m["name"] == "llama3.1-70b").unwrap();
     assert!((llama["params_billions"].as_f64().unwrap() - 70.55).abs() < 0.1);
+    assert_eq!(llama["active_params_billions"], llama["params_billions"]);
+    assert!(llama["experts"].is_null() && llama["top_k"].is_null());
+    let deepseek =
+        value["models"].as_array().unwrap().iter().find(|m| m["name"] == "deepseek-v3").unwrap();
+    assert_eq!((deepseek["experts"].as_u64(), deepseek["top_k"].as_u64()), (Some(256), Some(8)));
+    assert!((deepseek["active_params_billions"].as_f64().unwrap() - 37.5).abs() < 0.5);
+    assert!(output.stdout.contains("256/8"), "{}", output.stdout);
 }
 
 #[test]
@@ -740,13 +747,19 @@ fn hugging_face_configs_are_read_and_unsupported_fields_named() {
     ]);
     assert_eq!(output.code, 0, "{}", output.stderr);
     assert!(output.stdout.starts_with("Qwen3-8B on 8 x"), "{}", output.stdout);
-    let moe = dir.path().join("mixtral.json");
-    std::fs::write(&moe, r#"{"model_type":"mixtral","num_hidden_layers":32,"hidden_size":4096,
-        "intermediate_size":14336,"num_attention_heads":32,"vocab_size":32000,"num_local_experts":8}"#).unwrap();
+    // Experts on every other layer (Qwen2-MoE `decoder_sparse_step: 2`) cannot be represented.
+    let moe = dir.path().join("qwen2-moe.json");
+    std::fs::write(
+        &moe,
+        r#"{"model_type":"qwen2_moe","num_hidden_layers":24,"hidden_size":2048,
+        "intermediate_size":5632,"num_attention_heads":16,"vocab_size":151936,"num_experts":60,
+        "num_experts_per_tok":4,"moe_intermediate_size":1408,"decoder_sparse_step":2}"#,
+    )
+    .unwrap();
     let output = run(&["estimate", "--model", moe.to_str().unwrap(), "--gpus", "8"]);
     assert_eq!(output.code, 2);
     assert!(
-        output.stderr.contains("config.num_local_experts") && output.stderr.contains("hint:"),
+        output.stderr.contains("config.decoder_sparse_step") && output.stderr.contains("hint:"),
         "{}",
         output.stderr
     );

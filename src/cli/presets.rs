@@ -19,7 +19,16 @@ struct ModelRow {
     heads: u64,
     kv_heads: u64,
     vocab: u64,
+    /// Routed experts per MoE layer (`null` for a dense model).
+    experts: Option<u64>,
+    /// Experts each token is routed to (`null` for a dense model).
+    top_k: Option<u64>,
+    /// Intermediate width of one routed expert (`null` for a dense model).
+    expert_ffn: Option<u64>,
+    /// Every trained parameter, multi-token-prediction modules included.
     params_billions: f64,
+    /// Parameters one token passes through (the total for a dense model).
+    active_params_billions: f64,
     source: String,
 }
 
@@ -46,24 +55,31 @@ struct Catalogue {
     gpus: Vec<GpuRow>,
 }
 
+fn model_row(name: &str) -> anyhow::Result<ModelRow> {
+    let spec = presets::model(name)?;
+    let model = Model::from_spec(&spec).map_err(|v| anyhow::anyhow!("{v}"))?;
+    let moe = model.moe();
+    Ok(ModelRow {
+        name: spec.name.clone(),
+        display_name: model.display_name().to_owned(),
+        layers: model.num_layers(),
+        hidden: model.hidden_size(),
+        ffn: model.ffn_hidden_size(),
+        heads: model.num_attention_heads(),
+        kv_heads: model.num_kv_heads(),
+        vocab: model.vocab_size(),
+        experts: moe.map(|moe| moe.num_experts),
+        top_k: moe.map(|moe| moe.top_k),
+        expert_ffn: moe.map(|moe| moe.expert_ffn_hidden_size),
+        params_billions: model.total_params() as f64 / 1e9,
+        active_params_billions: model.active_params() as f64 / 1e9,
+        source: spec.source.unwrap_or_default(),
+    })
+}
+
 fn catalogue() -> anyhow::Result<Catalogue> {
-    let mut models = Vec::new();
-    for file in presets::MODELS {
-        let spec = presets::model(file.name)?;
-        let model = Model::from_spec(&spec).map_err(|v| anyhow::anyhow!("{v}"))?;
-        models.push(ModelRow {
-            name: spec.name.clone(),
-            display_name: model.display_name().to_owned(),
-            layers: model.num_layers(),
-            hidden: model.hidden_size(),
-            ffn: model.ffn_hidden_size(),
-            heads: model.num_attention_heads(),
-            kv_heads: model.num_kv_heads(),
-            vocab: model.vocab_size(),
-            params_billions: model.total_params() as f64 / 1e9,
-            source: spec.source.unwrap_or_default(),
-        });
-    }
+    let models =
+        presets::MODELS.iter().map(|file| model_row(file.name)).collect::<Result<_, _>>()?;
     let mut gpus = Vec::new();
     for file in presets::GPUS {
         let spec = presets::gpu(file.name)?;
@@ -99,9 +115,24 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
             .map_err(CliError::Other);
     }
     let mut models = render::table(&[
-        "model", "name", "layers", "hidden", "ffn", "heads/kv", "vocab", "params B",
+        "model",
+        "name",
+        "layers",
+        "hidden",
+        "ffn",
+        "heads/kv",
+        "vocab",
+        "experts/top-k",
+        "expert ffn",
+        "params B",
+        "active B",
     ]);
+    let optional = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
     for m in &catalogue.models {
+        let experts = match (m.experts, m.top_k) {
+            (Some(experts), Some(top_k)) => format!("{experts}/{top_k}"),
+            _ => "-".to_owned(),
+        };
         models.add_row([
             m.name.clone(),
             m.display_name.clone(),
@@ -110,7 +141,10 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
             m.ffn.to_string(),
             format!("{}/{}", m.heads, m.kv_heads),
             m.vocab.to_string(),
+            experts,
+            optional(m.expert_ffn),
             format!("{:.2}", m.params_billions),
+            format!("{:.2}", m.active_params_billions),
         ]);
     }
     render::align_numbers(&mut models, 2);

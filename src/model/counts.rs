@@ -143,10 +143,7 @@ impl Model {
 
     /// Bias parameters of the attention block and of an MLP of width `ffn` (0 without biases).
     fn bias_params(&self, ffn: u64) -> u64 {
-        if !self.linear_bias() {
-            return 0;
-        }
-        self.attention_bias_params() + self.up_width(ffn) + self.hidden_size()
+        self.attention_bias_params() + self.mlp_bias_params(ffn)
     }
 
     /// Weight-matrix parameters of one dense layer (what its GEMMs multiply by).
@@ -166,14 +163,31 @@ impl Model {
         self.moe().map_or(0, |moe| self.mlp_matmul_params(moe.expert_ffn_hidden_size))
     }
 
+    /// Bias parameters of an MLP of intermediate width `ffn` (0 without biases or experts of
+    /// width 0).
+    fn mlp_bias_params(&self, ffn: u64) -> u64 {
+        if !self.linear_bias() || ffn == 0 {
+            return 0;
+        }
+        self.up_width(ffn) + self.hidden_size()
+    }
+
+    /// Bias parameters of one routed expert (GPT-OSS's experts carry them; 0 without biases).
+    pub fn expert_bias_params(&self) -> u64 {
+        self.moe().map_or(0, |moe| self.mlp_bias_params(moe.expert_ffn_hidden_size))
+    }
+
     /// Parameters of one MoE layer that are not routed experts: attention, router, shared
-    /// experts, norms and attention biases.
+    /// experts, norms and their biases.
     pub fn moe_layer_dense_params(&self) -> u64 {
         let Some(moe) = self.moe() else { return 0 };
         let router = self.hidden_size() * moe.num_experts;
-        let shared = self.mlp_matmul_params(moe.shared_ffn_hidden_size);
+        let router_bias = if self.linear_bias() { moe.num_experts } else { 0 };
+        let shared = self.mlp_matmul_params(moe.shared_ffn_hidden_size)
+            + self.mlp_bias_params(moe.shared_ffn_hidden_size);
         self.attention_matmul_params()
             + router
+            + router_bias
             + shared
             + self.attention_bias_params()
             + self.layer_norm_params()
@@ -182,13 +196,13 @@ impl Model {
     /// All parameters of one MoE layer.
     pub fn moe_layer_params(&self) -> u64 {
         let experts = self.moe().map_or(0, |moe| moe.num_experts);
-        self.moe_layer_dense_params() + experts * self.expert_params()
+        self.moe_layer_dense_params() + experts * (self.expert_params() + self.expert_bias_params())
     }
 
     /// Parameters of one MoE layer a token passes through (its top-k experts).
     pub fn moe_layer_active_params(&self) -> u64 {
         let top_k = self.moe().map_or(0, |moe| moe.top_k);
-        self.moe_layer_dense_params() + top_k * self.expert_params()
+        self.moe_layer_dense_params() + top_k * (self.expert_params() + self.expert_bias_params())
     }
 
     /// Parameters of the input embedding table plus the learned position table, if any.

@@ -1,0 +1,218 @@
+//! Reading a Hugging Face `config.json` as published into a [`ModelSpec`].
+//!
+//! Field names follow `reference/formats-and-hardware.md` section 1: Llama / Mistral / Qwen2 /
+//! Qwen3 names, GPT-2 (`n_layer`, `n_embd`, ...) and GPT-NeoX names, the mixture-of-experts,
+//! latent-attention and multi-token-prediction fields of Mixtral, Qwen2/3-MoE, DeepSeek-V3,
+//! Kimi-K2 and GPT-OSS (`experts.rs`), sliding windows and `layer_types` (`window.rs`), with the
+//! text model of a vision-language config read from `text_config`. Every key is either mapped,
+//! known not to change the architecture (`keys.rs`), or an error naming it; so is a mapped value
+//! whose layout the spec cannot represent (experts on every other layer, an irregular mix of
+//! windowed and full layers): nothing that may change what is being trained is silently ignored.
+
+mod experts;
+mod keys;
+mod window;
+
+use std::fmt::Display;
+
+use serde_json::{Map, Value};
+
+use super::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
+use crate::violation::{Collector, Violation, Violations};
+
+/// The text model's keys (the root, or its `text_config`) and the problems found reading them.
+struct Config<'a> {
+    map: &'a Map<String, Value>,
+    /// The whole file, for keys a vision-language config keeps outside `text_config`.
+    root: &'a Map<String, Value>,
+    /// `config.` or `config.text_config.`, so that problems name the key where it is written.
+    prefix: &'static str,
+    problems: Collector,
+}
+
+impl<'a> Config<'a> {
+    /// The key's value, treating JSON `null` as absent.
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.map.get(key).filter(|v| !v.is_null())
+    }
+
+    /// Records a problem with a key of the text model.
+    fn problem(
+        &mut self,
+        key: &str,
+        value: impl Display,
+        message: impl Into<String>,
+        hint: impl Into<String>,
+    ) {
+        self.problems.add(format!("{}{key}", self.prefix), value, message, hint);
+    }
+
+    /// The first of `keys` that is set, as a whole number (a problem if it is not one).
+    fn int(&mut self, keys: &[&str]) -> Option<i64> {
+        let (key, value) = keys.iter().find_map(|key| self.get(key).map(|v| (*key, v)))?;
+        if let Some(n) = value.as_i64() {
+            return Some(n);
+        }
+        self.problem(key, value, "must be a whole number", "as in the published config");
+        None
+    }
+
+    /// Like [`Config::int`], with a problem when none of `keys` is set.
+    fn required(&mut self, keys: &[&str], why: &str) -> Option<i64> {
+        let value = self.int(keys);
+        if value.is_none() && keys.iter().all(|key| self.get(key).is_none()) {
+            self.problem(
+                keys[0],
+                "(missing)",
+                format!("is required{why}"),
+                "as in the published config",
+            );
+        }
+        value
+    }
+
+    /// A boolean key (a problem if it is set to something else).
+    fn flag(&mut self, key: &str) -> Option<bool> {
+        let value = self.get(key)?;
+        if let Some(flag) = value.as_bool() {
+            return Some(flag);
+        }
+        self.problem(key, value, "must be true or false", "as in the published config");
+        None
+    }
+
+    /// Every key must be mapped or known to be harmless.
+    fn check_keys(&mut self) {
+        for (key, value) in self.map {
+            if !keys::HARMLESS.contains(&key.as_str()) && !keys::MAPPED.contains(&key.as_str()) {
+                self.problem(
+                    key,
+                    value,
+                    "is not a field meshplan understands, and it may change the architecture",
+                    "remove it if it does not change layers, widths, heads, experts or vocabulary",
+                );
+            }
+        }
+    }
+}
+
+fn not_a_config(name: &str, message: String) -> Violations {
+    Violations::one(Violation::new(
+        "config.json",
+        name,
+        message,
+        "pass a Hugging Face config.json as published",
+    ))
+}
+
+/// Reads a `config.json` text. `name` names the model (the file stem).
+pub fn from_hf_config(text: &str, name: &str) -> Result<ModelSpec, Violations> {
+    let root: Value = serde_json::from_str(text)
+        .map_err(|err| not_a_config(name, format!("is not JSON: {err}")))?;
+    let Some(root) = root.as_object() else {
+        return Err(not_a_config(name, "is not a JSON object".to_owned()));
+    };
+    // Vision-language configs nest the language model under `text_config`.
+    let (map, prefix) = match root.get("text_config").and_then(Value::as_object) {
+        Some(text) => (text, "config.text_config."),
+        None => (root, "config."),
+    };
+    let mut config = Config { map, root, prefix, problems: Collector::default() };
+    config.check_keys();
+    let spec = read(&mut config, name);
+    config.problems.finish()?;
+    spec.ok_or_else(|| not_a_config(name, "lacks required fields".to_owned()))
+}
+
+/// The text model's `model_type`, else the file's.
+fn model_type(config: &Config) -> String {
+    [config.map, config.root]
+        .iter()
+        .find_map(|map| map.get("model_type").and_then(Value::as_str))
+        .unwrap_or("")
+        .to_owned()
+}
+
+/// Builds the spec; `None` when a required field is missing (already recorded as a problem).
+fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
+    let model_type = model_type(config);
+    let layers = config.required(&["num_hidden_layers", "n_layer"], "");
+    let hidden = config.required(&["hidden_size", "n_embd"], "");
+    let heads = config.required(&["num_attention_heads", "n_head"], "");
+    let vocab = config.required(&["vocab_size"], "");
+    let ffn = config.int(&["intermediate_size", "n_inner"]);
+    let kv_heads = config.int(&["num_key_value_heads"]);
+    let head_dim = config.int(&["head_dim"]);
+    let max_positions = config.int(&["max_position_embeddings", "n_positions"]);
+    let moe = experts::moe(config, layers, ffn);
+    let mla = experts::mla(config);
+    let mtp_layers = experts::mtp_layers(config);
+    let sliding_window = window::sliding_window(config, layers);
+    let gpt_style = matches!(model_type.as_str(), "gpt2" | "gpt_neox" | "gptj" | "bloom");
+    let (layers, hidden, heads, vocab) = (layers?, hidden?, heads?, vocab?);
+    Some(ModelSpec {
+        name: name.to_owned(),
+        display_name: Some(name.to_owned()),
+        source: Some(format!(
+            "Hugging Face config.json ({})",
+            if model_type.is_empty() { "no model_type" } else { &model_type }
+        )),
+        num_layers: layers,
+        hidden_size: hidden,
+        // GPT-2: `n_inner: null` means 4 x hidden.
+        ffn_hidden_size: ffn.unwrap_or(4 * hidden),
+        num_attention_heads: heads,
+        num_kv_heads: kv_heads,
+        // Latent attention takes its head widths from `qk_*_head_dim` and `v_head_dim`;
+        // transformers writes `head_dim` there as the rotary width, which is not a head's width.
+        head_dim: if mla.is_some() { None } else { head_dim },
+        vocab_size: vocab,
+        max_position_embeddings: max_positions,
+        mlp: mlp_kind(config, gpt_style),
+        norm: Some(if gpt_style { NormKind::Layernorm } else { NormKind::Rmsnorm }),
+        position_embedding: Some(match model_type.as_str() {
+            "gpt2" => PositionEmbedding::Learned,
+            "bloom" => PositionEmbedding::Alibi,
+            _ => PositionEmbedding::Rope,
+        }),
+        tied_embeddings: tied_embeddings(config),
+        linear_bias: linear_bias(config, gpt_style),
+        dropout: false,
+        moe,
+        mla,
+        sliding_window,
+        mtp_layers,
+    })
+}
+
+/// Gated (SwiGLU-style) for SiLU/Swish/GLU activations, else a plain two-matrix MLP.
+fn mlp_kind(config: &Config, gpt_style: bool) -> MlpKind {
+    let act = config
+        .get("hidden_act")
+        .or_else(|| config.get("activation_function"))
+        .and_then(Value::as_str)
+        .unwrap_or(if gpt_style { "gelu" } else { "silu" });
+    if act.contains("silu") || act.contains("swish") || act.contains("glu") {
+        MlpKind::Gated
+    } else {
+        MlpKind::Plain
+    }
+}
+
+/// transformers' default for `tie_word_embeddings` is true (PretrainedConfig); Llama-family
+/// configs state false explicitly, and vision-language configs may state it outside
+/// `text_config`.
+fn tied_embeddings(config: &mut Config) -> bool {
+    if let Some(tied) = config.flag("tie_word_embeddings") {
+        return tied;
+    }
+    config.root.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(true)
+}
+
+/// `attention_bias` (Llama, GPT-OSS) or `bias` (GPT-NeoX-style); GPT-2-style models have biases.
+fn linear_bias(config: &mut Config, gpt_style: bool) -> bool {
+    config.flag("attention_bias").or_else(|| config.flag("bias")).unwrap_or(gpt_style)
+}
+
+#[cfg(test)]
+mod tests;

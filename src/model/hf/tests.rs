@@ -1,0 +1,274 @@
+//! Tests of the `config.json` reader against published configs (`tests/fixtures/hf/`) and the
+//! parameter totals their publishers state.
+
+use super::*;
+use crate::model::Model;
+
+const DEEPSEEK_V3: &str = include_str!("../../../tests/fixtures/hf/deepseek-v3.json");
+const KIMI_K2: &str = include_str!("../../../tests/fixtures/hf/kimi-k2.json");
+const QWEN3_30B: &str = include_str!("../../../tests/fixtures/hf/qwen3-30b-a3b.json");
+const QWEN3_235B: &str = include_str!("../../../tests/fixtures/hf/qwen3-235b-a22b.json");
+const MIXTRAL_8X7B: &str = include_str!("../../../tests/fixtures/hf/mixtral-8x7b.json");
+const GPT_OSS_120B: &str = include_str!("../../../tests/fixtures/hf/gpt-oss-120b.json");
+const LLAMA_405B: &str = include_str!("../../../tests/fixtures/hf/llama3.1-405b.json");
+const QWEN2_VL_7B: &str = include_str!("../../../tests/fixtures/hf/qwen2-vl-7b-instruct.json");
+
+fn model(text: &str, name: &str) -> Model {
+    let spec = from_hf_config(text, name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    Model::from_spec(&spec).unwrap_or_else(|e| panic!("{name}: {e}"))
+}
+
+fn preset(name: &str) -> Model {
+    Model::from_spec(&crate::presets::model(name).unwrap()).unwrap()
+}
+
+fn assert_near(name: &str, what: &str, actual: u64, published: f64, tolerance: f64) {
+    let error = (actual as f64 / published - 1.0).abs();
+    assert!(
+        error < tolerance,
+        "{name} {what}: {actual} vs published {published:e} ({:.2}% off)",
+        error * 100.0
+    );
+}
+
+/// Field names of the problems a config raises.
+fn problem_fields(text: &str) -> Vec<String> {
+    let errors = from_hf_config(text, "bad").unwrap_err();
+    assert!(errors.list().iter().all(|v| !v.hint.is_empty() && !v.value.is_empty()));
+    errors.list().iter().map(|v| v.field.clone()).collect()
+}
+
+/// A published config with one key replaced (or added).
+fn with(text: &str, key: &str, value: serde_json::Value) -> String {
+    let mut config: serde_json::Value = serde_json::from_str(text).unwrap();
+    config[key] = value;
+    config.to_string()
+}
+
+#[test]
+fn llama_3_1_8b_config_matches_the_preset_and_published_count() {
+    let config = r#"{
+        "architectures": ["LlamaForCausalLM"], "attention_bias": false, "attention_dropout": 0.0,
+        "bos_token_id": 128000, "eos_token_id": 128001, "head_dim": 128, "hidden_act": "silu",
+        "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+        "max_position_embeddings": 131072, "mlp_bias": false, "model_type": "llama",
+        "num_attention_heads": 32, "num_hidden_layers": 32, "num_key_value_heads": 8,
+        "pretraining_tp": 1, "rms_norm_eps": 1e-05,
+        "rope_scaling": {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 8192, "rope_type": "llama3"},
+        "rope_theta": 500000.0, "tie_word_embeddings": false, "torch_dtype": "bfloat16",
+        "transformers_version": "4.43.0.dev0", "use_cache": true, "vocab_size": 128256
+    }"#;
+    let model = model(config, "llama-3.1-8b");
+    assert_near("llama-3.1-8b", "total", model.total_params(), 8.03e9, 0.005);
+    assert_eq!(model.total_params(), preset("llama3.1-8b").total_params());
+}
+
+#[test]
+fn published_configs_match_published_totals_and_active_parameters() {
+    // (fixture, name, total, active, tolerance). Totals are `params_without_mtp` (what model
+    // cards call the total); active counts embedding and output layer unless noted.
+    let published: &[(&str, &str, f64, f64, f64)] = &[
+        // DeepSeek-V3 technical report (arXiv 2412.19437), abstract: "671B total parameters with
+        // 37B activated for each token".
+        (DEEPSEEK_V3, "deepseek-v3", 671e9, 37e9, 0.02),
+        // Qwen/Qwen3-235B-A22B model card: "235B in total and 22B activated".
+        (QWEN3_235B, "qwen3-235b-a22b", 235e9, 22e9, 0.02),
+        // Qwen/Qwen3-30B-A3B model card: "30.5B in total and 3.3B activated".
+        (QWEN3_30B, "qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02),
+        // Mistral AI, "Mixtral of experts" announcement: "46.7B total parameters but only uses
+        // 12.9B parameters per token".
+        (MIXTRAL_8X7B, "mixtral-8x7b", 46.7e9, 12.9e9, 0.01),
+        // Kimi K2 technical report (arXiv 2507.20534), architecture table: 1.04T total, 32.6B
+        // activated (the model card rounds to 1T / 32B).
+        (KIMI_K2, "kimi-k2", 1.04e12, 32.6e9, 0.015),
+        // Meta's Llama 3.1 model card: 405B (dense: active = total).
+        (LLAMA_405B, "llama3.1-405b", 405e9, 405e9, 0.01),
+    ];
+    for &(text, name, total, active, tolerance) in published {
+        let model = model(text, name);
+        assert_near(name, "total", model.params_without_mtp(), total, tolerance);
+        assert_near(name, "active", model.active_params(), active, tolerance);
+    }
+}
+
+#[test]
+fn deepseek_v3_reads_latent_attention_dense_layers_and_its_mtp_module() {
+    let spec = from_hf_config(DEEPSEEK_V3, "deepseek-v3").unwrap();
+    let moe = spec.moe.as_ref().unwrap();
+    assert_eq!((moe.num_experts, moe.top_k, moe.expert_ffn_hidden_size), (256, 8, 2048));
+    assert_eq!((moe.shared_experts, moe.dense_layers), (Some(1), Some(3)));
+    let mla = spec.mla.as_ref().unwrap();
+    assert_eq!((mla.q_lora_rank, mla.kv_lora_rank, mla.v_head_dim), (Some(1536), 512, 128));
+    assert_eq!((mla.qk_nope_head_dim, mla.qk_rope_head_dim), (128, 64));
+    assert_eq!((spec.mtp_layers, spec.ffn_hidden_size), (Some(1), 18432));
+    assert!(spec.sliding_window.is_none() && spec.head_dim.is_none());
+    // DeepSeek-V3 README: "685B ... includes 671B of the Main Model weights and 14B of the
+    // Multi-Token Prediction (MTP) Module weights". The checkpoint's MTP module stores its own copy
+    // of the embedding and output head (1.85B) that training shares with the main model, so the
+    // trained total is 0.3% below 685B.
+    let model = Model::from_spec(&spec).unwrap();
+    assert_near("deepseek-v3", "with MTP", model.total_params(), 685e9, 0.01);
+    let copies = 2 * model.vocab_size() * model.hidden_size();
+    assert_near("deepseek-v3", "checkpoint", model.total_params() + copies, 685e9, 0.005);
+    // DeepSeek-V2-Lite style: no query compression.
+    let lite = with(DEEPSEEK_V3, "q_lora_rank", serde_json::Value::Null);
+    assert_eq!(from_hf_config(&lite, "lite").unwrap().mla.unwrap().q_lora_rank, None);
+}
+
+#[test]
+fn gpt_oss_reads_alternating_windows_biases_and_narrow_heads() {
+    let spec = from_hf_config(GPT_OSS_120B, "gpt-oss-120b").unwrap();
+    let window = spec.sliding_window.as_ref().unwrap();
+    assert_eq!((window.window, window.full_attention_every), (128, Some(2)));
+    assert!(spec.linear_bias && !spec.tied_embeddings);
+    assert_eq!((spec.head_dim, spec.num_kv_heads), (Some(64), Some(8)));
+    let moe = spec.moe.as_ref().unwrap();
+    assert_eq!((moe.num_experts, moe.top_k, moe.expert_ffn_hidden_size), (128, 4, 2880));
+    // OpenAI gpt-oss model card (arXiv 2508.10925), Table 1: 116.83B total, 5.13B active. The card
+    // does not count the input embedding (a lookup) among the active parameters but does count the
+    // unembedding; meshplan's active count includes both.
+    let model = Model::from_spec(&spec).unwrap();
+    assert_near("gpt-oss-120b", "total", model.total_params(), 116.83e9, 0.005);
+    let lookup = model.vocab_size() * model.hidden_size();
+    assert_near("gpt-oss-120b", "active", model.active_params() - lookup, 5.13e9, 0.01);
+}
+
+#[test]
+fn hugging_face_configs_and_presets_count_the_same() {
+    for (text, name) in [
+        (DEEPSEEK_V3, "deepseek-v3"),
+        (KIMI_K2, "kimi-k2"),
+        (QWEN3_30B, "qwen3-30b-a3b"),
+        (QWEN3_235B, "qwen3-235b-a22b"),
+        (MIXTRAL_8X7B, "mixtral-8x7b"),
+        (GPT_OSS_120B, "gpt-oss-120b"),
+        (LLAMA_405B, "llama3.1-405b"),
+    ] {
+        let (read, preset) = (model(text, name), preset(name));
+        assert_eq!(read.total_params(), preset.total_params(), "{name}");
+        assert_eq!(read.active_params(), preset.active_params(), "{name}");
+        assert_eq!(read.sliding_window(), preset.sliding_window(), "{name}");
+        assert_eq!(read.training_flops_per_token(4096), preset.training_flops_per_token(4096));
+    }
+}
+
+#[test]
+fn gpt2_defaults_and_qwen3_explicit_head_dim() {
+    let gpt2 = r#"{"model_type": "gpt2", "n_layer": 48, "n_embd": 1600, "n_head": 25,
+        "n_inner": null, "n_positions": 1024, "vocab_size": 50257, "activation_function": "gelu_new"}"#;
+    let spec = from_hf_config(gpt2, "gpt2-xl").unwrap();
+    assert_eq!(spec.ffn_hidden_size, 6400);
+    assert!(spec.tied_embeddings && spec.mlp == MlpKind::Plain);
+    assert_eq!(spec.position_embedding, Some(PositionEmbedding::Learned));
+    // Qwen3-32B: 64 heads of 128 = 8192 wide queries on a 5120-wide model.
+    let qwen = r#"{"model_type": "qwen3", "num_hidden_layers": 64, "hidden_size": 5120,
+        "intermediate_size": 25600, "num_attention_heads": 64, "num_key_value_heads": 8,
+        "head_dim": 128, "vocab_size": 151936, "max_position_embeddings": 40960,
+        "tie_word_embeddings": false, "hidden_act": "silu", "sliding_window": null,
+        "use_sliding_window": false}"#;
+    let model = model(qwen, "qwen3-32b");
+    assert_eq!(model.query_width(), 8192);
+    assert_near("qwen3-32b", "total", model.total_params(), 32.8e9, 0.01);
+}
+
+#[test]
+fn vision_language_configs_read_their_text_config() {
+    let config = r#"{"model_type": "llava", "architectures": ["LlavaForConditionalGeneration"],
+        "vision_config": {"hidden_size": 1024}, "image_token_index": 32000,
+        "text_config": {"model_type": "llama", "num_hidden_layers": 32, "hidden_size": 4096,
+            "intermediate_size": 11008, "num_attention_heads": 32, "vocab_size": 32064,
+            "max_position_embeddings": 4096, "tie_word_embeddings": false}}"#;
+    let spec = from_hf_config(config, "llava").unwrap();
+    assert_eq!((spec.num_layers, spec.hidden_size, spec.vocab_size), (32, 4096, 32064));
+    // transformers >= 5 layout: `layer_types` and `rope_parameters` inside `text_config`, and
+    // `tie_word_embeddings` only at the top. Qwen2-VL-7B's language model has Qwen2.5-7B's shape,
+    // whose model card gives 7.61B parameters.
+    let spec = from_hf_config(QWEN2_VL_7B, "qwen2-vl-7b").unwrap();
+    assert!(spec.sliding_window.is_none() && spec.moe.is_none() && !spec.tied_embeddings);
+    let model = Model::from_spec(&spec).unwrap();
+    assert_near("qwen2-vl-7b", "text model", model.total_params(), 7.61e9, 0.005);
+    // Problems name the key where it is written.
+    let mut nested: serde_json::Value = serde_json::from_str(QWEN2_VL_7B).unwrap();
+    nested["text_config"]["linear_attention_layers"] = serde_json::json!([3, 7]);
+    assert_eq!(problem_fields(&nested.to_string()), ["config.text_config.linear_attention_layers"]);
+}
+
+#[test]
+fn sliding_windows_follow_mistral_qwen2_and_layer_types() {
+    // Mistral 7B v0.1: one window on every layer.
+    let mistral = with(MIXTRAL_8X7B, "sliding_window", 4096.into());
+    let window = from_hf_config(&mistral, "mistral").unwrap().sliding_window.unwrap();
+    assert_eq!((window.window, window.full_attention_every), (4096, None));
+    // Qwen: the window is off unless `use_sliding_window` is true.
+    let qwen = with(QWEN3_30B, "sliding_window", 32768.into());
+    assert_eq!(from_hf_config(&qwen, "qwen").unwrap().sliding_window, None);
+    // Qwen2 keeps the first `max_window_layers` layers full: only 0 or all of them fit.
+    let qwen = with(&with(&qwen, "use_sliding_window", true.into()), "max_window_layers", 0.into());
+    assert!(from_hf_config(&qwen, "qwen").unwrap().sliding_window.is_some());
+    let qwen = with(&qwen, "max_window_layers", 28.into());
+    assert_eq!(problem_fields(&qwen), ["config.max_window_layers"]);
+    // Gemma-3-style five windowed layers then a full one (36 layers: 6 groups).
+    let types: Vec<_> =
+        (0..36).map(|i| if i % 6 == 5 { "full_attention" } else { "sliding_attention" }).collect();
+    let gemma = with(GPT_OSS_120B, "layer_types", types.into());
+    let window = from_hf_config(&gemma, "gemma").unwrap().sliding_window.unwrap();
+    assert_eq!(window.full_attention_every, Some(6));
+}
+
+#[test]
+fn layouts_the_spec_cannot_represent_are_errors_naming_the_field() {
+    let cases: &[(&str, &str, serde_json::Value, &str)] = &[
+        (DEEPSEEK_V3, "moe_layer_freq", 2.into(), "config.moe_layer_freq"),
+        (QWEN3_30B, "decoder_sparse_step", 2.into(), "config.decoder_sparse_step"),
+        (QWEN3_30B, "mlp_only_layers", serde_json::json!([0, 2]), "config.mlp_only_layers"),
+        (QWEN3_30B, "mlp_only_layers", serde_json::json!([0, 48]), "config.mlp_only_layers"),
+        (DEEPSEEK_V3, "first_k_dense_replace", 61.into(), "config.first_k_dense_replace"),
+        (GPT_OSS_120B, "experts_per_token", 2.into(), "config.experts_per_token"),
+        (
+            MIXTRAL_8X7B,
+            "num_experts_per_tok",
+            serde_json::Value::Null,
+            "config.num_experts_per_tok",
+        ),
+        (DEEPSEEK_V3, "v_head_dim", serde_json::Value::Null, "config.v_head_dim"),
+        (DEEPSEEK_V3, "index_topk", 2048.into(), "config.index_topk"),
+        (GPT_OSS_120B, "sliding_window", serde_json::Value::Null, "config.sliding_window"),
+    ];
+    for (text, key, value, field) in cases {
+        assert_eq!(problem_fields(&with(text, key, value.clone())), [*field], "{key} = {value}");
+    }
+    // Leading dense layers are fine, in any order.
+    let leading = with(QWEN3_30B, "mlp_only_layers", serde_json::json!([1, 0]));
+    assert_eq!(from_hf_config(&leading, "qwen").unwrap().moe.unwrap().dense_layers, Some(2));
+    let mixtral = with(MIXTRAL_8X7B, "intermediate_size", serde_json::Value::Null);
+    assert_eq!(problem_fields(&mixtral), ["config.moe_intermediate_size"]);
+    // Full attention on layers 1, 3 and 4: no single period.
+    let mut types = vec!["sliding_attention"; 36];
+    for layer in [1, 3, 4] {
+        types[layer] = "full_attention";
+    }
+    let irregular = with(GPT_OSS_120B, "layer_types", types.clone().into());
+    assert_eq!(problem_fields(&irregular), ["config.layer_types"]);
+    types[7] = "chunked_attention";
+    let chunked = with(GPT_OSS_120B, "layer_types", types.into());
+    assert_eq!(problem_fields(&chunked), ["config.layer_types[7]"]);
+    let short = with(GPT_OSS_120B, "layer_types", serde_json::json!(["full_attention"]));
+    assert_eq!(problem_fields(&short), ["config.layer_types"]);
+}
+
+#[test]
+fn unknown_fields_and_missing_ones_are_errors_naming_them() {
+    let deepseek = r#"{"model_type": "deepseek_v3", "num_hidden_layers": 61, "hidden_size": 7168,
+        "intermediate_size": 18432, "num_attention_heads": 128, "vocab_size": 129280,
+        "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+        "kv_lora_rank": 512, "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128,
+        "frobnicate_layers": 3}"#;
+    assert_eq!(problem_fields(deepseek), ["config.frobnicate_layers"]);
+    let missing = problem_fields(r#"{"model_type": "llama"}"#);
+    assert!(missing.contains(&"config.num_hidden_layers".to_owned()), "{missing:?}");
+    assert_eq!(problem_fields("[1, 2]"), ["config.json"]);
+    assert_eq!(problem_fields("{"), ["config.json"]);
+    let text = with(MIXTRAL_8X7B, "num_local_experts", "eight".into());
+    assert_eq!(problem_fields(&text), ["config.num_local_experts"]);
+}
