@@ -65,6 +65,8 @@ pub struct TimeBreakdown {
     pub tp_exposed: Seconds,
     /// Context-parallel communication not hidden under attention.
     pub cp_exposed: Seconds,
+    /// Expert-parallel all-to-all (token dispatch and combine) not hidden under compute.
+    pub ep_exposed: Seconds,
     /// Pipeline send/receive time on the critical path.
     pub pp_exposed: Seconds,
     /// Data-parallel (gradient, ZeRO, FSDP) communication not hidden under compute.
@@ -83,6 +85,7 @@ impl TimeBreakdown {
             + self.recompute
             + self.tp_exposed
             + self.cp_exposed
+            + self.ep_exposed
             + self.pp_exposed
             + self.dp_exposed
             + self.pipeline_bubble
@@ -90,13 +93,14 @@ impl TimeBreakdown {
     }
 
     /// The parts with their report names, in display order.
-    pub fn parts(&self) -> [(&'static str, Seconds); 9] {
+    pub fn parts(&self) -> [(&'static str, Seconds); 10] {
         [
             ("forward compute", self.forward),
             ("backward compute", self.backward),
             ("recompute", self.recompute),
             ("TP comm (exposed)", self.tp_exposed),
             ("CP comm (exposed)", self.cp_exposed),
+            ("EP comm (exposed)", self.ep_exposed),
             ("PP comm (exposed)", self.pp_exposed),
             ("DP comm (exposed)", self.dp_exposed),
             ("pipeline bubble", self.pipeline_bubble),

@@ -52,6 +52,7 @@ pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
         recompute: critical.recompute * m,
         tp_exposed: (critical.forward_tp + critical.backward_tp) * m,
         cp_exposed: (critical.forward_cp + critical.backward_cp) * m,
+        ep_exposed: (critical.forward_ep + critical.backward_ep) * m,
         pp_exposed: pipeline_comm(run),
         dp_exposed: data_parallel_comm(run, &first),
         pipeline_bubble: (all_stages - critical.total()) / plan.vp() as f64,

@@ -96,6 +96,8 @@ pub struct Work {
     pub forward_tp: Seconds,
     /// Exposed CP communication of the forward.
     pub forward_cp: Seconds,
+    /// Exposed expert-parallel all-to-all of the forward.
+    pub forward_ep: Seconds,
     /// Backward compute (input and weight gradients).
     pub backward: Seconds,
     /// The weight-gradient GEMMs within `backward`.
@@ -106,17 +108,19 @@ pub struct Work {
     pub backward_tp: Seconds,
     /// Exposed CP communication of the backward.
     pub backward_cp: Seconds,
+    /// Exposed expert-parallel all-to-all of the backward and of the recomputed forward.
+    pub backward_ep: Seconds,
 }
 
 impl Work {
     /// Duration of the forward task.
     pub fn forward_task(&self) -> Seconds {
-        self.forward + self.forward_tp + self.forward_cp
+        self.forward + self.forward_tp + self.forward_cp + self.forward_ep
     }
 
     /// Duration of the full backward task (with recompute and its communication).
     pub fn backward_task(&self) -> Seconds {
-        self.backward + self.recompute + self.backward_tp + self.backward_cp
+        self.backward + self.recompute + self.backward_tp + self.backward_cp + self.backward_ep
     }
 
     /// Everything one micro-batch costs the segment.
@@ -162,33 +166,31 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     } else {
         0.0
     };
-    let (recompute, recompute_comm) = match plan.recompute() {
-        RecomputeKind::None => (Seconds::ZERO, Seconds::ZERO),
+    let zero = Seconds::ZERO;
+    let (recompute, recompute_tp, recompute_ep) = match plan.recompute() {
+        RecomputeKind::None => (zero, zero, zero),
         RecomputeKind::Selective => {
-            (layers_only(&|t| t.time(Phase::Forward, OpKind::Attention)), Seconds::ZERO)
+            (layers_only(&|t| t.time(Phase::Forward, OpKind::Attention)), zero, zero)
         }
         RecomputeKind::Full => (
             layers_only(&|t| t.compute(Phase::Forward)) * share,
-            layers_only(&|t| {
-                t.time(Phase::Forward, OpKind::TpComm) + exposed_ep(run, t, Phase::Forward)
-            }) * share,
+            layers_only(&|t| t.time(Phase::Forward, OpKind::TpComm)) * share,
+            layers_only(&|t| exposed_ep(run, t, Phase::Forward)) * share,
         ),
     };
-    // Expert-parallel all-to-all blocks the layer like TP communication does; it is reported
-    // with the TP/EP exposed communication.
-    let model_parallel = |phase: Phase| {
-        exposed_tp(run, sum(&|t| t.time(phase, OpKind::TpComm)))
-            + sum(&|t| exposed_ep(run, t, phase))
-    };
+    let tp = |phase: Phase| exposed_tp(run, sum(&|t| t.time(phase, OpKind::TpComm)));
+    let ep = |phase: Phase| sum(&|t| exposed_ep(run, t, phase));
     Work {
         forward: sum(&|t| t.compute(Phase::Forward)),
-        forward_tp: model_parallel(Phase::Forward),
+        forward_tp: tp(Phase::Forward),
         forward_cp: sum(&|t| exposed_cp(t, Phase::Forward)),
+        forward_ep: ep(Phase::Forward),
         backward: sum(&|t| t.compute(Phase::Backward)),
         weight_gradient: sum(&|t| t.time(Phase::Backward, OpKind::WeightGradient)),
         recompute,
-        backward_tp: model_parallel(Phase::Backward) + exposed_tp(run, recompute_comm),
+        backward_tp: tp(Phase::Backward) + exposed_tp(run, recompute_tp),
         backward_cp: sum(&|t| exposed_cp(t, Phase::Backward)),
+        backward_ep: ep(Phase::Backward) + recompute_ep,
     }
 }
 

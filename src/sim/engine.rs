@@ -203,6 +203,7 @@ impl Engine<'_> {
                 parts.forward = work.forward;
                 parts.tp = work.forward_tp;
                 parts.cp = work.forward_cp;
+                parts.ep = work.forward_ep;
             }
             TaskKind::Backward | TaskKind::BackwardInput => {
                 parts.backward = work.backward;
@@ -212,10 +213,12 @@ impl Engine<'_> {
                 parts.recompute = work.recompute;
                 parts.tp = work.backward_tp;
                 parts.cp = work.backward_cp;
+                parts.ep = work.backward_ep;
             }
             TaskKind::WeightGradient => parts.backward = work.weight_gradient,
         }
-        let total = parts.forward + parts.backward + parts.recompute + parts.tp + parts.cp;
+        let total =
+            parts.forward + parts.backward + parts.recompute + parts.tp + parts.cp + parts.ep;
         (total, parts)
     }
 
@@ -292,6 +295,7 @@ impl Engine<'_> {
         times.recompute += parts.recompute;
         times.tp += parts.tp;
         times.cp += parts.cp;
+        times.ep += parts.ep;
         times.dp += stretch;
         cursor.previous_start = start;
         cursor.compute_free = end;

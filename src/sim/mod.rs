@@ -63,10 +63,10 @@ pub struct PositionInfo {
     pub weight_gradient_flops: f64,
     /// Recomputed forward time within the backward.
     pub recompute: Seconds,
-    /// Exposed tensor- and context-parallel communication within the forward.
-    pub forward_comm: (Seconds, Seconds),
-    /// Exposed tensor- and context-parallel communication within the backward.
-    pub backward_comm: (Seconds, Seconds),
+    /// Exposed tensor-, context- and expert-parallel communication within the forward.
+    pub forward_comm: (Seconds, Seconds, Seconds),
+    /// Exposed tensor-, context- and expert-parallel communication within the backward.
+    pub backward_comm: (Seconds, Seconds, Seconds),
 }
 
 /// A simulated step.
@@ -261,8 +261,8 @@ fn position_info(
         backward_flops: flops(Phase::Backward),
         weight_gradient_flops: weight,
         recompute: cost.work.recompute,
-        forward_comm: (cost.work.forward_tp, cost.work.forward_cp),
-        backward_comm: (cost.work.backward_tp, cost.work.backward_cp),
+        forward_comm: (cost.work.forward_tp, cost.work.forward_cp, cost.work.forward_ep),
+        backward_comm: (cost.work.backward_tp, cost.work.backward_cp, cost.work.backward_ep),
     }
 }
 
@@ -325,6 +325,7 @@ fn summarize(
         recompute: times.recompute,
         tp_exposed: times.tp,
         cp_exposed: times.cp,
+        ep_exposed: times.ep,
         pp_exposed: times.pp,
         dp_exposed: times.dp,
         pipeline_bubble: times.bubble,

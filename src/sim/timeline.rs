@@ -132,6 +132,8 @@ pub struct RankTime {
     pub tp: Seconds,
     /// Exposed CP communication.
     pub cp: Seconds,
+    /// Exposed expert-parallel all-to-all.
+    pub ep: Seconds,
     /// Waiting for a neighbour's send beyond its compute.
     pub pp: Seconds,
     /// Data-parallel collectives not hidden, and the slowdown of compute they overlapped.

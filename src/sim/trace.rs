@@ -98,17 +98,19 @@ fn events(simulation: &Simulation) -> Vec<Value> {
                     start = end;
                 }
                 events.push(slice(pid, tid, task.to_string(), cat, start, s.end, args));
-                // Exposed TP and CP communication at the end of the task, nested inside it.
-                let (tp, cp) = match task.kind {
+                // Exposed TP, CP and EP communication at the end of the task, nested inside it.
+                let (tp, cp, ep) = match task.kind {
                     TaskKind::Forward => info.forward_comm,
                     TaskKind::Backward | TaskKind::BackwardInput => info.backward_comm,
-                    TaskKind::WeightGradient => (Seconds::ZERO, Seconds::ZERO),
+                    TaskKind::WeightGradient => (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO),
                 };
-                let cp_start = (s.end - cp).max(start);
+                let ep_start = (s.end - ep).max(start);
+                let cp_start = (ep_start - cp).max(start);
                 let tp_start = (cp_start - tp).max(start);
                 for (name, cat, from, to) in [
                     ("tp comm (exposed)", "tp-comm", tp_start, cp_start),
-                    ("cp comm (exposed)", "cp-comm", cp_start, s.end),
+                    ("cp comm (exposed)", "cp-comm", cp_start, ep_start),
+                    ("ep comm (exposed)", "ep-comm", ep_start, s.end),
                 ] {
                     if to > from {
                         let args =
