@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::plan::{PipelineSchedule, Precision, RecomputeKind, Sharding};
+use crate::plan::{PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 
 fn stage(sharding: Sharding) -> u8 {
@@ -29,6 +29,12 @@ pub fn unsupported(run: &Run) -> Option<String> {
         return Some(
             "context parallelism is Ulysses sequence parallelism there, not ring attention".into(),
         );
+    }
+    if plan.etp() > 1 {
+        return Some("its AutoEP splits experts over ranks, not inside an expert (etp > 1)".into());
+    }
+    if plan.pipeline_split() == PipelineSplit::Balanced {
+        return Some("its PipelineModule partitions by parameters or uniformly, not by an explicit uneven layout".into());
     }
     if plan.recompute() == RecomputeKind::Selective {
         return Some("its activation checkpointing is per layer (full); selective recompute is not available".into());
@@ -56,6 +62,9 @@ pub fn config(run: &Run) -> String {
             "reduce_scatter": true,
         },
     });
+    if run.model().moe().is_some() && plan.ep() > 1 {
+        config["expert_parallel"] = json!({"enabled": true, "autoep_size": plan.ep()});
+    }
     let precision = if training.precision() == Precision::Fp16 { "fp16" } else { "bf16" };
     config[precision] = json!({"enabled": true});
     if plan.sharding() == Sharding::Full && plan.shard_group() != plan.dp() {

@@ -2,7 +2,7 @@
 //! core_v0.15.0, reference section 2), one flag per line, ready for a launch script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
-use crate::plan::{PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::plan::{CpComm, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 
 /// What Megatron-LM cannot run, if anything.
@@ -44,6 +44,62 @@ fn precision_flags(precision: Precision) -> Vec<String> {
     }
 }
 
+/// Mixture-of-experts flags: experts, router, the dense-layer pattern, expert parallelism and
+/// token handling (alltoall dispatcher, grouped GEMM, dropless unless a capacity factor is set).
+fn moe_flags(run: &Run, moe: &crate::model::Moe) -> Vec<String> {
+    let (model, plan) = (run.model(), run.plan());
+    let mut args = vec![
+        format!("--num-experts {}", moe.num_experts),
+        format!("--moe-router-topk {}", moe.top_k),
+        format!("--moe-ffn-hidden-size {}", moe.expert_ffn_hidden_size),
+    ];
+    if moe.shared_ffn_hidden_size > 0 {
+        args.push(format!("--moe-shared-expert-intermediate-size {}", moe.shared_ffn_hidden_size));
+    }
+    if moe.dense_layers > 0 {
+        let sparse = model.num_layers() - moe.dense_layers;
+        args.push(format!("--moe-layer-freq \"([0]*{}+[1]*{sparse})\"", moe.dense_layers));
+    }
+    args.push("--moe-grouped-gemm".into());
+    args.push("--moe-token-dispatcher-type alltoall".into());
+    args.push("--moe-router-load-balancing-type aux_loss".into());
+    args.push(format!("--expert-model-parallel-size {}", plan.ep()));
+    args.push(format!("--expert-tensor-parallel-size {}", plan.etp()));
+    if let Some(capacity) = plan.moe_capacity_factor() {
+        args.push(format!("--moe-expert-capacity-factor {capacity}"));
+        args.push("--moe-token-drop-policy probs".into());
+    }
+    if plan.expert_comm_overlap() {
+        args.push("--overlap-moe-expert-parallel-comm".into());
+    }
+    if model.mtp_layers() > 0 {
+        args.push(format!("--mtp-num-layers {}", model.mtp_layers()));
+    }
+    args
+}
+
+/// A `--pipeline-model-parallel-layout` string for the balanced split: the chunks in path order
+/// (`pp x vp`), `E` (embedding) first, `m` (MTP) and `L` (loss) last, `|` between chunks.
+fn layout(run: &Run) -> String {
+    let plan = run.plan();
+    let chunks = run.path_layers(plan.pp() * plan.vp());
+    let last = chunks.len() - 1;
+    let mut stages = Vec::with_capacity(chunks.len());
+    for (index, layers) in chunks.into_iter().enumerate() {
+        let mut stage = String::new();
+        if index == 0 {
+            stage.push('E');
+        }
+        stage.push_str(&"t".repeat(layers as usize));
+        if index == last {
+            stage.push_str(&"m".repeat(run.model().mtp_layers() as usize));
+            stage.push('L');
+        }
+        stages.push(stage);
+    }
+    stages.join("|")
+}
+
 /// The arguments, one per line.
 pub fn arguments(run: &Run) -> String {
     let (model, plan, training) = (run.model(), run.plan(), run.training());
@@ -52,8 +108,20 @@ pub fn arguments(run: &Run) -> String {
         format!("--hidden-size {}", model.hidden_size()),
         format!("--ffn-hidden-size {}", model.ffn_hidden_size()),
         format!("--num-attention-heads {}", model.num_attention_heads()),
-        format!("--kv-channels {}", model.head_dim()),
     ];
+    match model.mla() {
+        None => args.push(format!("--kv-channels {}", model.head_dim())),
+        Some(mla) => {
+            args.push("--multi-latent-attention".into());
+            if mla.q_lora_rank > 0 {
+                args.push(format!("--q-lora-rank {}", mla.q_lora_rank));
+            }
+            args.push(format!("--kv-lora-rank {}", mla.kv_lora_rank));
+            args.push(format!("--qk-head-dim {}", mla.qk_nope_head_dim));
+            args.push(format!("--qk-pos-emb-head-dim {}", mla.qk_rope_head_dim));
+            args.push(format!("--v-head-dim {}", mla.v_head_dim));
+        }
+    }
     if model.num_kv_heads() != model.num_attention_heads() {
         args.push("--group-query-attention".into());
         args.push(format!("--num-query-groups {}", model.num_kv_heads()));
@@ -90,13 +158,32 @@ pub fn arguments(run: &Run) -> String {
     if plan.vp() > 1 {
         args.push(format!("--num-virtual-stages-per-pipeline-rank {}", plan.vp()));
     }
-    if plan.pipeline_split() == PipelineSplit::EmbeddingAndLoss {
-        args.push("--account-for-embedding-in-pipeline-split".into());
-        args.push("--account-for-loss-in-pipeline-split".into());
+    match plan.pipeline_split() {
+        PipelineSplit::Even => {}
+        PipelineSplit::EmbeddingAndLoss => {
+            args.push("--account-for-embedding-in-pipeline-split".into());
+            args.push("--account-for-loss-in-pipeline-split".into());
+        }
+        PipelineSplit::Balanced => {
+            args.push(format!("--pipeline-model-parallel-layout \"{}\"", layout(run)));
+        }
     }
     if plan.cp() > 1 {
         args.push(format!("--context-parallel-size {}", plan.cp()));
-        args.push("--cp-comm-type p2p".into());
+        let (a2a, ring) = (plan.cp_a2a(), plan.cp() / plan.cp_a2a());
+        match plan.cp_comm() {
+            CpComm::Ring => args.push("--cp-comm-type p2p".into()),
+            CpComm::AllToAll => args.push("--cp-comm-type a2a".into()),
+            CpComm::Hierarchical if ring == 1 => args.push("--cp-comm-type a2a".into()),
+            CpComm::Hierarchical if a2a == 1 => args.push("--cp-comm-type p2p".into()),
+            CpComm::Hierarchical => {
+                args.push("--cp-comm-type a2a+p2p".into());
+                args.push(format!("--hierarchical-context-parallel-sizes {a2a} {ring}"));
+            }
+        }
+    }
+    if let Some(moe) = model.moe() {
+        args.extend(moe_flags(run, moe));
     }
     if plan.sequence_parallel() {
         args.push("--sequence-parallel".into());

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::{PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::plan::{CpComm, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 
 /// What torchtitan cannot run, if anything.
@@ -26,6 +26,25 @@ pub fn unsupported(run: &Run) -> Option<String> {
             return Some("it runs DualPipeV (one copy of the weights in a V), not DualPipe".into());
         }
         _ => {}
+    }
+    if plan.cp() > 1 && plan.cp_comm() != CpComm::Ring {
+        return Some(format!(
+            "its context parallelism passes keys and values around a ring; {} is Megatron-LM's",
+            plan.cp_comm().name()
+        ));
+    }
+    if plan.pipeline_split() == PipelineSplit::Balanced {
+        return Some("its stages hold the same number of layers (first/last one less at most); an uneven balanced split is not expressible".into());
+    }
+    if plan.etp() != 1 && plan.etp() != plan.tp() {
+        return Some(format!(
+            "its expert tensor parallelism is 1 or tp ({}), not {}",
+            plan.tp(),
+            plan.etp()
+        ));
+    }
+    if plan.moe_capacity_factor().is_some() {
+        return Some("its MoE layers are dropless; a capacity factor is not available".into());
     }
     if plan.recompute() == RecomputeKind::Full
         && plan.recompute_num_layers() < run.stage_layers(0).min(run.stage_layers(plan.pp() - 1))
@@ -81,6 +100,15 @@ pub fn job_config(run: &Run) -> String {
         let _ = writeln!(out, "enable_async_tensor_parallel = {}", plan.tp_comm_overlap());
     }
     let _ = writeln!(out, "context_parallel_degree = {}", plan.cp());
+    if plan.cp() > 1 {
+        // PyTorch context parallel: `alltoall` rotates key/value shards around the ring step by
+        // step (ring attention); `allgather` would gather them all first.
+        let _ = writeln!(out, "context_parallel_rotate_method = \"alltoall\"");
+    }
+    if run.model().moe().is_some() {
+        let _ = writeln!(out, "expert_parallel_degree = {}", plan.ep());
+        let _ = writeln!(out, "expert_tensor_parallel_degree = {}", plan.etp());
+    }
     let _ = writeln!(out, "pipeline_parallel_degree = {}", plan.pp());
     if plan.pp() > 1 {
         let schedule = match plan.schedule() {
