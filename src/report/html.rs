@@ -143,8 +143,9 @@ fn plan_sections(out: &mut String, plan: &PlanView) -> Result<(), ReportError> {
         name: "timeline",
         heading: "Pipeline timeline",
         svg: timeline::timeline(&plan.timeline)?,
-        caption: "One pipeline stands for every tensor-, context- and data-parallel replica. \
-                  Scroll sideways when the step is wider than the page.",
+        caption: "Each task is labelled with its kind and micro-batch, or its micro-batch alone \
+                  where the slice is narrow. One pipeline stands for every tensor-, context- and \
+                  data-parallel replica. Scroll sideways when the step is wider than the page.",
         scroll: true,
     };
     section(out, steps, "");
@@ -162,14 +163,25 @@ fn search_sections(
          throughput that bound allows). Points that would overlap are drawn once.",
         search.considered, search.priced, search.simulated, search.pruned
     );
-    let candidates = Chart {
-        name: "scatter",
-        heading: "Candidates: throughput vs peak memory",
-        svg: scatter::scatter(search, best_label)?,
-        caption: &caption,
-        scroll: false,
-    };
-    section(out, candidates, "");
+    if search.points.is_empty() {
+        let _ = writeln!(
+            out,
+            "<section id=\"scatter\">\n<h2>Candidates</h2>\n<p>{}</p>\n</section>",
+            escape(&format!(
+                "No candidate was priced and fits: all {} candidates were rejected.",
+                search.considered
+            ))
+        );
+    } else {
+        let candidates = Chart {
+            name: "scatter",
+            heading: "Candidates: throughput vs peak memory",
+            svg: scatter::scatter(search, best_label)?,
+            caption: &caption,
+            scroll: false,
+        };
+        section(out, candidates, "");
+    }
     let mut table = String::from(
         "<table class=\"rejections\">\n<tr><th>rejected because</th><th>candidates</th>\
          <th>example</th></tr>\n",

@@ -6,7 +6,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::charts::{
-    FONT, GREY, LABEL, Mark, categories, category, mesh_style, rgb, svg, swatch, text,
+    CAPTION, FONT, GREY, LABEL, Mark, categories, category, mesh_style, rgb, svg, swatch, text,
 };
 use super::{ReportError, Timeline};
 use crate::sim::{Lane, SliceKind, TaskKind};
@@ -19,6 +19,8 @@ const WIDTH: (f64, f64) = (1000.0, 24_000.0);
 const LABEL_AREA: u32 = 130;
 /// Height of one lane.
 const LANE_PIXELS: u32 = 30;
+/// Narrowest slice drawn, in pixels.
+const MIN_PIXELS: f64 = 2.0;
 /// Approximate width of one label character at the task label size.
 const CHAR_PIXELS: f64 = 7.5;
 
@@ -100,7 +102,7 @@ pub(super) fn timeline(timeline: &Timeline) -> Result<String, ReportError> {
     );
     svg("timeline", &title, (width, height), |root| {
         let (header, body) = root.split_vertically(legend_height);
-        header.draw(&Text::new(title.clone(), (12, 8), (FONT, 19).into_font()))?;
+        header.draw(&Text::new(title.clone(), (12, 8), (FONT, CAPTION).into_font()))?;
         // The legend: every kind of slice that occurs, in a fixed order.
         let mut kinds: Vec<(&str, u32, RGBColor)> = Vec::new();
         for slice in &timeline.slices {
@@ -120,11 +122,6 @@ pub(super) fn timeline(timeline: &Timeline) -> Result<String, ReportError> {
             ))?;
             x += 34 + (name.len() as f64 * CHAR_PIXELS) as i32;
         }
-        header.draw(&Text::new(
-            "tasks are labelled with their micro-batch".to_owned(),
-            (x + 12, 49),
-            text(LABEL, GREY, HPos::Left, VPos::Center),
-        ))?;
 
         let mut chart = ChartBuilder::on(&body)
             .margin_right(50)
@@ -155,7 +152,9 @@ pub(super) fn timeline(timeline: &Timeline) -> Result<String, ReportError> {
         let bars = timeline.slices.iter().filter_map(|s| {
             let y = row_of(s.rank, s.lane)?;
             let (_, hex, _) = style(&s.kind);
-            let (start, end) = (s.start.as_millis(), s.end.as_millis());
+            let start = s.start.as_millis();
+            // At least two pixels wide, so that short sends and collectives stay visible.
+            let end = s.end.as_millis().max(start + MIN_PIXELS / pixels_per_ms);
             let mut bar = Rectangle::new([(start, y - 0.38), (end, y + 0.38)], rgb(hex).filled());
             // A pixel of gap between neighbouring slices that are wide enough to spare it.
             if (end - start) * pixels_per_ms >= 4.0 {
