@@ -125,6 +125,7 @@ fn html_report(
             report.rejections.total()
         ),
     ));
+    // The first row names the model either way.
     let title = format!("meshplan search: {} on {} GPUs", facts[0].1, base.cluster.num_gpus);
     let best = report.plans.first().map(describe).unwrap_or_default();
     Report::search(&title, facts, spec, report, best)

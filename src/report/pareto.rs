@@ -65,7 +65,11 @@ mod tests {
     }
 
     proptest! {
-        #![proptest_config(ProptestConfig { cases: 256, rng_seed: proptest::test_runner::RngSeed::Fixed(6), ..ProptestConfig::default() })]
+        #![proptest_config(ProptestConfig {
+            cases: 256,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(6),
+            ..ProptestConfig::default()
+        })]
 
         #[test]
         fn no_point_on_the_front_is_dominated_and_every_other_point_is(
