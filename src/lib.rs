@@ -33,6 +33,7 @@ pub mod hardware;
 pub mod model;
 pub mod plan;
 pub mod presets;
+pub mod report;
 pub mod run;
 pub mod schema;
 pub mod search;

@@ -57,6 +57,16 @@ fn estimate_help_states_every_default() {
 }
 
 #[test]
+fn simulate_and_search_help_name_the_report_flag() {
+    for command in ["simulate", "search"] {
+        let output = run(&[command, "--help"]);
+        assert_eq!(output.code, 0);
+        assert!(output.stdout.contains("--report <FILE.html>"), "{}", output.stdout);
+        insta::assert_snapshot!(format!("{command}_help"), output.stdout);
+    }
+}
+
+#[test]
 fn default_estimate_prints_memory_and_time_tables() {
     let output = run(&["estimate"]);
     assert_eq!(output.code, 0, "stderr: {}", output.stderr);
@@ -763,4 +773,119 @@ fn hugging_face_configs_are_read_and_unsupported_fields_named() {
         "{}",
         output.stderr
     );
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTML reports
+
+/// Runs `args` with `--report` into two files and checks that both runs wrote the same bytes,
+/// a whole HTML page, one inline SVG per chart in `charts` and nothing loaded from a network.
+fn report(args: &[&str], charts: &[&str]) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let mut pages = Vec::new();
+    for name in ["first.html", "second.html"] {
+        let path = dir.path().join(name);
+        let mut all = args.to_vec();
+        all.extend(["--report", path.to_str().unwrap()]);
+        let output = run(&all);
+        assert_eq!(output.code, 0, "stderr: {}", output.stderr);
+        assert!(output.stdout.contains("Report written to"), "{}", output.stdout);
+        pages.push(std::fs::read(&path).unwrap());
+    }
+    assert_eq!(pages[0], pages[1], "the same input gives the same bytes");
+    // No partial file is left beside the reports.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
+    let page = String::from_utf8(pages.swap_remove(0)).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
+    assert_eq!(page.matches("<svg").count(), charts.len(), "one SVG per chart");
+    assert_eq!(page.matches("data-chart=").count(), charts.len());
+    for chart in charts {
+        let figure = format!("<figure id=\"chart-{chart}\" data-chart=\"{chart}\"");
+        let at = page.find(&figure).unwrap_or_else(|| panic!("{chart} missing"));
+        assert!(page[at..].trim_start_matches(|c| c != '\n').trim_start().starts_with("<svg"));
+    }
+    for network in ["http://", "https://", "src=", "href=", "url(", "@import", "<script", "<link"] {
+        assert!(!page.contains(network), "the page refers to {network}");
+    }
+    page
+}
+
+#[test]
+fn simulate_report_has_memory_time_and_timeline_charts() {
+    let page = report(
+        &[
+            "simulate",
+            "--model",
+            "llama3.1-8b",
+            "--gpus",
+            "16",
+            "--pp",
+            "4",
+            "--vp",
+            "2",
+            "--global-batch",
+            "32",
+        ],
+        &["memory", "step-time", "timeline"],
+    );
+    assert!(page.contains("<title>meshplan simulate: Llama 3.1 8B on 16 GPUs</title>"));
+    assert!(page.contains("tp1 pp4 vp2 cp1 dp4, schedule interleaved"), "the plan is named");
+    // Every stage, its lanes and labelled micro-batches are drawn.
+    for text in ["stage 3 compute", "pp send", "dp collectives", "capacity 79.6 GiB", ">\nF0\n<"] {
+        assert!(page.contains(text), "{text} missing");
+    }
+    assert!(page.contains("tokens/s per GPU") && page.contains("MFU"));
+}
+
+#[test]
+fn search_report_adds_the_candidates_and_the_rejections() {
+    let page = report(
+        &[
+            "search",
+            "--model",
+            "llama3.1-8b",
+            "--gpus",
+            "16",
+            "--seq-len",
+            "4096",
+            "--global-batch",
+            "32",
+        ],
+        &["memory", "step-time", "timeline", "scatter", "rejections"],
+    );
+    for text in ["Pareto front", "best plan", "best: tp", "does not divide", "usable memory"] {
+        assert!(page.contains(text), "{text} missing");
+    }
+}
+
+#[test]
+fn a_search_that_finds_no_plan_still_reports_why() {
+    let page = report(
+        &["search", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8"],
+        &["rejections"],
+    );
+    assert!(page.contains("No plan fits") && page.contains("does not fit in memory"));
+    assert!(page.contains("No candidate was priced and fits"));
+}
+
+#[test]
+fn an_unwritable_report_is_an_input_error_and_leaves_no_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing").join("report.html");
+    let output = run(&[
+        "simulate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--report",
+        path.to_str().unwrap(),
+    ]);
+    assert_eq!(output.code, 2, "{}", output.stdout);
+    assert!(
+        output.stderr.contains("report") && output.stderr.contains("hint:"),
+        "{}",
+        output.stderr
+    );
+    assert!(!path.exists());
 }

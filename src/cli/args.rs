@@ -158,6 +158,10 @@ pub struct SimulateArgs {
     /// Write the simulated step as a Chrome Trace Event Format file (opens in Perfetto).
     #[arg(long, value_name = "FILE.json")]
     pub trace: Option<PathBuf>,
+    /// Write a self-contained HTML report: memory per stage, step-time breakdown and the
+    /// pipeline timeline, drawn as inline SVG charts.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
     /// Output format; json is one object, times in seconds.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -217,6 +221,10 @@ pub struct SearchArgs {
     /// File for --export-to.
     #[arg(long, value_name = "FILE", help_heading = "Search")]
     pub output: Option<PathBuf>,
+    /// Write a self-contained HTML report: the best plan's memory, step time and pipeline
+    /// timeline, throughput vs memory of every candidate that fits, and the rejections.
+    #[arg(long, value_name = "FILE.html", help_heading = "Search")]
+    pub report: Option<PathBuf>,
     /// Output format; json is one object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

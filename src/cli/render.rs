@@ -150,6 +150,38 @@ pub fn run_header(inputs: &Inputs) -> String {
     out
 }
 
+/// The run as (label, value) rows, for the header of an HTML report.
+pub fn run_facts(run: &meshplan::Run) -> Vec<(String, String)> {
+    let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
+    let rows = [
+        ("Model", model.display_name().to_owned()),
+        ("GPUs", format!("{} x {}", cluster.num_gpus(), cluster.gpu().display_name())),
+        (
+            "Training",
+            format!(
+                "seq {}, global batch {}, micro batch {} ({} micro-batches), {}",
+                training.seq_len(),
+                training.global_batch(),
+                training.micro_batch(),
+                plan.num_microbatches(),
+                training.precision().name()
+            ),
+        ),
+        (
+            "Plan",
+            format!(
+                "{}, SP {}, schedule {}",
+                plan.label(),
+                if plan.sequence_parallel() { "on" } else { "off" },
+                plan.schedule().name()
+            ),
+        ),
+        ("Sharding", sharding_label(plan)),
+        ("Recompute", recompute_label(plan, run.stage_layers(0))),
+    ];
+    rows.into_iter().map(|(name, value)| (name.to_owned(), value)).collect()
+}
+
 /// The text report of one estimate.
 pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     let mut out = run_header(inputs);

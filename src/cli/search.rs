@@ -4,6 +4,7 @@
 use anyhow::Context as _;
 use meshplan::export::{Engine, export};
 use meshplan::plan::{RecomputeKind, Sharding};
+use meshplan::report::Report;
 use meshplan::search::{Constraints, RankedPlan, SearchError, SearchReport, SearchSpec, search};
 use serde::Serialize;
 
@@ -54,6 +55,9 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             report.considered as f64 / elapsed.max(1e-9)
         );
     }
+    if let Some(path) = &args.report {
+        write_atomically(path, "report", &html_report(&spec, &report, engine)?)?;
+    }
     if let (Some(target), Some(best)) = (args.export_to, report.plans.first()) {
         let text = export(target.engine(), &best.run)
             .context("cannot export the best plan")
@@ -64,11 +68,70 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         }
     }
     match args.format {
-        Format::Text => Ok(text(&report, engine)),
+        Format::Text => {
+            let mut out = text(&report, engine);
+            if let Some(path) = &args.report {
+                out.push_str(&format!(
+                    "\nReport written to {} (open it in a browser)\n",
+                    path.display()
+                ));
+            }
+            Ok(out)
+        }
         Format::Json => json(&report, engine)
             .context("cannot serialize the search report")
             .map_err(CliError::Other),
     }
+}
+
+/// The HTML report: the best plan's charts, every fitting candidate and the rejections.
+fn html_report(
+    spec: &SearchSpec,
+    report: &SearchReport,
+    engine: Option<Engine>,
+) -> Result<String, CliError> {
+    let base = &spec.base;
+    let mut facts = match report.plans.first() {
+        Some(best) => render::run_facts(&best.run),
+        None => vec![
+            (
+                "Model".to_owned(),
+                base.model.display_name.clone().unwrap_or(base.model.name.clone()),
+            ),
+            (
+                "GPUs".to_owned(),
+                format!(
+                    "{} x {}",
+                    base.cluster.num_gpus,
+                    base.cluster.gpu.display_name.clone().unwrap_or(base.cluster.gpu.name.clone())
+                ),
+            ),
+            (
+                "Training".to_owned(),
+                format!(
+                    "seq {}, global batch {}",
+                    base.training.seq_len, base.training.global_batch
+                ),
+            ),
+        ],
+    };
+    facts.push((
+        "Search".to_owned(),
+        format!(
+            "plans {} can run, {:.0} % of memory kept free; {} candidates, {} rejected",
+            engine.map_or("any engine", Engine::name),
+            spec.memory_headroom * 100.0,
+            report.considered,
+            report.rejections.total()
+        ),
+    ));
+    // The first row names the model either way.
+    let title = format!("meshplan search: {} on {} GPUs", facts[0].1, base.cluster.num_gpus);
+    let best = report.plans.first().map(describe).unwrap_or_default();
+    Report::search(&title, facts, spec, report, best)
+        .and_then(|report| report.to_html())
+        .context("cannot make the HTML report")
+        .map_err(CliError::Other)
 }
 
 fn describe(plan: &RankedPlan) -> String {

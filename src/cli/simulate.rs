@@ -3,6 +3,7 @@
 //! step as a Chrome trace for Perfetto.
 
 use anyhow::Context as _;
+use meshplan::report::{PlanView, Report};
 use meshplan::sim::{Simulation, trace};
 use serde::Serialize;
 
@@ -25,6 +26,20 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         );
         write_atomically(path, "trace", &trace::chrome_trace(&simulation, &label))?;
     }
+    if let Some(path) = &args.report {
+        let mut facts = render::run_facts(&inputs.run);
+        if inputs.example {
+            facts.push(("Note".to_owned(), "the built-in example (no --model given)".to_owned()));
+        }
+        let plan = inputs.run.plan();
+        let label = format!("{}, schedule {}", plan.label(), plan.schedule().name());
+        let view = PlanView::new(label, &estimate, &simulation);
+        let html = Report::simulated(&report_title(&inputs), facts, view)
+            .to_html()
+            .context("cannot make the HTML report")
+            .map_err(CliError::Other)?;
+        write_atomically(path, "report", &html)?;
+    }
     match args.format {
         Format::Text => {
             let mut out = render::run_header(&inputs);
@@ -42,12 +57,26 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
                     path.display()
                 ));
             }
+            if let Some(path) = &args.report {
+                out.push_str(&format!(
+                    "Report written to {} (open it in a browser)\n",
+                    path.display()
+                ));
+            }
             Ok(out)
         }
         Format::Json => json(&inputs, &simulation)
             .context("cannot serialize the simulation as JSON")
             .map_err(CliError::Other),
     }
+}
+
+fn report_title(inputs: &Inputs) -> String {
+    format!(
+        "meshplan simulate: {} on {} GPUs",
+        inputs.run.model().display_name(),
+        inputs.run.cluster().num_gpus()
+    )
 }
 
 fn text(inputs: &Inputs, simulation: &Simulation) -> String {

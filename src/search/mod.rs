@@ -119,6 +119,25 @@ impl Rejections {
     }
 }
 
+/// A candidate that was priced and fits, for plotting throughput against memory.
+///
+/// A simulated candidate carries its simulated step time and peak; one pruned by its bound carries
+/// its closed-form peak and the larger of its closed-form time and its lower bound, which is never
+/// faster than the best plan (the bound is what pruned it).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PricedPoint {
+    /// The candidate.
+    pub candidate: Candidate,
+    /// Peak memory of its worst stage.
+    pub peak_memory: Bytes,
+    /// Step time.
+    pub step_time: Seconds,
+    /// Training tokens per second per GPU at that step time.
+    pub tokens_per_sec_per_gpu: f64,
+    /// Whether the step was simulated (else it was pruned by its bound).
+    pub simulated: bool,
+}
+
 /// The result of a search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchReport {
@@ -134,6 +153,8 @@ pub struct SearchReport {
     pub pruned: usize,
     /// The best plans, best first.
     pub plans: Vec<RankedPlan>,
+    /// Every priced candidate that fits, in candidate order.
+    pub points: Vec<PricedPoint>,
 }
 
 /// Why a search could not run.
@@ -149,7 +170,16 @@ pub enum SearchError {
 
 enum Priced {
     Rejected(Rejection, String),
-    Kept { candidate: Candidate, closed_form: Seconds, bound: Seconds },
+    Kept(Kept),
+}
+
+/// A candidate that passed every check of the closed form.
+#[derive(Debug, Clone, Copy)]
+struct Kept {
+    candidate: Candidate,
+    closed_form: Seconds,
+    bound: Seconds,
+    peak: Bytes,
 }
 
 /// Checks the model, cluster, batch and search settings, reporting every problem at once.
@@ -246,11 +276,12 @@ fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
     }
     // One set of op tables prices both the closed form and the simulation's lower bound.
     let tables = Tables::new(&run);
-    Priced::Kept {
+    Priced::Kept(Kept {
         candidate,
         closed_form: step_time_with(&run, &tables).step_time(),
         bound: lower_bound_with(&run, &tables),
-    }
+        peak,
+    })
 }
 
 /// Prices every candidate in parallel, calling `progress(done, total)` as it goes.
@@ -258,7 +289,7 @@ fn price_all(
     spec: &SearchSpec,
     candidates: &[Candidate],
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> (Vec<(Candidate, Seconds, Seconds)>, Rejections) {
+) -> (Vec<Kept>, Rejections) {
     let done = AtomicUsize::new(0);
     let total = candidates.len();
     let priced: Vec<Priced> = candidates
@@ -277,13 +308,13 @@ fn price_all(
     for item in priced {
         match item {
             Priced::Rejected(kind, reason) => rejections.add(kind, || reason),
-            Priced::Kept { candidate, closed_form, bound } => {
-                kept.push((candidate, closed_form, bound))
-            }
+            Priced::Kept(candidate) => kept.push(candidate),
         }
     }
     // Most promising first, by closed form, then by the candidate's fixed order.
-    kept.sort_by(|a, b| a.1.value().total_cmp(&b.1.value()).then(a.0.cmp(&b.0)));
+    kept.sort_by(|a, b| {
+        a.closed_form.value().total_cmp(&b.closed_form.value()).then(a.candidate.cmp(&b.candidate))
+    });
     (kept, rejections)
 }
 
@@ -306,15 +337,23 @@ fn better(a: &RankedPlan, b: &RankedPlan) -> std::cmp::Ordering {
         .then(a.candidate.cmp(&b.candidate))
 }
 
-/// Simulated plans that fit; the rest are counted as not fitting.
+/// Simulated plans that fit, each also recorded as a point; the rest are counted as not fitting.
 fn keep_fitting(
     plans: Vec<RankedPlan>,
     headroom: f64,
     rejections: &mut Rejections,
+    points: &mut Vec<PricedPoint>,
 ) -> Vec<RankedPlan> {
     let mut kept = Vec::new();
     for plan in plans {
         if fits(&plan.estimate, headroom) {
+            points.push(PricedPoint {
+                candidate: plan.candidate,
+                peak_memory: plan.estimate.peak_memory.breakdown.total(),
+                step_time: plan.estimate.time.step_time(),
+                tokens_per_sec_per_gpu: plan.estimate.throughput.tokens_per_sec_per_gpu,
+                simulated: true,
+            });
             kept.push(plan);
         } else {
             rejections.add(Rejection::DoesNotFit, || {
@@ -329,6 +368,20 @@ fn keep_fitting(
     kept
 }
 
+/// The point of a candidate pruned by its bound: never faster than its bound.
+fn pruned_point(shape: &Shape, kept: &Kept) -> PricedPoint {
+    let step_time = kept.closed_form.max(kept.bound);
+    // The same definition as `cost::step::throughput`: tokens per step over time and GPUs.
+    let tokens = (shape.global_batch * shape.seq_len) as f64;
+    PricedPoint {
+        candidate: kept.candidate,
+        peak_memory: kept.peak,
+        step_time,
+        tokens_per_sec_per_gpu: tokens / step_time.value() / shape.gpus as f64,
+        simulated: false,
+    }
+}
+
 /// Searches the space: the fast path described in the module documentation.
 pub fn search(
     spec: &SearchSpec,
@@ -340,6 +393,7 @@ pub fn search(
     let top = spec.top.max(1);
     let batch = SIMULATION_BATCH;
     let mut best: Vec<RankedPlan> = Vec::new();
+    let mut points = Vec::with_capacity(kept.len());
     let (mut simulated, mut pruned) = (0, 0);
     for chunk in kept.chunks(batch) {
         // The bar every candidate of this batch must beat, fixed before the batch runs.
@@ -348,18 +402,18 @@ pub fn search(
         } else {
             Seconds::new(f64::INFINITY)
         };
-        let (run, skip): (Vec<_>, Vec<_>) = chunk.iter().partition(|(_, _, bound)| *bound < bar);
+        let (run, skip): (Vec<&Kept>, Vec<&Kept>) = chunk.iter().partition(|k| k.bound < bar);
         pruned += skip.len();
         simulated += run.len();
-        let results: Vec<Result<RankedPlan, SearchError>> = run
-            .par_iter()
-            .map(|(candidate, closed_form, _)| simulate_candidate(spec, *candidate, *closed_form))
-            .collect();
+        points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
+        let results: Vec<Result<RankedPlan, SearchError>> =
+            run.par_iter().map(|k| simulate_candidate(spec, k.candidate, k.closed_form)).collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        best.extend(keep_fitting(results, spec.memory_headroom, &mut rejections));
+        best.extend(keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points));
         best.sort_by(better);
         best.truncate(top);
     }
+    points.sort_by_key(|p| p.candidate);
     Ok(SearchReport {
         considered: candidates.len(),
         priced: kept.len(),
@@ -367,6 +421,7 @@ pub fn search(
         pruned,
         plans: best,
         rejections,
+        points,
     })
 }
 
@@ -377,11 +432,13 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let (kept, mut rejections) = price_all(spec, &candidates, &|_, _| {});
     let results = kept
         .iter()
-        .map(|(candidate, closed_form, _)| simulate_candidate(spec, *candidate, *closed_form))
+        .map(|k| simulate_candidate(spec, k.candidate, k.closed_form))
         .collect::<Result<Vec<_>, _>>()?;
-    let mut plans = keep_fitting(results, spec.memory_headroom, &mut rejections);
+    let mut points = Vec::with_capacity(kept.len());
+    let mut plans = keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points);
     plans.sort_by(better);
     plans.truncate(spec.top.max(1));
+    points.sort_by_key(|p| p.candidate);
     Ok(SearchReport {
         considered: candidates.len(),
         priced: kept.len(),
@@ -389,6 +446,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
         pruned: 0,
         plans,
         rejections,
+        points,
     })
 }
 
@@ -459,6 +517,32 @@ mod tests {
         for plan in &report.plans {
             assert!(check(Engine::Deepspeed, &plan.run).is_ok());
         }
+    }
+
+    #[test]
+    fn points_hold_every_fitting_candidate_and_none_beats_the_best_plan() {
+        let spec = spec(16, None);
+        let report = search(&spec, &|_, _| {}).unwrap();
+        assert_eq!(report.points.iter().filter(|p| !p.simulated).count(), report.pruned);
+        assert!(report.points.len() <= report.priced && report.points.len() > report.pruned);
+        assert!(report.points.windows(2).all(|w| w[0].candidate < w[1].candidate));
+        let best = &report.plans[0];
+        let top = report.points.iter().find(|p| p.candidate == best.candidate).unwrap();
+        assert!(top.simulated && top.step_time == best.estimate.time.step_time());
+        let capacity = best.estimate.memory_capacity;
+        for point in &report.points {
+            assert!(point.tokens_per_sec_per_gpu <= top.tokens_per_sec_per_gpu * (1.0 + 1e-12));
+            assert!(point.peak_memory <= capacity);
+        }
+        // Without pruning every point is simulated, and the best plan is the fastest point.
+        let reference = brute_force(&spec).unwrap();
+        assert!(reference.points.iter().all(|p| p.simulated));
+        let fastest = reference
+            .points
+            .iter()
+            .max_by(|a, b| a.tokens_per_sec_per_gpu.total_cmp(&b.tokens_per_sec_per_gpu))
+            .unwrap();
+        assert_eq!(fastest.step_time, reference.plans[0].estimate.time.step_time());
     }
 
     #[test]

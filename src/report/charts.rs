@@ -1,0 +1,327 @@
+//! The bar charts of a report (memory per pipeline stage against the GPU's capacity, the
+//! step-time breakdown, rejected candidates by reason) and what every chart shares: the palette,
+//! fonts, category axes and the SVG each chart is drawn into with plotters.
+
+use plotters::chart::MeshStyle;
+use plotters::coord::Shift;
+use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+use plotters::element::DashedPathElement;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
+use super::{RejectionRow, ReportError};
+use crate::estimate::{StageMemory, TimeBreakdown};
+use crate::units::Bytes;
+
+/// The font family of every label; the browser picks the face, so no font file is needed.
+pub(super) const FONT: &str = "sans-serif";
+/// Axis and legend labels.
+pub(super) const LABEL: u32 = 15;
+/// Chart captions.
+pub(super) const CAPTION: u32 = 19;
+/// Grey of axes and secondary text.
+pub(super) const GREY: RGBColor = rgb(0x55_5555);
+/// The capacity line and the highlighted plan.
+pub(super) const ALERT: RGBColor = rgb(0xc0_1c28);
+
+/// A drawing area of an SVG chart.
+pub(super) type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+/// What drawing on it returns.
+pub(super) type Drawn = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+/// A category axis: category `i` sits at `i`, each a unit wide, with one tick per category.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Categories(usize);
+
+impl Ranged for Categories {
+    type FormatOption = DefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        let share = (value + 0.5) / self.0.max(1) as f64;
+        limit.0 + (share * f64::from(limit.1 - limit.0)).round() as i32
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        // Light grid lines between categories would be noise; every category is a bold point.
+        if hint.weight().allow_light_points() {
+            return Vec::new();
+        }
+        (0..self.0).map(|i| i as f64).collect()
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        -0.5..self.0.max(1) as f64 - 0.5
+    }
+}
+
+/// A colour from its `0xrrggbb` value.
+pub(super) const fn rgb(hex: u32) -> RGBColor {
+    RGBColor((hex >> 16) as u8, (hex >> 8) as u8, hex as u8)
+}
+
+/// An axis of `count` categories, each a unit wide around its index.
+pub(super) fn categories(count: usize) -> Categories {
+    Categories(count)
+}
+
+/// The category whose tick is at `value`, if any.
+pub(super) fn category(value: f64, count: usize) -> Option<usize> {
+    let index = value.round();
+    ((value - index).abs() < 1e-6 && index >= 0.0 && (index as usize) < count)
+        .then_some(index as usize)
+}
+
+/// A text style of `size` in `color`, anchored at `h` and `v`.
+pub(super) fn text(size: u32, color: RGBColor, h: HPos, v: VPos) -> TextStyle<'static> {
+    TextStyle {
+        font: (FONT, size).into_font(),
+        color: color.to_backend_color(),
+        pos: Pos::new(h, v),
+    }
+}
+
+/// How a legend entry is marked.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(super) enum Mark {
+    /// A filled square, for bars and slices.
+    Box(RGBColor),
+    /// A line, for thresholds.
+    Line(RGBColor),
+}
+
+/// A legend as a column of entries in `area`, from `top` down.
+pub(super) fn legend_column(area: &Area, top: i32, entries: &[(String, Mark)]) -> Drawn {
+    for (i, (name, mark)) in entries.iter().enumerate() {
+        let y = top + 24 * i as i32;
+        swatch(area, (8, y), *mark)?;
+        area.draw(&Text::new(name.clone(), (30, y), text(LABEL, BLACK, HPos::Left, VPos::Center)))?;
+    }
+    Ok(())
+}
+
+/// One legend mark, centred vertically on `y`, starting at `x`.
+pub(super) fn swatch(area: &Area, (x, y): (i32, i32), mark: Mark) -> Drawn {
+    match mark {
+        Mark::Box(color) => {
+            area.draw(&Rectangle::new([(x, y - 7), (x + 14, y + 7)], color.filled()))
+        }
+        Mark::Line(color) => {
+            area.draw(&PathElement::new(vec![(x, y), (x + 14, y)], color.stroke_width(2)))
+        }
+    }
+}
+
+/// The mesh style every chart shares: a faint grid on the bold ticks only, labels at `LABEL`.
+pub(super) fn mesh_style<X: Ranged, Y: Ranged>(mesh: &mut MeshStyle<'_, '_, X, Y, SVGBackend<'_>>) {
+    mesh.label_style((FONT, LABEL))
+        .axis_desc_style((FONT, LABEL))
+        .light_line_style(TRANSPARENT)
+        .bold_line_style(GREY.mix(0.18))
+        .axis_style(GREY);
+}
+
+/// Draws one chart of `size` pixels into an SVG element. `name` names the chart in errors;
+/// `title` is its accessible name.
+pub(super) fn svg(
+    name: &'static str,
+    title: &str,
+    size: (u32, u32),
+    draw: impl FnOnce(&Area) -> Drawn,
+) -> Result<String, ReportError> {
+    let mut buffer = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buffer, size).into_drawing_area();
+        root.fill(&WHITE)
+            .and_then(|()| draw(&root))
+            .and_then(|()| root.present())
+            .map_err(|err| ReportError::Chart { chart: name, message: err.to_string() })?;
+    }
+    // An inline SVG needs no namespace declaration; it gets an accessible name instead.
+    let label = format!(
+        r#"role="img" aria-label="{}""#,
+        html_escape::encode_double_quoted_attribute(title)
+    );
+    Ok(buffer.replacen(r#"xmlns="http://www.w3.org/2000/svg""#, &label, 1))
+}
+
+/// The parts of a memory breakdown, bottom of the stack first, with their colours.
+const MEMORY_PARTS: [(&str, u32); 7] = [
+    ("weights", 0x4e_79a7),
+    ("gradients", 0xf2_8e2b),
+    ("optimizer states", 0xe1_5759),
+    ("activations", 0x76_b7b2),
+    ("logits", 0x59_a14f),
+    ("buffers", 0xed_c948),
+    ("fragmentation", 0xba_b0ac),
+];
+
+fn memory_parts(stage: &StageMemory) -> [f64; 7] {
+    let m = &stage.breakdown;
+    [
+        m.weights,
+        m.gradients,
+        m.optimizer_states,
+        m.activations,
+        m.logits,
+        m.buffers,
+        m.fragmentation,
+    ]
+    .map(Bytes::as_gib)
+}
+
+/// Memory per pipeline stage as stacked bars, with the GPU's capacity as a dashed line.
+pub(super) fn memory(stages: &[StageMemory], capacity: Bytes) -> Result<String, ReportError> {
+    let capacity = capacity.as_gib();
+    let tallest = stages.iter().map(|s| s.breakdown.total().as_gib()).fold(0.0, f64::max);
+    let top = tallest.max(capacity) * 1.12;
+    let count = stages.len();
+    let plot = (110 * count as u32).clamp(320, 860);
+    let legend = 220;
+    let title = "Memory per GPU by pipeline stage";
+    svg("memory", title, (plot + 110 + legend, 460), |root| {
+        let (left, side) = root.split_horizontally(plot + 110);
+        let mut chart = ChartBuilder::on(&left)
+            .caption(title, (FONT, CAPTION))
+            .margin(12)
+            .x_label_area_size(44)
+            .y_label_area_size(64)
+            .build_cartesian_2d(categories(count), 0.0..top)?;
+        let mut mesh = chart.configure_mesh();
+        mesh_style(&mut mesh);
+        mesh.disable_x_mesh()
+            .x_labels(count)
+            .x_label_formatter(&|v| category(*v, count).map_or(String::new(), |i| i.to_string()))
+            .y_label_formatter(&|gib| format!("{gib:.0}"))
+            .x_desc("pipeline stage")
+            .y_desc("GiB")
+            .draw()?;
+        // Bars at most 90 pixels wide.
+        let half = (45.0 * count.max(1) as f64 / f64::from(plot)).min(0.32);
+        for (part, &(_, hex)) in MEMORY_PARTS.iter().enumerate() {
+            let bars = stages.iter().enumerate().map(|(i, stage)| {
+                let parts = memory_parts(stage);
+                let bottom: f64 = parts[..part].iter().sum();
+                let x = i as f64;
+                Rectangle::new(
+                    [(x - half, bottom), (x + half, bottom + parts[part])],
+                    rgb(hex).filled(),
+                )
+            });
+            chart.draw_series(bars)?;
+        }
+        let totals = stages.iter().enumerate().map(|(i, stage)| {
+            let total = stage.breakdown.total().as_gib();
+            Text::new(
+                format!("{total:.1}"),
+                (i as f64, total),
+                text(LABEL, GREY, HPos::Center, VPos::Bottom),
+            )
+        });
+        chart.draw_series(totals)?;
+        let (first, last) = (-0.5, count.max(1) as f64 - 0.5);
+        chart.draw_series(std::iter::once(DashedPathElement::new(
+            vec![(first, capacity), (last, capacity)],
+            8,
+            5,
+            ALERT.stroke_width(2),
+        )))?;
+        // The legend beside the plot, top of the stack first as the bars read.
+        let mut entries: Vec<(String, Mark)> =
+            vec![(format!("capacity {capacity:.1} GiB"), Mark::Line(ALERT))];
+        entries.extend(
+            MEMORY_PARTS.iter().rev().map(|&(name, hex)| (name.to_owned(), Mark::Box(rgb(hex)))),
+        );
+        legend_column(&side, 70, &entries)
+    })
+}
+
+/// The parts of a step, in the order of `TimeBreakdown::parts`, with their colours.
+const TIME_COLORS: [u32; 9] = [
+    0x4e_79a7, 0xf2_8e2b, 0xed_c948, 0xe1_5759, 0xff_9da7, 0x59_a14f, 0x76_b7b2, 0xba_b0ac,
+    0x9c_755f,
+];
+
+/// One horizontal bar per part of the step, labelled with its time and share.
+pub(super) fn step_time(time: &TimeBreakdown) -> Result<String, ReportError> {
+    let parts = time.parts();
+    let step = time.step_time().as_millis();
+    let longest = parts.iter().map(|(_, t)| t.as_millis()).fold(0.0, f64::max);
+    let count = parts.len();
+    let title = format!("Step time breakdown ({:.3} s; the parts add up to the step)", step / 1e3);
+    svg("step-time", &title, (1000, 430), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(&title, (FONT, CAPTION))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(150)
+            .build_cartesian_2d(0.0..longest.max(1e-9) * 1.3, categories(count))?;
+        // The first part at the top.
+        let row = |i: usize| (count - 1 - i) as f64;
+        let mut mesh = chart.configure_mesh();
+        mesh_style(&mut mesh);
+        mesh.disable_y_mesh()
+            .y_labels(count)
+            .y_label_formatter(&|v| {
+                category(*v, count).map_or(String::new(), |r| parts[count - 1 - r].0.to_owned())
+            })
+            .x_label_formatter(&|ms| format!("{ms:.0}"))
+            .x_desc("ms")
+            .draw()?;
+        chart.draw_series(parts.iter().enumerate().map(|(i, (_, seconds))| {
+            let y = row(i);
+            let color = rgb(TIME_COLORS[i]);
+            Rectangle::new([(0.0, y - 0.32), (seconds.as_millis(), y + 0.32)], color.filled())
+        }))?;
+        chart.draw_series(parts.iter().enumerate().map(|(i, (_, seconds))| {
+            let ms = seconds.as_millis();
+            let share = if step > 0.0 { 100.0 * ms / step } else { 0.0 };
+            EmptyElement::at((ms, row(i)))
+                + Text::new(
+                    format!("{ms:.1} ms ({share:.1} %)"),
+                    (6, 0),
+                    text(LABEL, GREY, HPos::Left, VPos::Center),
+                )
+        }))?;
+        Ok(())
+    })
+}
+
+/// Rejected candidates, one horizontal bar per reason.
+pub(super) fn rejections(rows: &[RejectionRow]) -> Result<String, ReportError> {
+    let count = rows.len();
+    let most = rows.iter().map(|r| r.count).max().unwrap_or(0).max(1) as f64;
+    let height = 150 + 46 * count.max(1) as u32;
+    let title = "Rejected candidates by reason";
+    svg("rejections", title, (1000, height), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(title, (FONT, CAPTION))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(230)
+            .build_cartesian_2d(0.0..most * 1.2, categories(count))?;
+        let row = |i: usize| (count - 1 - i) as f64;
+        let mut mesh = chart.configure_mesh();
+        mesh_style(&mut mesh);
+        mesh.disable_y_mesh()
+            .y_labels(count.max(1))
+            .y_label_formatter(&|v| {
+                category(*v, count).map_or(String::new(), |r| rows[count - 1 - r].reason.to_owned())
+            })
+            .x_label_formatter(&|n| format!("{n:.0}"))
+            .x_desc("candidates")
+            .draw()?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+            let y = row(i);
+            Rectangle::new([(0.0, y - 0.3), (r.count as f64, y + 0.3)], rgb(0xe1_5759).filled())
+        }))?;
+        chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
+            EmptyElement::at((r.count as f64, row(i)))
+                + Text::new(
+                    r.count.to_string(),
+                    (6, 0),
+                    text(LABEL, GREY, HPos::Left, VPos::Center),
+                )
+        }))?;
+        Ok(())
+    })
+}

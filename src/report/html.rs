@@ -1,0 +1,233 @@
+//! The report page: `template.html` filled with the header (inputs and key numbers), one section
+//! per chart and the rejection table. Every text from outside this file is escaped; the charts are
+//! plotters' SVG, inlined as is.
+
+use std::fmt::Write as _;
+
+use html_escape::encode_text as escape;
+
+use super::{PlanView, Report, ReportError, SearchView, charts, scatter, timeline};
+
+const TEMPLATE: &str = include_str!("template.html");
+
+/// Replaces each `{{name}}` of `template` with its value, in one pass (a value that contains
+/// `{{` is not filled again).
+fn fill(template: &str, values: &[(&str, &str)]) -> String {
+    let mut out =
+        String::with_capacity(template.len() + values.iter().map(|v| v.1.len()).sum::<usize>());
+    let mut rest = template;
+    while let Some(open) = rest.find("{{") {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 2..];
+        let value = after.find("}}").and_then(|close| {
+            let name = &after[..close];
+            values.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value, close))
+        });
+        match value {
+            Some((value, close)) => {
+                out.push_str(value);
+                rest = &after[close + 2..];
+            }
+            None => {
+                out.push_str("{{");
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// How a chart sits in its section.
+struct Chart<'a> {
+    /// The `data-chart` value and, prefixed with `chart-`, the element id.
+    name: &'a str,
+    heading: &'a str,
+    svg: String,
+    caption: &'a str,
+    /// Whether the chart may be wider than the page and scroll.
+    scroll: bool,
+}
+
+/// A chart in its section, followed by `after` (markup, already escaped).
+fn section(out: &mut String, chart: Chart, after: &str) {
+    let Chart { name, heading, svg, caption, scroll } = chart;
+    let class = if scroll { r#" class="scroll""# } else { "" };
+    let _ = write!(
+        out,
+        "<section id=\"{name}\">\n<h2>{}</h2>\n<figure id=\"chart-{name}\" data-chart=\"{name}\"{class}>\n{svg}</figure>\n",
+        escape(heading)
+    );
+    if !caption.is_empty() {
+        let _ = writeln!(out, "<figcaption>{}</figcaption>", escape(caption));
+    }
+    out.push_str(after);
+    out.push_str("</section>\n");
+}
+
+fn number(out: &mut String, value: &str, name: &str) {
+    let _ = writeln!(
+        out,
+        "<li><span class=\"value\">{}</span><span class=\"name\">{}</span></li>",
+        escape(value),
+        escape(name)
+    );
+}
+
+fn header(out: &mut String, report: &Report) {
+    let _ = writeln!(out, "<header>\n<h1>{}</h1>", escape(&report.title));
+    if let Some(plan) = &report.plan {
+        let _ = writeln!(out, "<p class=\"subtitle\">{}</p>", escape(&plan.label));
+    }
+    out.push_str("<table class=\"inputs\">\n");
+    for (name, value) in &report.inputs {
+        let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", escape(name), escape(value));
+    }
+    out.push_str("</table>\n");
+    match &report.plan {
+        Some(plan) => key_numbers(out, plan),
+        None => out.push_str("<p class=\"warning\">No plan fits: see the rejections below.</p>\n"),
+    }
+    out.push_str("</header>\n");
+}
+
+fn key_numbers(out: &mut String, plan: &PlanView) {
+    let e = &plan.estimate;
+    let peak = e.peak_memory.breakdown.total().as_gib();
+    let capacity = e.memory_capacity.as_gib();
+    out.push_str("<ul class=\"numbers\">\n");
+    number(out, &format!("{:.3} s", e.time.step_time().value()), "step time (simulated)");
+    number(out, &format!("{:.1}", e.throughput.tokens_per_sec_per_gpu), "tokens/s per GPU");
+    number(out, &format!("{:.1} %", e.throughput.mfu_pct), "MFU");
+    number(
+        out,
+        &format!("{:.1} TFLOP/s", e.throughput.model_tflops_per_gpu),
+        "model FLOP/s per GPU",
+    );
+    number(
+        out,
+        &format!("{peak:.1} GiB"),
+        &format!("peak memory (stage {}) of {capacity:.1} GiB", e.peak_memory.stage),
+    );
+    out.push_str("</ul>\n");
+    if !e.fits() {
+        let _ = writeln!(
+            out,
+            "<p class=\"warning\">Does not fit: {:.1} GiB over the GPU's memory.</p>",
+            peak - capacity
+        );
+    }
+}
+
+fn plan_sections(out: &mut String, plan: &PlanView) -> Result<(), ReportError> {
+    let e = &plan.estimate;
+    let memory = Chart {
+        name: "memory",
+        heading: "Memory per GPU",
+        svg: charts::memory(&e.stages, e.memory_capacity)?,
+        caption: "Peak allocated memory of each pipeline stage under the simulated schedule, by \
+                  what it holds, against the GPU's usable memory.",
+        scroll: false,
+    };
+    section(out, memory, "");
+    let time = Chart {
+        name: "step-time",
+        heading: "Step time",
+        svg: charts::step_time(&e.time)?,
+        caption: "Read on the stage that finishes last; exposed communication is the part not \
+                  hidden under compute.",
+        scroll: false,
+    };
+    section(out, time, "");
+    let steps = Chart {
+        name: "timeline",
+        heading: "Pipeline timeline",
+        svg: timeline::timeline(&plan.timeline)?,
+        caption: "Each task is labelled with its kind and micro-batch, or its micro-batch alone \
+                  where the slice is narrow. One pipeline stands for every tensor-, context- and \
+                  data-parallel replica. Scroll sideways when the step is wider than the page.",
+        scroll: true,
+    };
+    section(out, steps, "");
+    Ok(())
+}
+
+fn search_sections(
+    out: &mut String,
+    search: &SearchView,
+    best_label: &str,
+) -> Result<(), ReportError> {
+    let caption = format!(
+        "{} candidates considered, {} priced and fitting by the closed form: {} simulated, {} \
+         pruned because their lower bound could not beat the best plans (drawn at the \
+         throughput that bound allows). Points that would overlap are drawn once.",
+        search.considered, search.priced, search.simulated, search.pruned
+    );
+    if search.points.is_empty() {
+        let _ = writeln!(
+            out,
+            "<section id=\"scatter\">\n<h2>Candidates</h2>\n<p>{}</p>\n</section>",
+            escape(&format!(
+                "No candidate was priced and fits: all {} candidates were rejected.",
+                search.considered
+            ))
+        );
+    } else {
+        let candidates = Chart {
+            name: "scatter",
+            heading: "Candidates: throughput vs peak memory",
+            svg: scatter::scatter(search, best_label)?,
+            caption: &caption,
+            scroll: false,
+        };
+        section(out, candidates, "");
+    }
+    let mut table = String::from(
+        "<table class=\"rejections\">\n<tr><th>rejected because</th><th>candidates</th>\
+         <th>example</th></tr>\n",
+    );
+    for row in &search.rejections {
+        let _ = writeln!(
+            table,
+            "<tr><td>{}</td><td class=\"number\">{}</td><td>{}</td></tr>",
+            escape(row.reason),
+            row.count,
+            escape(&row.example)
+        );
+    }
+    table.push_str("</table>\n");
+    let rejected = Chart {
+        name: "rejections",
+        heading: "Rejected candidates",
+        svg: charts::rejections(&search.rejections)?,
+        caption: "",
+        scroll: false,
+    };
+    section(out, rejected, &table);
+    Ok(())
+}
+
+/// The whole page.
+pub(super) fn page(report: &Report) -> Result<String, ReportError> {
+    let mut body = String::new();
+    header(&mut body, report);
+    if let Some(plan) = &report.plan {
+        plan_sections(&mut body, plan)?;
+    }
+    if let Some(search) = &report.search {
+        let best = report.plan.as_ref().map_or("", |plan| plan.label.as_str());
+        search_sections(&mut body, search, best)?;
+    }
+    Ok(fill(TEMPLATE, &[("title", &escape(&report.title)), ("body", &body)]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fill;
+
+    #[test]
+    fn placeholders_are_filled_once_and_unknown_ones_are_kept() {
+        let filled = fill("<p>{{a}} {{b}} {{c}}</p>", &[("a", "{{b}}"), ("b", "x")]);
+        assert_eq!(filled, "<p>{{b}} x {{c}}</p>");
+    }
+}
