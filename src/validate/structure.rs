@@ -19,7 +19,7 @@ const DEEPSEEK_V3_MLA: MlaSpec = MlaSpec {
 fn number_after(text: &str, key: &str) -> Option<i64> {
     let start = text.find(key)? + key.len();
     let digits: String = text[start..]
-        .trim_start_matches(|c: char| c == ' ' || c == '(' || c == '=' || c == ':')
+        .trim_start_matches([' ', '(', '=', ':'])
         .chars()
         .take_while(char::is_ascii_digit)
         .collect();
