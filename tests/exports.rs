@@ -3,7 +3,7 @@
 
 use meshplan::export::{Engine, export};
 use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use meshplan::plan::{CpComm, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
 use meshplan::{Run, RunSpec, presets};
 
 fn run(model: &str, gpus: i64, global_batch: i64, precision: Precision, plan: PlanSpec) -> Run {
@@ -70,6 +70,54 @@ fn torchtitan_shaped() -> Run {
         ..PlanSpec::default()
     };
     run("llama3.1-70b", 64, 32, Precision::Fp8Current, plan)
+}
+
+/// DeepSeek-V3 with latent attention, MTP, 3 dense layers, 61 layers split unevenly, ep 64 and a
+/// hierarchical CP exchange.
+fn deepseek_moe() -> Run {
+    let plan = PlanSpec {
+        tp: Some(2),
+        pp: Some(8),
+        vp: Some(4),
+        cp: Some(8),
+        cp_comm: Some(CpComm::Hierarchical),
+        ep: Some(64),
+        pipeline_split: Some(PipelineSplit::Balanced),
+        ..PlanSpec::default()
+    };
+    run("deepseek-v3", 1024, 512, Precision::Fp8Blockwise, plan)
+}
+
+/// Qwen3-30B-A3B under FSDP with ep 8.
+fn qwen_moe_fsdp() -> Run {
+    let plan = PlanSpec { fsdp: Some(true), ep: Some(8), ..PlanSpec::default() };
+    run("qwen3-30b-a3b", 16, 32, Precision::Bf16, plan)
+}
+
+/// Mixtral 8x7B with ZeRO-1 and ep 8.
+fn mixtral_zero1() -> Run {
+    let plan = PlanSpec { zero: Some(1), ep: Some(8), ..PlanSpec::default() };
+    run("mixtral-8x7b", 16, 32, Precision::Bf16, plan)
+}
+
+#[test]
+fn mixture_of_experts_exports() {
+    insta::assert_snapshot!(
+        "megatron_deepseek_moe",
+        export(Engine::Megatron, &deepseek_moe()).unwrap()
+    );
+    insta::assert_snapshot!(
+        "torchtitan_qwen_moe",
+        export(Engine::Torchtitan, &qwen_moe_fsdp()).unwrap()
+    );
+    insta::assert_snapshot!(
+        "deepspeed_mixtral_moe",
+        export(Engine::Deepspeed, &mixtral_zero1()).unwrap()
+    );
+    for (engine, reason) in [(Engine::Torchtitan, "ZeRO-1/2"), (Engine::Deepspeed, "1F1B")] {
+        let err = export(engine, &deepseek_moe()).unwrap_err().to_string();
+        assert!(err.contains(reason), "{engine:?}: {err}");
+    }
 }
 
 #[test]
