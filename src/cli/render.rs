@@ -492,6 +492,7 @@ pub fn validation_text(report: &ValidationReport) -> String {
 
     let _ = writeln!(out, "\n{}", group_table("By source", &report.by_source));
     let _ = writeln!(out, "\n{}", group_table("By GPU", &report.by_gpu));
+    let _ = writeln!(out, "\n{}", group_table("By architecture", &report.by_kind));
 
     let _ = writeln!(out, "\nSkipped rows");
     let skipped: Vec<_> = report.rows.iter().filter(|r| r.skipped_reason.is_some()).collect();

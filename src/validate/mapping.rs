@@ -35,6 +35,8 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
         row_id: row.row_id.clone(),
         source_id: row.source_id.clone(),
         model: row.model.clone(),
+        architecture: row.arch_type.trim().to_owned(),
+        context_parallel: count(&row.cp).is_some_and(|cp| cp > 1),
         gpu: gpu_preset(&row.gpu_type)
             .map_or_else(|| row.gpu_type.clone(), |(name, _)| name.to_owned()),
         num_gpus: count(&row.num_gpus),

@@ -31,6 +31,10 @@ pub struct RowResult {
     pub source_id: String,
     /// The model name as the row writes it.
     pub model: String,
+    /// The row's `arch_type` (`dense`, `moe`, `hybrid-mamba-moe`).
+    pub architecture: String,
+    /// Whether the row runs context parallelism (cp > 1).
+    pub context_parallel: bool,
     /// The GPU preset the row mapped to (or the raw `gpu_type` when it did not map).
     pub gpu: String,
     /// GPUs in the run.
@@ -64,6 +68,8 @@ pub struct ValidationReport {
     pub by_source: Vec<GroupSummary>,
     /// The same statistics per GPU preset.
     pub by_gpu: Vec<GroupSummary>,
+    /// The same statistics per architecture, and for the context-parallel rows.
+    pub by_kind: Vec<GroupSummary>,
     /// Every row in file order.
     pub rows: Vec<RowResult>,
 }

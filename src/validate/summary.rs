@@ -105,9 +105,13 @@ pub(super) fn summarize(rows: Vec<RowResult>) -> ValidationReport {
         memory_rows: memory_errors.len(),
         memory_median_abs_error_pct: percentile(&memory_errors, 0.5),
     };
+    let mut by_kind = groups(&rows, |r| r.architecture.clone());
+    let context_parallel: Vec<&RowResult> = rows.iter().filter(|r| r.context_parallel).collect();
+    by_kind.push(group("context parallel (cp > 1)".to_owned(), &context_parallel));
     ValidationReport {
         by_source: groups(&rows, |r| r.source_id.clone()),
         by_gpu: groups(&rows, |r| r.gpu.clone()),
+        by_kind,
         summary,
         rows,
     }
