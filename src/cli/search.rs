@@ -29,6 +29,8 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         max_pp: args.max_pp,
         max_cp: args.max_cp,
         micro_batch: positive(args.run.micro_batch),
+        ep: positive(pinned(args.run.ep)),
+        etp: positive(pinned(args.run.etp)),
         extra_micro_batch: None,
     };
     let engine = args.engine.map(EngineArg::engine);

@@ -10,7 +10,7 @@
 //! Megatron's `6 + 12/dp` and the ZeRO paper's `2 + 2 + 12/Nd` shapes.
 
 use crate::cost::layer::padded_vocab;
-use crate::cost::work::{Segment, stage_segment};
+use crate::cost::work::{Segment, stage_segment, stage_segments};
 use crate::estimate::{MemoryBreakdown, StageMemory};
 use crate::model::PositionEmbedding;
 use crate::plan::{Precision, RecomputeKind, Sharding};
@@ -84,8 +84,8 @@ fn attention_params_per_rank(run: &Run) -> f64 {
     matrices + biases
 }
 
-/// Parameters of one dense layer on one GPU.
-fn dense_layer_params(run: &Run) -> f64 {
+/// Parameters of one dense layer on one GPU, given its attention's (`attention_params_per_rank`).
+fn dense_layer_params(run: &Run, attention: f64) -> f64 {
     let model = run.model();
     let tp = run.plan().tp() as f64;
     let ffn = model.ffn_hidden_size();
@@ -94,22 +94,19 @@ fn dense_layer_params(run: &Run) -> f64 {
     } else {
         0.0
     };
-    attention_params_per_rank(run)
-        + model.mlp_matmul_params(ffn) as f64 / tp
-        + biases
-        + model.layer_norm_params() as f64
+    attention + model.mlp_matmul_params(ffn) as f64 / tp + biases + model.layer_norm_params() as f64
 }
 
 /// Parameters of one MoE layer on one GPU: the replicated router, attention and shared experts
 /// split by TP, and `experts / ep` routed experts split by ETP.
-fn moe_layer_params(run: &Run) -> Params {
+fn moe_layer_params(run: &Run, attention: f64) -> Params {
     let model = run.model();
     let plan = run.plan();
     let Some(moe) = model.moe() else {
-        return Params { dense: dense_layer_params(run), expert: 0.0 };
+        return Params { dense: dense_layer_params(run, attention), expert: 0.0 };
     };
     let tp = plan.tp() as f64;
-    let dense = attention_params_per_rank(run)
+    let dense = attention
         + (model.hidden_size() * moe.num_experts) as f64
         + model.mlp_matmul_params(moe.shared_ffn_hidden_size) as f64 / tp
         + model.layer_norm_params() as f64;
@@ -124,14 +121,15 @@ pub fn segment_params(run: &Run, segment: &Segment) -> Params {
     let plan = run.plan();
     let tp = plan.tp() as f64;
     let h = model.hidden_size() as f64;
-    let moe = moe_layer_params(run);
+    let attention = attention_params_per_rank(run);
+    let moe = moe_layer_params(run, attention);
     let (moe_layers, dense_layers) = if model.moe().is_some() {
         (segment.layers - segment.dense_layers, segment.dense_layers)
     } else {
         (0.0, segment.layers)
     };
     let mut params = Params {
-        dense: dense_layers * dense_layer_params(run) + moe_layers * moe.dense,
+        dense: dense_layers * dense_layer_params(run, attention) + moe_layers * moe.dense,
         expert: moe_layers * moe.expert,
     };
     let vocab_rows = padded_vocab(run) / tp * h;
@@ -153,7 +151,7 @@ pub fn segment_params(run: &Run, segment: &Segment) -> Params {
             let block = if model.moe().is_some() {
                 moe
             } else {
-                Params { dense: dense_layer_params(run), expert: 0.0 }
+                Params { dense: dense_layer_params(run, attention), expert: 0.0 }
             };
             let extra = 2.0 * h * h / tp + 3.0 * model.final_norm_params() as f64;
             params.dense += mtp * (block.dense + extra);
@@ -261,8 +259,10 @@ pub fn in_flight_microbatches(run: &Run, stage: u64) -> f64 {
 
 /// Memory of every pipeline stage.
 pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
-    (0..run.plan().pp())
-        .map(|stage| StageMemory { stage, breakdown: breakdown(run, stage) })
+    stage_segments(run)
+        .iter()
+        .zip(0..)
+        .map(|(segment, stage)| StageMemory { stage, breakdown: breakdown(run, stage, segment) })
         .collect()
 }
 
@@ -362,6 +362,19 @@ pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreak
     }
 }
 
+/// The largest model-state memory (weights, gradients, optimizer states, buffers, with the
+/// fragmentation allowance) of any stage: a lower bound of the peak whatever the micro-batch,
+/// recomputation or schedule.
+pub fn model_states_peak(run: &Run) -> Bytes {
+    stage_segments(run)
+        .iter()
+        .map(|segment| {
+            let states = model_state_memory(run, segment_params(run, segment), segment.layers);
+            with_fragmentation(states).total()
+        })
+        .fold(Bytes::ZERO, Bytes::max)
+}
+
 /// Adds the fragmentation allowance to a breakdown.
 pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
     memory.fragmentation = Bytes::ZERO;
@@ -369,12 +382,11 @@ pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
     memory
 }
 
-fn breakdown(run: &Run, stage: u64) -> MemoryBreakdown {
+fn breakdown(run: &Run, stage: u64, segment: &Segment) -> MemoryBreakdown {
     let plan = run.plan();
-    let segment = stage_segment(run, stage);
     let in_flight = in_flight_microbatches(run, stage);
-    let stored = stored_activation_bytes(run, &segment);
-    let mut memory = model_state_memory(run, segment_params(run, &segment), segment.layers);
+    let stored = stored_activation_bytes(run, segment);
+    let mut memory = model_state_memory(run, segment_params(run, segment), segment.layers);
     memory.activations = Bytes::new(in_flight * stored + recompute_working_bytes(run));
     if stage + 1 == plan.pp() {
         memory.logits = Bytes::new(logits_bytes(run) * (1.0 + run.model().mtp_layers() as f64));
@@ -465,7 +477,7 @@ mod tests {
     #[test]
     fn the_distributed_optimizer_matches_megatrons_6_plus_12_over_dp() {
         let run = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
-        let memory = breakdown(&run, 1);
+        let memory = breakdown(&run, 1, &stage_segment(&run, 1));
         let params = stage_params(&run, 1).total();
         let states = memory.weights + memory.gradients + memory.optimizer_states;
         assert!((states.value() / params - (6.0 + 12.0 / 2.0)).abs() < 1e-9);

@@ -14,8 +14,8 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;
-use crate::cost::memory::{Params, layer_input_bytes, shard_counts, stage_params};
-use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segment};
+use crate::cost::memory::{Params, layer_input_bytes, segment_params, shard_counts, stage_params};
+use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segments};
 use crate::estimate::{Throughput, TimeBreakdown};
 use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;
@@ -37,7 +37,7 @@ pub fn step_time(run: &Run) -> TimeBreakdown {
 pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
     let plan = run.plan();
     let stages: Vec<Work> =
-        (0..plan.pp()).map(|stage| segment_work(run, tables, stage_segment(run, stage))).collect();
+        stage_segments(run).into_iter().map(|segment| segment_work(run, tables, segment)).collect();
     let critical = stages
         .iter()
         .copied()
@@ -200,9 +200,9 @@ fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
 
 /// The Adam step and gradient bookkeeping on the stage that takes longest.
 fn optimizer_time(run: &Run) -> Seconds {
-    let plan = run.plan();
-    (0..plan.pp())
-        .map(|stage| optimizer_time_for(run, stage_params(run, stage)))
+    stage_segments(run)
+        .iter()
+        .map(|segment| optimizer_time_for(run, segment_params(run, segment)))
         .fold(Seconds::ZERO, Seconds::max)
 }
 

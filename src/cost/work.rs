@@ -16,21 +16,106 @@ pub const OVERLAP_EFFICIENCY: f64 = 1.0 / 1.15;
 /// exposed).
 pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 
+/// Per-phase totals of one op table, summed once when the tables are built (the search prices
+/// hundreds of thousands of segments from the same tables).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseTimes {
+    /// GEMMs, weight gradients, attention and memory-bound kernels.
+    pub compute: Seconds,
+    /// The weight-gradient GEMMs within `compute`.
+    pub weight_gradient: Seconds,
+    /// Fused attention within `compute`.
+    pub attention: Seconds,
+    /// Tensor-parallel (and expert-tensor-parallel) collectives.
+    pub tp: Seconds,
+    /// Context-parallel ring steps.
+    pub cp_ring: Seconds,
+    /// Context-parallel all-to-alls.
+    pub cp_all_to_all: Seconds,
+    /// Expert-parallel dispatch and combine.
+    pub ep: Seconds,
+}
+
+impl PhaseTimes {
+    fn of(table: &OpTable, phase: Phase) -> PhaseTimes {
+        let mut times = PhaseTimes::default();
+        for op in table.ops.iter().filter(|op| op.phase == phase) {
+            match op.kind {
+                OpKind::Gemm | OpKind::Memory => times.compute += op.time,
+                OpKind::WeightGradient => {
+                    times.compute += op.time;
+                    times.weight_gradient += op.time;
+                }
+                OpKind::Attention => {
+                    times.compute += op.time;
+                    times.attention += op.time;
+                }
+                OpKind::TpComm => times.tp += op.time,
+                OpKind::CpComm => times.cp_ring += op.time,
+                OpKind::CpAllToAll => times.cp_all_to_all += op.time,
+                OpKind::EpComm => times.ep += op.time,
+            }
+        }
+        times
+    }
+}
+
+/// One table with its per-phase totals.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PricedTable {
+    /// The operations.
+    pub table: OpTable,
+    /// Forward totals.
+    pub forward: PhaseTimes,
+    /// Backward totals.
+    pub backward: PhaseTimes,
+}
+
+impl PricedTable {
+    fn new(table: OpTable) -> PricedTable {
+        PricedTable {
+            forward: PhaseTimes::of(&table, Phase::Forward),
+            backward: PhaseTimes::of(&table, Phase::Backward),
+            table,
+        }
+    }
+
+    /// The totals of one phase.
+    pub fn phase(&self, phase: Phase) -> &PhaseTimes {
+        match phase {
+            Phase::Forward => &self.forward,
+            Phase::Backward => &self.backward,
+        }
+    }
+}
+
 /// The op tables of one run: a transformer layer, the embedding and the head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tables {
     /// One transformer layer: an MoE layer when the model has experts.
-    pub layer: OpTable,
+    pub layer: PricedTable,
     /// One dense-MLP layer of an MoE model (its leading dense layers); `None` for dense models,
     /// whose `layer` is already dense.
-    pub dense_layer: Option<OpTable>,
+    pub dense_layer: Option<PricedTable>,
     /// The input embedding (first stage).
-    pub embedding: OpTable,
+    pub embedding: PricedTable,
     /// Final norm, logits and loss (last stage).
-    pub head: OpTable,
+    pub head: PricedTable,
     /// What a multi-token-prediction module adds to its transformer layer and head: the norms
     /// and the `2h -> h` projection.
-    pub mtp: OpTable,
+    pub mtp: PricedTable,
+}
+
+/// One table a segment runs, how many times one micro-batch runs it, and whether it is a
+/// transformer layer (what recomputation reruns).
+#[derive(Debug, Clone, Copy)]
+pub struct Part<'a> {
+    /// The table.
+    pub table: &'a PricedTable,
+    /// Runs per micro-batch (0 when the segment does not hold it).
+    pub count: f64,
+    /// Whether it is a transformer layer of the segment.
+    pub layer: bool,
 }
 
 impl Tables {
@@ -38,37 +123,31 @@ impl Tables {
     pub fn new(run: &Run) -> Tables {
         let moe = run.model().moe().is_some();
         Tables {
-            layer: layer::transformer_layer(run, !moe),
-            dense_layer: moe.then(|| layer::transformer_layer(run, true)),
-            embedding: layer::embedding(run),
-            head: layer::head(run),
-            mtp: layer::mtp_projection(run),
+            layer: PricedTable::new(layer::transformer_layer(run, !moe)),
+            dense_layer: moe.then(|| PricedTable::new(layer::transformer_layer(run, true))),
+            embedding: PricedTable::new(layer::embedding(run)),
+            head: PricedTable::new(layer::head(run)),
+            mtp: PricedTable::new(layer::mtp_projection(run)),
         }
     }
 
-    /// Every table a segment runs, with how many times one micro-batch runs it; the flag marks
-    /// transformer layers (what recomputation reruns).
-    pub fn parts(&self, run: &Run, segment: &Segment) -> Vec<(&OpTable, f64, bool)> {
-        let mut parts = Vec::with_capacity(6);
-        match &self.dense_layer {
-            Some(dense) => {
-                parts.push((&self.layer, segment.layers - segment.dense_layers, true));
-                parts.push((dense, segment.dense_layers, true));
-            }
-            None => parts.push((&self.layer, segment.layers, true)),
-        }
-        if segment.first {
-            parts.push((&self.embedding, 1.0, false));
-        }
-        if segment.last {
-            let mtp = run.model().mtp_layers() as f64;
-            parts.push((&self.head, 1.0 + mtp, false));
-            if mtp > 0.0 {
-                parts.push((&self.layer, mtp, false));
-                parts.push((&self.mtp, mtp, false));
-            }
-        }
-        parts
+    /// Every table a segment runs, with how many times one micro-batch runs it (absent tables
+    /// count zero times).
+    pub fn parts(&self, run: &Run, segment: &Segment) -> [Part<'_>; 6] {
+        let mtp = if segment.last { run.model().mtp_layers() as f64 } else { 0.0 };
+        let (moe_layers, dense_layers, dense) = match &self.dense_layer {
+            Some(dense) => (segment.layers - segment.dense_layers, segment.dense_layers, dense),
+            None => (segment.layers, 0.0, &self.layer),
+        };
+        let part = |table, count, layer| Part { table, count, layer };
+        [
+            part(&self.layer, moe_layers, true),
+            part(dense, dense_layers, true),
+            part(&self.embedding, if segment.first { 1.0 } else { 0.0 }, false),
+            part(&self.head, if segment.last { 1.0 + mtp } else { 0.0 }, false),
+            part(&self.layer, mtp, false),
+            part(&self.mtp, mtp, false),
+        ]
     }
 }
 
@@ -135,21 +214,18 @@ fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
 
 /// Ring attention overlaps each key/value transfer with the attention block it feeds; Ulysses
 /// all-to-alls block the layer.
-fn exposed_cp(layer: &OpTable, phase: Phase) -> Seconds {
-    (layer.time(phase, OpKind::CpComm) - layer.time(phase, OpKind::Attention) * OVERLAP_EFFICIENCY)
-        .max(Seconds::ZERO)
-        + layer.time(phase, OpKind::CpAllToAll)
+fn exposed_cp(times: &PhaseTimes) -> Seconds {
+    (times.cp_ring - times.attention * OVERLAP_EFFICIENCY).max(Seconds::ZERO) + times.cp_all_to_all
 }
 
 /// Expert-parallel all-to-all left exposed: all of it, or with `expert_comm_overlap` what the
 /// other micro-batch's compute of the same layer cannot hide (DualPipe / Megatron-LM's
 /// 1F1B all-to-all overlap run one micro-batch's dispatch under another's compute).
-fn exposed_ep(run: &Run, layer: &OpTable, phase: Phase) -> Seconds {
-    let comm = layer.time(phase, OpKind::EpComm);
+fn exposed_ep(run: &Run, times: &PhaseTimes) -> Seconds {
     if run.plan().expert_comm_overlap() {
-        (comm - layer.compute(phase) * OVERLAP_EFFICIENCY).max(Seconds::ZERO)
+        (times.ep - times.compute * OVERLAP_EFFICIENCY).max(Seconds::ZERO)
     } else {
-        comm
+        times.ep
     }
 }
 
@@ -157,9 +233,11 @@ fn exposed_ep(run: &Run, layer: &OpTable, phase: Phase) -> Seconds {
 pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     let plan = run.plan();
     let parts = tables.parts(run, &segment);
-    let sum = |f: &dyn Fn(&OpTable) -> Seconds| parts.iter().map(|(t, n, _)| f(t) * *n).sum();
-    let layers_only = |f: &dyn Fn(&OpTable) -> Seconds| -> Seconds {
-        parts.iter().filter(|p| p.2).map(|(t, n, _)| f(t) * *n).sum()
+    let sum = |phase: Phase, f: &dyn Fn(&PhaseTimes) -> Seconds| -> Seconds {
+        parts.iter().map(|p| f(p.table.phase(phase)) * p.count).sum()
+    };
+    let layers_only = |f: &dyn Fn(&PhaseTimes) -> Seconds| -> Seconds {
+        parts.iter().filter(|p| p.layer).map(|p| f(&p.table.forward) * p.count).sum()
     };
     let share = if segment.layers > 0.0 {
         segment.recomputed_layers.min(segment.layers) / segment.layers
@@ -169,59 +247,60 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     let zero = Seconds::ZERO;
     let (recompute, recompute_tp, recompute_ep) = match plan.recompute() {
         RecomputeKind::None => (zero, zero, zero),
-        RecomputeKind::Selective => {
-            (layers_only(&|t| t.time(Phase::Forward, OpKind::Attention)), zero, zero)
-        }
+        RecomputeKind::Selective => (layers_only(&|t| t.attention), zero, zero),
         RecomputeKind::Full => (
-            layers_only(&|t| t.compute(Phase::Forward)) * share,
-            layers_only(&|t| t.time(Phase::Forward, OpKind::TpComm)) * share,
-            layers_only(&|t| exposed_ep(run, t, Phase::Forward)) * share,
+            layers_only(&|t| t.compute) * share,
+            layers_only(&|t| t.tp) * share,
+            layers_only(&|t| exposed_ep(run, t)) * share,
         ),
     };
-    let tp = |phase: Phase| exposed_tp(run, sum(&|t| t.time(phase, OpKind::TpComm)));
-    let ep = |phase: Phase| sum(&|t| exposed_ep(run, t, phase));
+    let tp = |phase: Phase| exposed_tp(run, sum(phase, &|t| t.tp));
+    let ep = |phase: Phase| sum(phase, &|t| exposed_ep(run, t));
     Work {
-        forward: sum(&|t| t.compute(Phase::Forward)),
+        forward: sum(Phase::Forward, &|t| t.compute),
         forward_tp: tp(Phase::Forward),
-        forward_cp: sum(&|t| exposed_cp(t, Phase::Forward)),
+        forward_cp: sum(Phase::Forward, &exposed_cp),
         forward_ep: ep(Phase::Forward),
-        backward: sum(&|t| t.compute(Phase::Backward)),
-        weight_gradient: sum(&|t| t.time(Phase::Backward, OpKind::WeightGradient)),
+        backward: sum(Phase::Backward, &|t| t.compute),
+        weight_gradient: sum(Phase::Backward, &|t| t.weight_gradient),
         recompute,
         backward_tp: tp(Phase::Backward) + exposed_tp(run, recompute_tp),
-        backward_cp: sum(&|t| exposed_cp(t, Phase::Backward)),
+        backward_cp: sum(Phase::Backward, &exposed_cp),
         backward_ep: ep(Phase::Backward) + recompute_ep,
     }
 }
 
 /// The segment of a whole pipeline stage.
 pub fn stage_segment(run: &Run, stage: u64) -> Segment {
-    let layers = run.stage_layers(stage);
-    let dense = stage_dense_layers(run, stage);
-    Segment {
-        layers: layers as f64,
-        dense_layers: dense as f64,
-        recomputed_layers: (run.plan().recompute_num_layers() as f64).min(layers as f64),
-        first: stage == 0,
-        last: stage + 1 == run.plan().pp(),
-    }
+    stage_segments(run)[stage as usize]
 }
 
-/// Dense-MLP layers (of an MoE model) held by pipeline stage `stage` over its virtual chunks.
-fn stage_dense_layers(run: &Run, stage: u64) -> u64 {
-    if run.model().moe().is_none() {
-        return 0;
-    }
-    let pp = run.plan().pp();
+/// The segment of every pipeline stage (each over all its virtual chunks), from one pass over
+/// the layer layout.
+pub fn stage_segments(run: &Run) -> Vec<Segment> {
+    let plan = run.plan();
+    let pp = plan.pp();
+    let mut layers = vec![0u64; pp as usize];
+    let mut dense = vec![0u64; pp as usize];
     let mut first = 0;
-    let mut dense = 0;
-    for (position, layers) in run.path_layers(pp * run.plan().vp()).into_iter().enumerate() {
-        if position as u64 % pp == stage {
-            dense += run.dense_layers_in(first, layers);
+    for (position, count) in run.path_layers(pp * plan.vp()).into_iter().enumerate() {
+        let stage = position % pp as usize;
+        layers[stage] += count;
+        if run.model().moe().is_some() {
+            dense[stage] += run.dense_layers_in(first, count);
         }
-        first += layers;
+        first += count;
     }
-    dense
+    let recompute = plan.recompute_num_layers() as f64;
+    (0..pp as usize)
+        .map(|stage| Segment {
+            layers: layers[stage] as f64,
+            dense_layers: dense[stage] as f64,
+            recomputed_layers: recompute.min(layers[stage] as f64),
+            first: stage == 0,
+            last: stage + 1 == pp as usize,
+        })
+        .collect()
 }
 
 /// The segments of `positions` consecutive chunks along a micro-batch's path, with the full

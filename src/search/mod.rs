@@ -227,10 +227,15 @@ pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Vi
         crate::plan::PipelineSplit::EmbeddingAndLoss => (layers + 2) / candidate.pp,
         _ => layers / candidate.pp,
     };
-    let grad_reduce_in_fp32 = run_spec.plan.grad_reduce_in_fp32;
+    let base = run_spec.plan.clone();
     run_spec.plan = candidate.plan_spec(stage_layers, tp_comm_overlap(spec.engine));
-    // How gradients are reduced is the training recipe's choice, not the plan's.
-    run_spec.plan.grad_reduce_in_fp32 = grad_reduce_in_fp32;
+    // How gradients are reduced is the training recipe's choice, and routing imbalance, token
+    // dropping and all-to-all overlap describe the workload and the MoE implementation: they
+    // carry over from the base plan rather than being searched.
+    run_spec.plan.grad_reduce_in_fp32 = base.grad_reduce_in_fp32;
+    run_spec.plan.moe_imbalance = base.moe_imbalance;
+    run_spec.plan.moe_capacity_factor = base.moe_capacity_factor;
+    run_spec.plan.expert_comm_overlap = base.expert_comm_overlap;
     run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
     Run::from_spec(&run_spec)
 }
@@ -284,6 +289,46 @@ fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
     })
 }
 
+/// What fixes a candidate's model states (weights, gradients, optimizer states, FSDP buffers):
+/// everything but recomputation, micro-batch, schedule and CP exchange.
+type LayoutKey = (u64, u64, u64, u64, crate::plan::PipelineSplit, space::ShardingChoice, u64, u64);
+
+fn layout_key(c: &Candidate) -> LayoutKey {
+    (c.tp, c.cp, c.pp, c.vp, c.split, c.sharding, c.ep, c.etp)
+}
+
+/// For every layout of the candidates, why its model states alone overflow the GPU (`None` when
+/// they fit or the layout does not build): model states are a lower bound of the peak, so every
+/// candidate of such a layout is rejected without being priced, with the same count and reason
+/// kind pricing would give.
+fn model_states_by_layout(
+    spec: &SearchSpec,
+    candidates: &[Candidate],
+) -> BTreeMap<LayoutKey, Option<String>> {
+    let mut representatives: BTreeMap<LayoutKey, Candidate> = BTreeMap::new();
+    for candidate in candidates {
+        representatives.entry(layout_key(candidate)).or_insert(*candidate);
+    }
+    let layouts: Vec<(LayoutKey, Candidate)> = representatives.into_iter().collect();
+    layouts
+        .par_iter()
+        .map(|(key, candidate)| {
+            let Ok(run) = candidate_run(spec, candidate) else { return (*key, None) };
+            let states = crate::cost::memory::model_states_peak(&run);
+            let capacity = run.cluster().gpu().memory();
+            let reason = (!fits_in(states, capacity, spec.memory_headroom)).then(|| {
+                format!(
+                    "{} needs {:.1} GiB of {:.1} GiB for its model states alone",
+                    run.plan().label(),
+                    states.as_gib(),
+                    capacity.as_gib()
+                )
+            });
+            (*key, reason)
+        })
+        .collect()
+}
+
 /// Prices every candidate in parallel, calling `progress(done, total)` as it goes.
 fn price_all(
     spec: &SearchSpec,
@@ -292,10 +337,14 @@ fn price_all(
 ) -> (Vec<Kept>, Rejections) {
     let done = AtomicUsize::new(0);
     let total = candidates.len();
+    let states = model_states_by_layout(spec, candidates);
     let priced: Vec<Priced> = candidates
         .par_iter()
         .map(|candidate| {
-            let result = price(spec, *candidate);
+            let result = match states.get(&layout_key(candidate)) {
+                Some(Some(reason)) => Priced::Rejected(Rejection::DoesNotFit, reason.clone()),
+                _ => price(spec, *candidate),
+            };
             let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
             if finished.is_multiple_of(1024) || finished == total {
                 progress(finished, total);

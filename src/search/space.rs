@@ -82,6 +82,10 @@ pub struct Constraints {
     pub max_cp: Option<u64>,
     /// Fixed micro-batch size.
     pub micro_batch: Option<u64>,
+    /// Fixed expert-parallel size (MoE models).
+    pub ep: Option<u64>,
+    /// Fixed expert-tensor-parallel size (MoE models).
+    pub etp: Option<u64>,
     /// A micro-batch size to try beside the space's (powers of the batch up to 16), such as the
     /// one a published plan uses.
     pub extra_micro_batch: Option<u64>,
@@ -158,7 +162,12 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                 }
                 let layouts = pipelines(shape.layers, pp);
                 let exchanges = cp_exchanges(shape, tp, cp);
-                let experts = expert_layouts(shape, tp, tp * cp * dp);
+                let experts: Vec<(u64, u64)> = expert_layouts(shape, tp, tp * cp * dp)
+                    .into_iter()
+                    .filter(|&(ep, etp)| {
+                        allowed(ep, constraints.ep, None) && allowed(etp, constraints.etp, None)
+                    })
+                    .collect();
                 let micro_batches: Vec<u64> = divisors(shape.global_batch / dp)
                     .filter(|mbs| match constraints.micro_batch {
                         Some(pinned) => pinned == *mbs,
@@ -222,14 +231,16 @@ fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
 }
 
 /// Expert layouts over the `stage_ranks = tp x cp x dp` ranks of a stage: every ep dividing the
-/// experts and every etp dividing tp (experts split no finer than attention), with ep x etp
-/// dividing the stage's ranks. Dense models have the one layout (1, 1).
+/// experts, with etp 1 (MoE Parallel Folding's usual choice) or tp (experts split like attention,
+/// Megatron-LM's default and torchtitan's other option), and ep x etp dividing the stage's ranks.
+/// Dense models have the one layout (1, 1).
 fn expert_layouts(shape: &Shape, tp: u64, stage_ranks: u64) -> Vec<(u64, u64)> {
     if shape.experts == 0 {
         return vec![(1, 1)];
     }
     let mut out = Vec::new();
-    for etp in divisors(tp) {
+    let etps: &[u64] = if tp == 1 { &[1] } else { &[1, tp] };
+    for &etp in etps {
         for ep in divisors(shape.experts) {
             if stage_ranks.is_multiple_of(ep * etp) {
                 out.push((ep, etp));

@@ -241,17 +241,20 @@ fn position_info(
 ) -> PositionInfo {
     use crate::cost::layer::{OpKind, Phase};
     let parts = tables.parts(run, segment);
-    let flops =
-        |phase: Phase| parts.iter().map(|(t, n, _)| t.flops(phase).value() * n).sum::<f64>();
+    let flops = |phase: Phase| {
+        parts.iter().map(|p| p.table.table.flops(phase).value() * p.count).sum::<f64>()
+    };
     let weight = parts
         .iter()
-        .map(|(t, n, _)| {
-            t.ops
+        .map(|p| {
+            p.table
+                .table
+                .ops
                 .iter()
                 .filter(|op| op.kind == OpKind::WeightGradient)
                 .map(|op| op.flops.value())
                 .sum::<f64>()
-                * n
+                * p.count
         })
         .sum();
     PositionInfo {
