@@ -405,6 +405,9 @@ impl Plan {
     pub fn label(&self) -> String {
         let mut label =
             format!("tp{} pp{} vp{} cp{} dp{}", self.tp, self.pp, self.vp, self.cp, self.dp);
+        if self.cp > 1 && self.cp_comm != CpComm::Ring {
+            label += &format!(" cp-{}", self.cp_comm.name());
+        }
         if self.ep > 1 || self.etp > 1 {
             label += &format!(" ep{} etp{}", self.ep, self.etp);
         }
