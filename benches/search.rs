@@ -1,6 +1,7 @@
 //! Criterion benchmarks of the full plan search (issue #4 targets on this 2-core machine: GPT-3
-//! 175B on 1,024 A100 80GB in under 1 s, Llama 3.1 405B on 16,384 H100 in under 5 s). Each also
-//! prints the candidates it considered per second.
+//! 175B on 1,024 A100 80GB in under 1 s, Llama 3.1 405B on 16,384 H100 in under 5 s), and of two
+//! mixture-of-experts searches, whose space also spans ep x etp. Each also prints the candidates
+//! it considered per second.
 
 use std::time::{Duration, Instant};
 
@@ -29,6 +30,8 @@ fn bench_search(c: &mut Criterion) {
     let cases = [
         ("search gpt3-175b 1024 a100-80gb", spec("gpt3-175b", "a100-80gb", 1024, 2048, 1536)),
         ("search llama3.1-405b 16384 h100", spec("llama3.1-405b", "h100-sxm", 16384, 8192, 2048)),
+        ("search qwen3-30b-a3b 64 h100", spec("qwen3-30b-a3b", "h100-sxm", 64, 4096, 512)),
+        ("search deepseek-v3 1024 h100", spec("deepseek-v3", "h100-sxm", 1024, 4096, 8192)),
     ];
     let mut group = c.benchmark_group("search");
     group.sample_size(10).measurement_time(Duration::from_secs(10));
