@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{
-    CpComm, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec, Precision, RecomputeKind,
-    Sharding, Training, TrainingSpec,
+    CpComm, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec, Precision,
+    RecomputeKind, Sharding, Training, TrainingSpec,
 };
 use crate::violation::{Collector, Violations};
 
@@ -372,6 +372,7 @@ fn validate_plan(
         ep: experts.ep,
         etp: experts.etp,
         expert_comm_overlap: experts.comm_overlap,
+        expert_dispatch: spec.expert_dispatch.unwrap_or(ExpertDispatch::AllToAll),
         moe_imbalance: experts.imbalance,
         moe_capacity_factor: experts.capacity_factor,
     })

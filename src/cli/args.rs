@@ -108,6 +108,26 @@ impl CpCommArg {
     }
 }
 
+/// `--expert-dispatch` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ExpertDispatchArg {
+    /// One message per (token, expert) pair.
+    AllToAll,
+    /// One copy per destination node (network) and rank (NVLink), as DeepEP sends.
+    Deduplicated,
+}
+
+impl ExpertDispatchArg {
+    /// The plan's value.
+    pub fn kind(self) -> meshplan::plan::ExpertDispatch {
+        use meshplan::plan::ExpertDispatch;
+        match self {
+            ExpertDispatchArg::AllToAll => ExpertDispatch::AllToAll,
+            ExpertDispatchArg::Deduplicated => ExpertDispatch::Deduplicated,
+        }
+    }
+}
+
 /// `--schedule` values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ScheduleArg {
@@ -428,6 +448,10 @@ pub struct RunArgs {
     /// attention's tp x cp (MoE Parallel Folding). [default: 1]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Experts")]
     pub etp: Option<i64>,
+    /// How tokens reach their experts: one message per token and expert (Megatron-LM alltoall),
+    /// or one per destination node and rank (DeepEP, Megatron-LM flex). [default: all-to-all]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = "Experts")]
+    pub expert_dispatch: Option<ExpertDispatchArg>,
     /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe,
     /// Megatron-LM --overlap-moe-expert-parallel-comm). [default: false]
     #[arg(long, value_name = "BOOL", help_heading = "Experts")]

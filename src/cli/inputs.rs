@@ -15,7 +15,9 @@ use meshplan::units::{parse_bandwidth, parse_seconds};
 use meshplan::violation::{Collector, Violations};
 use meshplan::{Run, RunSpec};
 
-use super::args::{CpCommArg, FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs, ScheduleArg};
+use super::args::{
+    CpCommArg, ExpertDispatchArg, FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs, ScheduleArg,
+};
 
 /// The built-in example's model preset, used when `--model` is not given.
 pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
@@ -307,6 +309,7 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
         ep: args.ep.or(base.ep),
         etp: args.etp.or(base.etp),
         expert_comm_overlap: args.expert_comm_overlap.or(base.expert_comm_overlap),
+        expert_dispatch: args.expert_dispatch.map(ExpertDispatchArg::kind).or(base.expert_dispatch),
         moe_imbalance: args.moe_imbalance.or(base.moe_imbalance),
         moe_capacity_factor: args.moe_capacity_factor.or(base.moe_capacity_factor),
     }

@@ -6,12 +6,13 @@
 //! the sequence, and sequence parallelism splits the element-wise work outside the GEMMs.
 
 use crate::cost::collective::{Collective, Group, collective_time};
+use crate::cost::dispatch::deduplicated_time;
 use crate::cost::kernels::{
     GemmShape, attention_backward_time, attention_forward_time, grouped_gemm_time, memory_time,
 };
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
-use crate::plan::Precision;
+use crate::plan::{ExpertDispatch, Precision};
 use crate::run::Run;
 use crate::units::{Bytes, Flops, Seconds};
 
@@ -359,7 +360,14 @@ fn expert_parallel_comm(ctx: &Ctx, table: &mut OpTable, rows: f64) {
     if plan.ep() > 1 {
         // Experts are laid out etp-fastest (MoE Parallel Folding): EP peers sit etp ranks apart.
         let group = Group { size: plan.ep(), stride: etp };
-        let a2a = collective_time(links, Collective::AllToAll, group, sent);
+        let a2a = match (plan.expert_dispatch(), run.model().moe()) {
+            (ExpertDispatch::Deduplicated, Some(moe)) => {
+                let tokens = rows / etp as f64 / (moe.top_k as f64);
+                let token_bytes = h * Precision::ACTIVATION_BYTES;
+                deduplicated_time(links, group, moe.num_experts, moe.top_k, tokens, token_bytes)
+            }
+            _ => collective_time(links, Collective::AllToAll, group, sent),
+        };
         for phase in [Phase::Forward, Phase::Backward] {
             table.push("ep-dispatch", phase, OpKind::EpComm, Flops::ZERO, sent, a2a);
             table.push("ep-combine", phase, OpKind::EpComm, Flops::ZERO, sent, a2a);

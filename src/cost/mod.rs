@@ -5,6 +5,7 @@
 //! Everything here is a pure function of a validated [`crate::Run`].
 
 pub mod collective;
+pub mod dispatch;
 pub mod kernels;
 pub mod layer;
 pub mod memory;

@@ -30,6 +30,9 @@ pub fn unsupported(run: &Run) -> Option<String> {
             "context parallelism is Ulysses sequence parallelism there, not ring attention".into(),
         );
     }
+    if plan.ep() > 1 && plan.expert_dispatch() == crate::plan::ExpertDispatch::Deduplicated {
+        return Some("its AutoEP dispatches one message per token and expert, not DeepEP's deduplicated dispatch".into());
+    }
     if plan.etp() > 1 {
         return Some("its AutoEP splits experts over ranks, not inside an expert (etp > 1)".into());
     }

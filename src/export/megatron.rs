@@ -2,7 +2,9 @@
 //! core_v0.15.0, reference section 2), one flag per line, ready for a launch script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
-use crate::plan::{CpComm, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::plan::{
+    CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding,
+};
 use crate::run::Run;
 
 /// What Megatron-LM cannot run, if anything.
@@ -61,7 +63,13 @@ fn moe_flags(run: &Run, moe: &crate::model::Moe) -> Vec<String> {
         args.push(format!("--moe-layer-freq \"([0]*{}+[1]*{sparse})\"", moe.dense_layers));
     }
     args.push("--moe-grouped-gemm".into());
-    args.push("--moe-token-dispatcher-type alltoall".into());
+    match plan.expert_dispatch() {
+        ExpertDispatch::AllToAll => args.push("--moe-token-dispatcher-type alltoall".into()),
+        ExpertDispatch::Deduplicated => {
+            args.push("--moe-token-dispatcher-type flex".into());
+            args.push("--moe-enable-deepep".into());
+        }
+    }
     args.push("--moe-router-load-balancing-type aux_loss".into());
     args.push(format!("--expert-model-parallel-size {}", plan.ep()));
     args.push(format!("--expert-tensor-parallel-size {}", plan.etp()));

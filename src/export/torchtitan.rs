@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
-use crate::plan::{CpComm, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::plan::{
+    CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding,
+};
 use crate::run::Run;
 
 /// What torchtitan cannot run, if anything.
@@ -108,6 +110,9 @@ pub fn job_config(run: &Run) -> String {
     if run.model().moe().is_some() {
         let _ = writeln!(out, "expert_parallel_degree = {}", plan.ep());
         let _ = writeln!(out, "expert_tensor_parallel_degree = {}", plan.etp());
+        if plan.expert_dispatch() == ExpertDispatch::Deduplicated {
+            let _ = writeln!(out, "expert_parallel_comm_backend = \"deepep\"");
+        }
     }
     let _ = writeln!(out, "pipeline_parallel_degree = {}", plan.pp());
     if plan.pp() > 1 {

@@ -121,6 +121,28 @@ impl CpComm {
     }
 }
 
+/// How tokens reach their experts across the expert-parallel group.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpertDispatch {
+    /// One message per (token, expert) pair: Megatron-LM's `alltoall` dispatcher and
+    /// torchtitan's standard backend.
+    AllToAll,
+    /// One copy per destination node over the network and per destination rank over NVLink
+    /// (DeepEP; Megatron-LM's `flex` dispatcher, torchtitan's `deepep` backend).
+    Deduplicated,
+}
+
+impl ExpertDispatch {
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExpertDispatch::AllToAll => "all-to-all",
+            ExpertDispatch::Deduplicated => "deduplicated",
+        }
+    }
+}
+
 /// How data-parallel ranks share model state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharding {
@@ -187,6 +209,8 @@ pub struct PlanSpec {
     /// MoE Parallel Folding lays experts out over `etp x ep` ranks independently of attention's
     /// `tp x cp`).
     pub etp: Option<i64>,
+    /// How tokens reach their experts (default all-to-all).
+    pub expert_dispatch: Option<ExpertDispatch>,
     /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe /
     /// Megatron-LM `--overlap-moe-expert-parallel-comm`; default off).
     pub expert_comm_overlap: Option<bool>,
@@ -272,6 +296,7 @@ pub struct Plan {
     pub(crate) ep: u64,
     pub(crate) etp: u64,
     pub(crate) expert_comm_overlap: bool,
+    pub(crate) expert_dispatch: ExpertDispatch,
     pub(crate) moe_imbalance: f64,
     pub(crate) moe_capacity_factor: Option<f64>,
 }
@@ -380,6 +405,10 @@ impl Plan {
     /// expert gradients are reduced over these.
     pub fn edp(&self) -> u64 {
         (self.tp * self.cp * self.dp / (self.ep * self.etp)).max(1)
+    }
+    /// How tokens reach their experts.
+    pub fn expert_dispatch(&self) -> ExpertDispatch {
+        self.expert_dispatch
     }
     /// Whether the expert-parallel all-to-all overlaps other compute.
     pub fn expert_comm_overlap(&self) -> bool {

@@ -236,6 +236,7 @@ pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Vi
     run_spec.plan.moe_imbalance = base.moe_imbalance;
     run_spec.plan.moe_capacity_factor = base.moe_capacity_factor;
     run_spec.plan.expert_comm_overlap = base.expert_comm_overlap;
+    run_spec.plan.expert_dispatch = base.expert_dispatch;
     run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
     Run::from_spec(&run_spec)
 }

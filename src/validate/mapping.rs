@@ -242,6 +242,11 @@ fn experts_plan(
             1
         }
     });
+    if row.other_settings.to_ascii_lowercase().contains("deepep") {
+        plan.expert_dispatch = Some(crate::plan::ExpertDispatch::Deduplicated);
+        assumptions
+            .push("expert dispatch deduplicated per node and rank (DeepEP, row's settings)".into());
+    }
     let text = format!("{model} {}", row.notes).to_ascii_lowercase();
     if text.contains("tokendrop") || text.contains("token dropping") {
         plan.moe_capacity_factor = Some(1.0);
