@@ -193,3 +193,23 @@ fn plans_an_engine_cannot_run_are_refused_with_the_reason() {
         assert!(export(engine, &zero_bubble).is_err(), "{engine:?} exported ZB-H1");
     }
 }
+
+#[test]
+fn torchtitan_refuses_what_its_trainer_rejects() {
+    // Its DDP (no FSDP) raises "DDP has not supported > 1D parallelism" beside tp or pp.
+    let ddp_tp_pp = PlanSpec { tp: Some(2), pp: Some(4), zero: Some(0), ..PlanSpec::default() };
+    let err = export(Engine::Torchtitan, &run("llama3.1-8b", 16, 32, Precision::Bf16, ddp_tp_pp))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("DDP (no FSDP)"), "{err}");
+    // Plain data parallelism stays exportable.
+    let ddp = PlanSpec { zero: Some(0), ..PlanSpec::default() };
+    assert!(export(Engine::Torchtitan, &run("llama3.1-8b", 8, 16, Precision::Bf16, ddp)).is_ok());
+    // `training.mixed_precision_reduce` is Literal["float32"] in torchtitan v0.2.2.
+    let bf16_reduce =
+        PlanSpec { fsdp: Some(true), grad_reduce_in_fp32: Some(false), ..PlanSpec::default() };
+    let err = export(Engine::Torchtitan, &run("llama3.1-8b", 8, 16, Precision::Bf16, bf16_reduce))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("float32 only"), "{err}");
+}

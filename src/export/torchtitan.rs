@@ -20,6 +20,22 @@ pub fn unsupported(run: &Run) -> Option<String> {
                 .into(),
         ),
     }
+    // parallelize_llama (every model) raises "DDP has not supported > 1D parallelism" when data
+    // parallelism without FSDP (or CP, which folds into the FSDP mesh) is not the whole job.
+    if plan.sharding() == Sharding::None
+        && plan.dp() > 1
+        && plan.cp() == 1
+        && plan.tp() * plan.pp() > 1
+    {
+        return Some("its DDP (no FSDP) runs only when data parallelism is the only parallelism; use --fsdp (HSDP with --hybrid-shard) with tp or pp".into());
+    }
+    // `training.mixed_precision_reduce` is `Literal["float32"]` in v0.2.2.
+    if !plan.grad_reduce_in_fp32() {
+        return Some(
+            "it reduces gradients in float32 only (training.mixed_precision_reduce); use --grad-reduce-in-fp32 true"
+                .into(),
+        );
+    }
     match plan.schedule() {
         PipelineSchedule::ZeroBubble => {
             return Some("its zero-bubble schedules are multi-stage (InterleavedZeroBubble, ZBVZeroBubble), not ZB-H1 with one stage per rank".into());
@@ -83,8 +99,7 @@ pub fn job_config(run: &Run) -> String {
     let _ = writeln!(out, "global_batch_size = {}", training.global_batch());
     let _ = writeln!(out, "seq_len = {}", training.seq_len());
     let _ = writeln!(out, "mixed_precision_param = \"bfloat16\"");
-    let reduce = if plan.grad_reduce_in_fp32() { "float32" } else { "bfloat16" };
-    let _ = writeln!(out, "mixed_precision_reduce = \"{reduce}\"");
+    let _ = writeln!(out, "mixed_precision_reduce = \"float32\"");
     let _ = writeln!(out);
     let _ = writeln!(out, "[parallelism]");
     let (replicate, shard) = match plan.sharding() {
@@ -143,6 +158,11 @@ pub fn job_config(run: &Run) -> String {
         RecomputeKind::Full => "full",
     };
     let _ = writeln!(out, "mode = \"{mode}\"");
+    if plan.recompute() == RecomputeKind::Selective {
+        // Per-op SAC: torchtitan's default option "2" would instead checkpoint every second
+        // layer whole.
+        let _ = writeln!(out, "selective_ac_option = \"op\"");
+    }
     if plan.tp_comm_overlap() && plan.tp() > 1 {
         let _ = writeln!(out);
         let _ = writeln!(out, "[compile]");
@@ -155,13 +175,12 @@ pub fn job_config(run: &Run) -> String {
             let _ = writeln!(out, "[model]");
             let _ = writeln!(out, "converters = [\"quantize.linear.float8\"]");
             let _ = writeln!(out);
+            // Tensorwise scaling is the converter's path without a `recipe_name`; it refuses a
+            // recipe name together with the FSDP float8 all-gather.
+            let fsdp = plan.sharding() == Sharding::Full;
             let _ = writeln!(out, "[quantize.linear.float8]");
-            let _ = writeln!(out, "recipe_name = \"tensorwise\"");
-            let _ = writeln!(
-                out,
-                "enable_fsdp_float8_all_gather = {}",
-                plan.sharding() == Sharding::Full
-            );
+            let _ = writeln!(out, "enable_fsdp_float8_all_gather = {fsdp}");
+            let _ = writeln!(out, "precompute_float8_dynamic_scale_for_fsdp = {fsdp}");
         }
         Precision::Mxfp8 => {
             let _ = writeln!(out);
