@@ -114,6 +114,16 @@ CASES = [
     dict(name="mg-moe-mla-layout", engine="megatron", model="deepseek-v3", gpu="h800", gpus=2048,
          plan=dict(pp=16, ep=64, zero=1, pipeline_split="balanced", seq_len=4096,
                    global_batch=4096)),
+    # Context-parallel exchanges beyond the ring, and DeepEP's deduplicated expert dispatch.
+    dict(name="mg-cp-ulysses", engine="megatron", model="llama3.1-70b", gpus=64,
+         plan=dict(tp=4, cp=4, zero=1, cp_comm="all-to-all", seq_len=32768, global_batch=32)),
+    dict(name="mg-cp-hierarchical", engine="megatron", model="llama3.1-70b", gpus=64,
+         plan=dict(tp=2, cp=8, zero=1, cp_comm="hierarchical", seq_len=65536, global_batch=16)),
+    dict(name="mg-moe-deepep", engine="megatron", model="qwen3-235b-a22b", gpus=256,
+         plan=dict(pp=8, vp=2, ep=32, zero=1, expert_dispatch="deduplicated",
+                   pipeline_split="balanced", seq_len=4096, global_batch=1024)),
+    dict(name="tt-moe-deepep", engine="torchtitan", model="qwen3-30b-a3b", gpus=64,
+         plan=dict(fsdp=True, ep=16, expert_dispatch="deduplicated", global_batch=128)),
 ]
 
 EXTENSION = {"torchtitan": "toml", "deepspeed": "json", "megatron": "args"}
@@ -142,6 +152,8 @@ class Plan:
     pipeline_split: str = "even"
     tp_comm_overlap: bool = False
     grad_reduce_in_fp32: bool = True
+    cp_comm: str = "ring"
+    expert_dispatch: str = "all-to-all"
 
     def __post_init__(self):
         if self.schedule is None:
@@ -178,7 +190,9 @@ class Plan:
         if self.recompute_num_layers is not None:
             out += ["--recompute-num-layers", str(self.recompute_num_layers)]
         if self.ep > 1:
-            out += ["--ep", str(self.ep)]
+            out += ["--ep", str(self.ep), "--expert-dispatch", self.expert_dispatch]
+        if self.cp > 1:
+            out += ["--cp-comm", self.cp_comm]
         return out
 
     def stage_layers(self, num_layers: int) -> list[int]:
@@ -645,6 +659,8 @@ MEGATRON_SWITCHES = {
     "--moe-router-enable-expert-bias", "--fp8-param-gather", "--first-last-layers-bf16",
     "--recompute-activations", "--distribute-saved-activations",
     "--overlap-moe-expert-parallel-comm",
+    # store_true in arguments.py (not in reference section 2); megatron-core field moe_enable_deepep.
+    "--moe-enable-deepep",
 }
 MEGATRON_LISTS = {"--cp-comm-type", "--hierarchical-context-parallel-sizes",
                   "--recompute-modules", "--rampup-batch-size"}
