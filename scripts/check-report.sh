@@ -5,15 +5,17 @@
 # error and no network request. Saves a full-page screenshot of the search report.
 #
 # Usage: scripts/check-report.sh [SCREENSHOT.png]    (default target/report-screenshot.png)
-# Needs node and npm; uses Debian's Chromium at /usr/bin/chromium, installed when missing if CI is
-# set or when run as root. playwright-core comes from the npm registry into target/report-check/
-# (no browser is downloaded).
+# Needs Python 3 with venv and pip; uses Debian's Chromium at /usr/bin/chromium, installed when
+# missing if CI is set or when run as root. Playwright for Python (its wheel carries its own
+# driver) is installed from PyPI into target/report-venv, reused while its pinned version matches;
+# no browser is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 screenshot="${1:-target/report-screenshot.png}"
 chromium=/usr/bin/chromium
-playwright_version=1.65.1
+playwright_version=1.65.2
+venv=target/report-venv
 work=target/report-check
 
 if [ ! -x "$chromium" ]; then
@@ -26,16 +28,13 @@ if [ ! -x "$chromium" ]; then
     exit 1
   fi
 fi
-for tool in node npm; do
-  command -v "$tool" > /dev/null || { echo "error: $tool is missing" >&2; exit 1; }
-done
 
-mkdir -p "$work"
-if [ ! -f "$work/node_modules/playwright-core/package.json" ] ||
-  [ "$(node -p "require('./$work/node_modules/playwright-core/package.json').version")" != "$playwright_version" ]; then
-  echo "installing playwright-core $playwright_version into $work"
-  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm install --prefix "$work" --no-save --no-audit --no-fund \
-    --loglevel=error "playwright-core@$playwright_version" > /dev/null
+if [ "$(cat "$venv/.playwright-version" 2> /dev/null)" != "$playwright_version" ]; then
+  echo "installing playwright $playwright_version into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check "playwright==$playwright_version"
+  echo "$playwright_version" > "$venv/.playwright-version"
 fi
 
 cargo build --release --locked --quiet
@@ -45,6 +44,6 @@ mkdir -p "$reports"
 target/release/meshplan search --report "$reports/search.html" > /dev/null
 target/release/meshplan simulate --report "$reports/simulate.html" > /dev/null
 
-node scripts/check-report.cjs "$work" "$chromium" "$screenshot" \
+"$venv/bin/python" scripts/check_report.py "$chromium" "$screenshot" \
   "$reports/search.html=memory,step-time,timeline,scatter,rejections" \
   "$reports/simulate.html=memory,step-time,timeline"
