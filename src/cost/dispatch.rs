@@ -22,22 +22,38 @@ pub fn miss_probability(experts: u64, held: u64, top_k: u64) -> f64 {
     })
 }
 
-/// Bytes a rank sends over the network and over NVLink to dispatch `tokens` tokens of
-/// `token_bytes` each, deduplicated per destination node and rank, over an EP group.
+/// What one rank dispatches: `tokens` tokens of `token_bytes` each, routed to `top_k` of
+/// `experts` experts.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Dispatch {
+    /// Routed experts of the layer.
+    pub experts: u64,
+    /// Experts per token.
+    pub top_k: u64,
+    /// Tokens the rank dispatches.
+    pub tokens: f64,
+    /// Bytes of one token's hidden state.
+    pub token_bytes: f64,
+}
+
+/// The EP group's size and how many of its members share an NVLink domain.
+fn members(interconnect: &Interconnect, group: Group) -> (u64, u64) {
+    let ep = group.size.max(1);
+    (ep, (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, ep))
+}
+
+/// Bytes a rank sends over the network and over NVLink for a dispatch deduplicated per
+/// destination node and rank, over an EP group.
 pub fn deduplicated_volumes(
     interconnect: &Interconnect,
     group: Group,
-    experts: u64,
-    top_k: u64,
-    tokens: f64,
-    token_bytes: f64,
+    d: Dispatch,
 ) -> (Bytes, Bytes) {
-    let ep = group.size.max(1);
-    let local = (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, ep);
+    let (ep, local) = members(interconnect, group);
     let nodes = ep.div_ceil(local);
-    let per_rank = experts / ep;
-    let rank_hit = 1.0 - miss_probability(experts, per_rank, top_k);
-    let node_hit = 1.0 - miss_probability(experts, per_rank * local, top_k);
+    let per_rank = d.experts / ep;
+    let rank_hit = 1.0 - miss_probability(d.experts, per_rank, d.top_k);
+    let node_hit = 1.0 - miss_probability(d.experts, per_rank * local, d.top_k);
     let remote_nodes = (nodes - 1) as f64 * node_hit;
     let local_ranks = (local - 1) as f64 * rank_hit;
     // A token that reaches a node is forwarded to the ranks there holding its experts, other than
@@ -47,24 +63,14 @@ pub fn deduplicated_volumes(
     } else {
         0.0
     };
-    let network = Bytes::new(tokens * token_bytes * remote_nodes);
-    let nvlink = Bytes::new(tokens * token_bytes * (local_ranks + forwarded));
-    (network, nvlink)
+    let per_copy = d.tokens * d.token_bytes;
+    (Bytes::new(per_copy * remote_nodes), Bytes::new(per_copy * (local_ranks + forwarded)))
 }
 
 /// Time of one deduplicated dispatch (or its combine, which moves the same bytes back).
-pub fn deduplicated_time(
-    interconnect: &Interconnect,
-    group: Group,
-    experts: u64,
-    top_k: u64,
-    tokens: f64,
-    token_bytes: f64,
-) -> Seconds {
-    let (network, nvlink) =
-        deduplicated_volumes(interconnect, group, experts, top_k, tokens, token_bytes);
-    let ep = group.size.max(1);
-    let local = (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, ep);
+pub fn deduplicated_time(interconnect: &Interconnect, group: Group, d: Dispatch) -> Seconds {
+    let (network, nvlink) = deduplicated_volumes(interconnect, group, d);
+    let (ep, local) = members(interconnect, group);
     let over = |bytes: Bytes, tier: LinkTier, peers: u64| {
         if bytes.value() <= 0.0 {
             Seconds::ZERO
@@ -100,7 +106,8 @@ mod tests {
         // ranks' shares leave the rank, 4 of 8 over the network (two 4-rank domains at stride 2).
         let links = h100_links();
         let group = Group { size: 8, stride: 2 };
-        let (network, nvlink) = deduplicated_volumes(&links, group, 64, 1, 1000.0, 1.0);
+        let d = Dispatch { experts: 64, top_k: 1, tokens: 1000.0, token_bytes: 1.0 };
+        let (network, nvlink) = deduplicated_volumes(&links, group, d);
         assert!((network.value() - 1000.0 * 4.0 / 8.0).abs() < 1e-9);
         assert!((nvlink.value() - 1000.0 * 3.0 / 8.0 - 1000.0 * 4.0 / 8.0 * 0.0).abs() < 1e-9);
     }
@@ -111,7 +118,8 @@ mod tests {
         // average 7 x (1 - miss(32 experts)) remote nodes, far fewer than its 7 remote experts.
         let links = h100_links();
         let group = Group { size: 64, stride: 1 };
-        let (network, _) = deduplicated_volumes(&links, group, 256, 8, 1.0, 1.0);
+        let d = Dispatch { experts: 256, top_k: 8, tokens: 1.0, token_bytes: 1.0 };
+        let (network, _) = deduplicated_volumes(&links, group, d);
         let expected = 7.0 * (1.0 - miss_probability(256, 32, 8));
         assert!((network.value() - expected).abs() < 1e-12);
         assert!(network.value() < 8.0 * 56.0 / 64.0 * 0.75, "{network:?}");

@@ -6,7 +6,7 @@
 //! the sequence, and sequence parallelism splits the element-wise work outside the GEMMs.
 
 use crate::cost::collective::{Collective, Group, collective_time};
-use crate::cost::dispatch::deduplicated_time;
+use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     GemmShape, attention_backward_time, attention_forward_time, grouped_gemm_time, memory_time,
 };
@@ -362,9 +362,13 @@ fn expert_parallel_comm(ctx: &Ctx, table: &mut OpTable, rows: f64) {
         let group = Group { size: plan.ep(), stride: etp };
         let a2a = match (plan.expert_dispatch(), run.model().moe()) {
             (ExpertDispatch::Deduplicated, Some(moe)) => {
-                let tokens = rows / etp as f64 / (moe.top_k as f64);
-                let token_bytes = h * Precision::ACTIVATION_BYTES;
-                deduplicated_time(links, group, moe.num_experts, moe.top_k, tokens, token_bytes)
+                let dispatch = Dispatch {
+                    experts: moe.num_experts,
+                    top_k: moe.top_k,
+                    tokens: rows / etp as f64 / moe.top_k as f64,
+                    token_bytes: h * Precision::ACTIVATION_BYTES,
+                };
+                deduplicated_time(links, group, dispatch)
             }
             _ => collective_time(links, Collective::AllToAll, group, sent),
         };
