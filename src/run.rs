@@ -345,8 +345,12 @@ fn validate_plan(
         }
         (_, None) => 0,
     };
-    let experts =
+    let mut experts =
         validate_experts(collector, spec, model, tp * cp * dp, tp, spec.sequence_parallel);
+    // DualPipe exists to hide the expert all-to-all under the other direction's compute
+    // (DeepSeek-V3 report, section 3.2.1): with it the overlap is on unless the plan says no.
+    experts.comm_overlap =
+        spec.expert_comm_overlap.unwrap_or(schedule == PipelineSchedule::Dualpipe);
     Some(Plan {
         tp,
         pp,
@@ -503,13 +507,7 @@ fn validate_experts(
             }
         }
     }
-    Experts {
-        ep,
-        etp,
-        comm_overlap: spec.expert_comm_overlap.unwrap_or(false),
-        imbalance,
-        capacity_factor,
-    }
+    Experts { ep, etp, comm_overlap: false, imbalance, capacity_factor }
 }
 
 fn validate_schedule(

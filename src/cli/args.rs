@@ -453,7 +453,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, value_name = "KIND", help_heading = "Experts")]
     pub expert_dispatch: Option<ExpertDispatchArg>,
     /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe,
-    /// Megatron-LM --overlap-moe-expert-parallel-comm). [default: false]
+    /// Megatron-LM --overlap-moe-expert-parallel-comm). [default: true under --schedule dualpipe,
+    /// else false]
     #[arg(long, value_name = "BOOL", help_heading = "Experts")]
     pub expert_comm_overlap: Option<bool>,
     /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced]

@@ -212,7 +212,7 @@ pub struct PlanSpec {
     /// How tokens reach their experts (default all-to-all).
     pub expert_dispatch: Option<ExpertDispatch>,
     /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe /
-    /// Megatron-LM `--overlap-moe-expert-parallel-comm`; default off).
+    /// Megatron-LM `--overlap-moe-expert-parallel-comm`; default: on under DualPipe, else off).
     pub expert_comm_overlap: Option<bool>,
     /// Routed tokens on the busiest expert-parallel rank over the mean (default 1.0: balanced, as
     /// published benchmarks force it).
