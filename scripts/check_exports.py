@@ -887,10 +887,15 @@ def check_megatron(path: Path, plan: Plan, shape: dict, context: dict, checks: C
     held = megatron_core_validation(ns, plan, checks)
     if held is not None:
         if plan.pipeline_split == "balanced":
-            # meshplan's balanced split: chunks differ by at most one layer.
+            # meshplan's balanced split: the embedding (first chunk), the loss and each MTP module
+            # (last chunk) count as units beside the layers, and chunks differ by at most one unit.
             checks.expect("layers over all chunks (megatron-core)", sum(held), shape["layers"])
-            if max(held) - min(held) > 1:
-                checks.reject(f"balanced split: chunks hold {held} layers (megatron-core)")
+            units = list(held)
+            units[0] += 1
+            units[-1] += 1 + int(ns.get("mtp_num_layers") or 0)
+            if max(units) - min(units) > 1:
+                checks.reject(f"balanced split: chunks hold {held} layers, {units} units "
+                              "(megatron-core)")
         else:
             checks.expect("layers per model chunk (megatron-core)", held,
                           plan.stage_layers(shape["layers"]))

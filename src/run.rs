@@ -110,7 +110,8 @@ impl Run {
     /// Transformer layers of each of `positions` consecutive chunks along a micro-batch's path
     /// through the pipeline (`pp x vp` chunks; DualPipe's `2 pp`), by the plan's split.
     pub fn path_layers(&self, positions: u64) -> Vec<u64> {
-        path_layers(self.model.num_layers(), self.plan.pipeline_split, positions)
+        let mtp = self.model.mtp_layers();
+        path_layers(self.model.num_layers(), mtp, self.plan.pipeline_split, positions)
     }
 
     /// Layers with a dense MLP among the `count` layers starting at layer `first` (all of them
@@ -123,7 +124,7 @@ impl Run {
     }
 }
 
-fn path_layers(num_layers: u64, split: PipelineSplit, positions: u64) -> Vec<u64> {
+fn path_layers(num_layers: u64, mtp: u64, split: PipelineSplit, positions: u64) -> Vec<u64> {
     let positions = positions.max(1);
     match split {
         PipelineSplit::Even => vec![num_layers / positions; positions as usize],
@@ -133,15 +134,35 @@ fn path_layers(num_layers: u64, split: PipelineSplit, positions: u64) -> Vec<u64
                 .map(|p| per - u64::from(p == 0) - u64::from(p + 1 == positions))
                 .collect()
         }
-        PipelineSplit::Balanced => {
-            let (base, extra) = (num_layers / positions, num_layers % positions);
-            // The extra layers (fewer than the chunks) go to chunks 1..=extra: never to the first
-            // chunk, which holds the embedding, and to the last only when all others have one.
-            (0..positions).map(|p| base + u64::from(p >= 1 && p <= extra)).collect()
-        }
+        PipelineSplit::Balanced if positions == 1 => vec![num_layers],
+        PipelineSplit::Balanced => balanced_layers(num_layers, mtp, positions),
     }
 }
 
+/// The balanced split: the embedding, the loss and each MTP module count as one unit beside the
+/// layers; the units are spread as evenly as the chunks allow, the extra ones to the middle
+/// chunks first, and the first chunk holds the embedding, the last the MTP modules and the loss.
+/// DeepSeek-V3 (61 layers, one MTP module) on 32 chunks gives Megatron-Bridge's layout
+/// `Et|(tt|)*30mL`.
+fn balanced_layers(num_layers: u64, mtp: u64, positions: u64) -> Vec<u64> {
+    let last = positions - 1;
+    let units = num_layers + 2 + mtp;
+    let (base, extra) = (units / positions, units % positions);
+    let mut layers: Vec<u64> = (0..positions)
+        .map(|p| {
+            let size = base + u64::from(p >= 1 && p <= extra);
+            let held = u64::from(p == 0) + if p == last { 1 + mtp } else { 0 };
+            size.saturating_sub(held)
+        })
+        .collect();
+    // A chunk too small for what it holds takes no layers, which leaves more than the layers
+    // placed: take the surplus back from the fullest chunks, the latest first.
+    while layers.iter().sum::<u64>() > num_layers {
+        let fullest = (0..layers.len()).max_by_key(|&c| layers[c]).unwrap_or(0);
+        layers[fullest] -= 1;
+    }
+    layers
+}
 /// Checks the training setup on its own (also what a search validates before it has a plan).
 pub(crate) fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
     let seq_len = positive_or(
@@ -212,7 +233,7 @@ fn validate_plan(
         PipelineSplit::Even | PipelineSplit::Balanced => model.num_layers(),
         PipelineSplit::EmbeddingAndLoss => model.num_layers() + 2,
     };
-    let balanced_hint = "or --pipeline-split balanced (chunks differ by at most one layer)";
+    let balanced_hint = "or --pipeline-split balanced (an uneven layout)";
     if pipeline_split == PipelineSplit::EmbeddingAndLoss && pp == 1 {
         collector.add(
             "plan.pipeline_split",
@@ -608,4 +629,24 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
         }
     };
     (sharding, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::balanced_layers;
+
+    #[test]
+    fn the_balanced_split_counts_embedding_loss_and_mtp_as_units() {
+        // DeepSeek-V3 on pp 16 x vp 2: Megatron-Bridge's `Et|(tt|)*30mL`.
+        let layers = balanced_layers(61, 1, 32);
+        assert_eq!(layers[0], 1);
+        assert!(layers[1..31].iter().all(|&n| n == 2));
+        assert_eq!(layers[31], 0);
+        // 94 layers over 12 chunks: 96 units, 8 each; the first and last hold 7.
+        let layers = balanced_layers(94, 0, 12);
+        assert_eq!(layers, [7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7]);
+        // Chunks too small for the ends still place every layer.
+        let layers = balanced_layers(3, 2, 4);
+        assert_eq!(layers.iter().sum::<u64>(), 3);
+    }
 }

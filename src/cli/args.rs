@@ -81,7 +81,8 @@ pub enum PipelineSplitArg {
     Even,
     /// The embedding and the loss count as one layer each (first and last stage hold one fewer).
     EmbeddingAndLoss,
-    /// Chunks differ by at most one layer when pp x vp does not divide the layers.
+    /// Any layer count: layers, embedding, loss and MTP modules spread evenly over the chunks
+    /// (a Megatron-LM --pipeline-model-parallel-layout).
     Balanced,
 }
 

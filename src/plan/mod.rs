@@ -85,10 +85,11 @@ pub enum PipelineSplit {
     /// `first/last_stage_less_layers = 1`): the first and last stage hold one layer fewer, and
     /// pp x vp must divide layers + 2.
     EmbeddingAndLoss,
-    /// Layers spread as evenly as pp x vp does not divide them: chunks differ by at most one
-    /// layer, the extra layers going to the middle chunks first (the first chunk holds the
-    /// embedding, the last the loss), as a Megatron-LM `--pipeline-model-parallel-layout` or
-    /// `--decoder-first/last-pipeline-num-layers` lays out 61-layer DeepSeek-V3 on 4 or 8 stages.
+    /// Any layer count: the layers, the embedding, the loss and each MTP module count as units,
+    /// spread as evenly as the pp x vp chunks allow (the extra ones to the middle chunks), the
+    /// first chunk holding the embedding and the last the MTP modules and the loss, as a
+    /// Megatron-LM `--pipeline-model-parallel-layout` lays out 61-layer DeepSeek-V3
+    /// (`Et|(tt|)*30mL` on 32 chunks).
     Balanced,
 }
 

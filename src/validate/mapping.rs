@@ -167,7 +167,7 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         } else {
             plan.pipeline_split = Some(PipelineSplit::Balanced);
             assumptions.push(format!(
-                "{layers} layers do not split evenly over pp {pp} x vp {vp}: chunks differ by at most one layer (a custom pipeline layout)"
+                "{layers} layers do not split evenly over pp {pp} x vp {vp}: embedding, loss and MTP modules counted with the layers and spread evenly (a custom pipeline layout)"
             ));
         }
     }
@@ -688,6 +688,6 @@ mod tests {
         assert_eq!(result.plan.as_deref(), Some("tp1 pp3 vp1 cp1 dp8 ep8 etp1"));
         let assumptions = result.assumptions.join("\n");
         assert!(assumptions.contains("experts: 8 routed (top-2"), "{assumptions}");
-        assert!(assumptions.contains("chunks differ by at most one layer"), "{assumptions}");
+        assert!(assumptions.contains("spread evenly (a custom pipeline layout)"), "{assumptions}");
     }
 }
