@@ -1,7 +1,9 @@
 //! Turning one calibration row into a run, pricing it, and comparing with what was measured.
 //!
-//! The architecture comes from the row's own columns; its structure (gated or plain MLP, norms,
-//! positions, tied embeddings) from the model family its name belongs to. The GPU comes from
+//! The architecture comes from the row's own columns, with experts, latent attention, head
+//! width, sliding windows and MTP from its expert columns and notes (`structure.rs`); its structure
+//! (gated or plain MLP, norms, positions, tied embeddings) from the model family its name belongs
+//! to. The GPU comes from
 //! `gpu_type`, with the network overridden where the row states a different fabric. Blank plan
 //! settings come from the software family's defaults (`defaults.rs`). Every guess is recorded in
 //! the row's assumptions.
