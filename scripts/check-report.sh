@@ -7,14 +7,15 @@
 # Usage: scripts/check-report.sh [SCREENSHOT.png]    (default target/report-screenshot.png)
 # Needs Python 3 with venv and pip; uses Debian's Chromium at /usr/bin/chromium, installed when
 # missing if CI is set or when run as root. Playwright for Python (its wheel carries its own
-# driver) is installed from PyPI into target/report-venv, reused while its pinned version matches;
+# driver) is installed from PyPI into target/report-venv, reused while its pinned versions match;
 # no browser is downloaded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 screenshot="${1:-target/report-screenshot.png}"
 chromium=/usr/bin/chromium
-playwright_version=1.65.2
+# Playwright and its one dependency, pinned.
+requirements="playwright==1.65.2 greenlet==3.5.6"
 venv=target/report-venv
 work=target/report-check
 
@@ -29,12 +30,13 @@ if [ ! -x "$chromium" ]; then
   fi
 fi
 
-if [ "$(cat "$venv/.playwright-version" 2> /dev/null)" != "$playwright_version" ]; then
-  echo "installing playwright $playwright_version into $venv"
+if [ "$(cat "$venv/.requirements" 2> /dev/null)" != "$requirements" ]; then
+  echo "installing $requirements into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check "playwright==$playwright_version"
-  echo "$playwright_version" > "$venv/.playwright-version"
+  # shellcheck disable=SC2086 # one argument per pinned requirement
+  "$venv/bin/pip" install --quiet --disable-pip-version-check $requirements
+  echo "$requirements" > "$venv/.requirements"
 fi
 
 cargo build --release --locked --quiet
