@@ -7,8 +7,9 @@
 //! every domain pushes the ring's traffic through the NICs of its members in the group, so the
 //! bandwidth per rank is `min(NVLink, members_per_domain x NIC)`, which reproduces NCCL's
 //! multi-node all-reduce bus bandwidth (~370 GB/s on 8 x 400G H100 nodes, ~46 GB/s for one GPU per
-//! node). All-to-all across domains is limited to one NIC per GPU (NCCL cannot aggregate NICs for
-//! it, reference 8.4). Latency is one per ring step, NVLink or network as the step crosses.
+//! node). A send/receive across domains, and the remote share of an all-to-all, go through one NIC
+//! per GPU (NCCL cannot aggregate NICs for them, reference 8.4). Latency is one per ring step,
+//! NVLink or network as the step crosses.
 
 use crate::hardware::Interconnect;
 use crate::units::{Bytes, BytesPerSec, Seconds};
@@ -44,15 +45,19 @@ struct Path {
     domains: u64,
 }
 
+/// Members of `group` that share one NVLink domain (at least 1, at most the group).
+pub fn members_per_domain(interconnect: &Interconnect, group: Group) -> u64 {
+    (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, group.size.max(1))
+}
+
 fn path(interconnect: &Interconnect, group: Group, collective: Collective) -> Path {
     use crate::hardware::LinkTier::{Network, Nvlink};
-    let domain = interconnect.nvlink_domain();
-    let members_per_domain = (domain / group.stride.max(1)).clamp(1, group.size.max(1));
+    let members_per_domain = members_per_domain(interconnect, group);
     let domains = group.size.div_ceil(members_per_domain);
     let nvlink = interconnect.bandwidth(Nvlink);
     let bandwidth = if domains <= 1 {
         nvlink
-    } else if collective == Collective::AllToAll || collective == Collective::SendRecv {
+    } else if collective == Collective::SendRecv {
         interconnect.bandwidth(Network)
     } else {
         nvlink.min(interconnect.bandwidth(Network) * members_per_domain as f64)
@@ -75,16 +80,14 @@ pub fn collective_time(
     if group.size <= 1 || bytes.value() <= 0.0 {
         return Seconds::ZERO;
     }
-    if collective == Collective::AllToAll {
-        return all_to_all_time(interconnect, group, bytes);
-    }
     let n = group.size as f64;
     let path = path(interconnect, group, collective);
     let (factor, steps, inter_steps) = match collective {
+        Collective::AllToAll => return all_to_all_time(interconnect, group, bytes),
         Collective::AllReduce => {
             (2.0 * (n - 1.0) / n, 2 * (group.size - 1), 2 * (path.domains - 1))
         }
-        Collective::AllGather | Collective::ReduceScatter | Collective::AllToAll => {
+        Collective::AllGather | Collective::ReduceScatter => {
             ((n - 1.0) / n, group.size - 1, path.domains - 1)
         }
         Collective::SendRecv => (1.0, 1, u64::from(path.domains > 1)),
@@ -104,7 +107,7 @@ pub fn all_to_all_time(interconnect: &Interconnect, group: Group, bytes: Bytes) 
         return Seconds::ZERO;
     }
     let n = group.size as f64;
-    let local = (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, group.size);
+    let local = members_per_domain(interconnect, group);
     let remote = group.size - local;
     let intra = bytes * ((local - 1) as f64 / n) / interconnect.bandwidth(Nvlink)
         + interconnect.latency(Nvlink) * (local - 1) as f64;

@@ -10,7 +10,7 @@
 //! ranks there that hold its experts. The network and NVLink shares move at the same time; the
 //! slower one sets the time (DeepSeek-V3 report, section 3.2.2; DeepEP's internode kernels).
 
-use crate::cost::collective::Group;
+use crate::cost::collective::{Group, members_per_domain};
 use crate::hardware::{Interconnect, LinkTier};
 use crate::units::{Bytes, Seconds};
 
@@ -39,7 +39,7 @@ pub struct Dispatch {
 /// The EP group's size and how many of its members share an NVLink domain.
 fn members(interconnect: &Interconnect, group: Group) -> (u64, u64) {
     let ep = group.size.max(1);
-    (ep, (interconnect.nvlink_domain() / group.stride.max(1)).clamp(1, ep))
+    (ep, members_per_domain(interconnect, group))
 }
 
 /// Bytes a rank sends over the network and over NVLink for a dispatch deduplicated per
