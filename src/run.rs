@@ -366,12 +366,7 @@ fn validate_plan(
         }
         (_, None) => 0,
     };
-    let mut experts =
-        validate_experts(collector, spec, model, tp * cp * dp, tp, spec.sequence_parallel);
-    // DualPipe exists to hide the expert all-to-all under the other direction's compute
-    // (DeepSeek-V3 report, section 3.2.1): with it the overlap is on unless the plan says no.
-    experts.comm_overlap =
-        spec.expert_comm_overlap.unwrap_or(schedule == PipelineSchedule::Dualpipe);
+    let experts = validate_experts(collector, spec, model, tp * cp * dp, tp, schedule);
     Some(Plan {
         tp,
         pp,
@@ -454,7 +449,7 @@ fn validate_experts(
     model: &Model,
     stage_ranks: u64,
     tp: u64,
-    sequence_parallel: Option<bool>,
+    schedule: PipelineSchedule,
 ) -> Experts {
     let ep = positive_or(collector, "plan.ep", spec.ep, 1, "expert-parallel size, e.g. 8");
     let etp =
@@ -518,7 +513,7 @@ fn validate_experts(
                     "experts are laid out over the same ranks as attention (MoE Parallel Folding)",
                 );
             }
-            if tp > 1 && sequence_parallel == Some(false) {
+            if tp > 1 && spec.sequence_parallel == Some(false) {
                 collector.add(
                     "plan.sequence_parallel",
                     false,
@@ -528,7 +523,10 @@ fn validate_experts(
             }
         }
     }
-    Experts { ep, etp, comm_overlap: false, imbalance, capacity_factor }
+    // DualPipe exists to hide the expert all-to-all under the other direction's compute
+    // (DeepSeek-V3 report, section 3.2.1): with it the overlap is on unless the plan says no.
+    let comm_overlap = spec.expert_comm_overlap.unwrap_or(schedule == PipelineSchedule::Dualpipe);
+    Experts { ep, etp, comm_overlap, imbalance, capacity_factor }
 }
 
 fn validate_schedule(
