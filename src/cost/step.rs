@@ -14,7 +14,7 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;
-use crate::cost::memory::{Params, layer_input_bytes, segment_params, shard_counts, stage_params};
+use crate::cost::memory::{Params, layer_input_bytes, segment_params, shard_counts};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segments};
 use crate::estimate::{Throughput, TimeBreakdown};
 use crate::plan::{Precision, RecomputeKind, Sharding};
@@ -36,8 +36,10 @@ pub fn step_time(run: &Run) -> TimeBreakdown {
 /// [`step_time`] from op tables already built for the run.
 pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
     let plan = run.plan();
+    let segments = stage_segments(run);
+    let params: Vec<Params> = segments.iter().map(|segment| segment_params(run, segment)).collect();
     let stages: Vec<Work> =
-        stage_segments(run).into_iter().map(|segment| segment_work(run, tables, segment)).collect();
+        segments.iter().map(|segment| segment_work(run, tables, *segment)).collect();
     let critical = stages
         .iter()
         .copied()
@@ -54,9 +56,12 @@ pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
         cp_exposed: (critical.forward_cp + critical.backward_cp) * m,
         ep_exposed: (critical.forward_ep + critical.backward_ep) * m,
         pp_exposed: pipeline_comm(run),
-        dp_exposed: data_parallel_comm(run, &first),
+        dp_exposed: data_parallel_comm(run, &first, params[0], segments[0].layers),
         pipeline_bubble: (all_stages - critical.total()) / plan.vp() as f64,
-        optimizer: optimizer_time(run),
+        optimizer: params
+            .iter()
+            .map(|&stage| optimizer_time_for(run, stage))
+            .fold(Seconds::ZERO, Seconds::max),
     }
 }
 
@@ -154,10 +159,10 @@ pub fn data_parallel_collectives(run: &Run, params: Params) -> DataParallelColle
 }
 
 /// Data-parallel communication not hidden under the first stage's compute.
-fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
+fn data_parallel_comm(run: &Run, first: &Work, params: Params, layers: f64) -> Seconds {
     let plan = run.plan();
     let DataParallelCollectives { all_reduce, reduce_scatter, all_gather, replica_reduce } =
-        data_parallel_collectives(run, stage_params(run, 0));
+        data_parallel_collectives(run, params);
     let m = plan.num_microbatches() as f64;
     let window_backward = (first.backward + first.recompute) * OVERLAP_EFFICIENCY;
     let window_forward = first.forward * OVERLAP_EFFICIENCY;
@@ -180,7 +185,6 @@ fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
         Sharding::Full if !plan.reshard_after_forward() => {
             // Gathered once in the first micro-batch's forward and kept; gradients accumulate
             // unsharded and are reduce-scattered once, under the last backward.
-            let layers = run.stage_layers(0) as f64;
             exposed(all_gather, window_forward, true)
                 + all_gather / layers.max(1.0)
                 + exposed(reduce_scatter, window_backward, plan.overlap_grad_reduce())
@@ -189,21 +193,12 @@ fn data_parallel_comm(run: &Run, first: &Work) -> Seconds {
         Sharding::Full => {
             // Parameters are gathered layer by layer in the forward and again in the backward,
             // prefetched one layer ahead; the first layer's gather is never hidden.
-            let layers = run.stage_layers(0) as f64;
             let per_microbatch = exposed(all_gather, window_forward, true)
                 + exposed(all_gather + reduce_scatter, window_backward, true)
                 + all_gather / layers.max(1.0);
             per_microbatch * m + replica_reduce
         }
     }
-}
-
-/// The Adam step and gradient bookkeeping on the stage that takes longest.
-fn optimizer_time(run: &Run) -> Seconds {
-    stage_segments(run)
-        .iter()
-        .map(|segment| optimizer_time_for(run, segment_params(run, segment)))
-        .fold(Seconds::ZERO, Seconds::max)
 }
 
 /// The Adam step and gradient bookkeeping of a rank holding `params` parameters.
@@ -254,6 +249,7 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::memory::stage_params;
     use crate::hardware::ClusterSpec;
     use crate::plan::{PlanSpec, TrainingSpec};
     use crate::{RunSpec, presets};
