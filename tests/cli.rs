@@ -889,3 +889,54 @@ fn an_unwritable_report_is_an_input_error_and_leaves_no_file() {
     );
     assert!(!path.exists());
 }
+
+#[test]
+fn expert_and_context_parallel_flags_are_checked_with_the_plan() {
+    let output = run(&[
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "64",
+        "--tp",
+        "8",
+        "--cp",
+        "8",
+        "--cp-comm",
+        "all-to-all",
+        "--ep",
+        "8",
+        "--moe-imbalance",
+        "0.5",
+        "--moe-capacity-factor",
+        "0.5",
+    ]);
+    assert_eq!(output.code, 2, "stdout: {}", output.stdout);
+    let err = &output.stderr;
+    for expected in [
+        "plan.cp_comm = all-to-all: cp 8 does not divide the 4 query heads per TP rank",
+        "plan.moe_imbalance = 0.5: must be at least 1",
+        "plan.moe_capacity_factor = 0.5: must be at least 1",
+        "plan.ep = 8: needs a mixture-of-experts model",
+    ] {
+        assert!(err.contains(expected), "{expected} missing: {err}");
+    }
+    let output = run(&[
+        "estimate",
+        "--model",
+        "mixtral-8x7b",
+        "--gpus",
+        "16",
+        "--pp",
+        "2",
+        "--ep",
+        "3",
+        "--global-batch",
+        "16",
+    ]);
+    assert_eq!(output.code, 2, "stdout: {}", output.stdout);
+    let err = &output.stderr;
+    assert!(err.contains("plan.ep = 3: does not divide the 8 routed experts"), "{err}");
+    assert!(err.contains("does not divide the tp x cp x dp = 8 ranks of a stage"), "{err}");
+    assert!(err.contains("hint:"), "{err}");
+}

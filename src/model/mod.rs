@@ -546,6 +546,46 @@ mod tests {
     }
 
     #[test]
+    fn expert_attention_and_mtp_fields_are_checked_with_the_rest() {
+        let mut bad = spec();
+        bad.moe = Some(MoeSpec {
+            num_experts: 4,
+            top_k: 8,
+            expert_ffn_hidden_size: 0,
+            shared_experts: Some(-1),
+            shared_expert_ffn_hidden_size: None,
+            dense_layers: Some(2),
+        });
+        bad.mla = Some(MlaSpec {
+            q_lora_rank: Some(0),
+            kv_lora_rank: 512,
+            qk_nope_head_dim: 128,
+            qk_rope_head_dim: 64,
+            v_head_dim: 128,
+        });
+        bad.sliding_window = Some(SlidingWindowSpec { window: 0, full_attention_every: Some(2) });
+        bad.mtp_layers = Some(-1);
+        let errors = Model::from_spec(&bad).unwrap_err();
+        let found: Vec<String> = errors
+            .list()
+            .iter()
+            .map(|v| format!("{} = {}: {}", v.field, v.value, v.message))
+            .collect();
+        for expected in [
+            "model.moe.top_k = 8: exceeds num_experts 4",
+            "model.moe.expert_ffn_hidden_size = 0: must be a positive whole number",
+            "model.moe.shared_experts = -1: must not be negative",
+            "model.moe.dense_layers = 2: must be between 0 and num_layers - 1 = 1",
+            "model.mla.q_lora_rank = 0: must be a positive whole number",
+            "model.sliding_window.window = 0: must be a positive whole number",
+            "model.mtp_layers = -1: must not be negative",
+        ] {
+            assert!(found.iter().any(|f| f == expected), "{expected} not in {found:?}");
+        }
+        assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
+    }
+
+    #[test]
     fn defaults_follow_hugging_face_conventions() {
         let model = Model::from_spec(&spec()).unwrap();
         assert_eq!(model.num_kv_heads(), 4);
