@@ -540,7 +540,10 @@ pub fn calibration_text(report: &CalibrationReport) -> String {
         ]);
     }
     align_numbers(&mut fits, 1);
-    let _ = writeln!(out, "Efficiency calibration per GPU (fitted on every predicted row)\n{fits}");
+    let _ = writeln!(
+        out,
+        "Efficiency calibration per GPU (fitted on every predicted dense row)\n{fits}"
+    );
     let cross = &report.cross_validation;
     let _ = writeln!(
         out,

@@ -50,7 +50,25 @@ pub struct EfficiencySpec {
     pub attention_backward: f64,
     /// Fraction of the memory bandwidth a streaming (element-wise) kernel reaches.
     pub memory: f64,
+    /// Reduction depth K at which a GEMM tile's fixed prologue and epilogue cost as much as its
+    /// main loop: the efficiency curve's `k / (k + gemm_k_overhead)` (default 64, public cuBLAS
+    /// sweeps on A100).
+    #[serde(default)]
+    pub gemm_k_overhead: Option<f64>,
+    /// Keys per sequence at which the fused attention forward reaches half its long-sequence
+    /// efficiency (default 512, FlashAttention-2 on A100).
+    #[serde(default)]
+    pub attention_forward_half_seq: Option<f64>,
+    /// Same for the attention backward (default 512).
+    #[serde(default)]
+    pub attention_backward_half_seq: Option<f64>,
 }
+
+/// Default of `gemm_k_overhead`: cuBLAS efficiency on A100 falls below ~1k of K in public sweeps.
+pub const DEFAULT_GEMM_K_OVERHEAD: f64 = 64.0;
+/// Default of the attention half-efficiency sequence lengths (FlashAttention-2 paper, causal
+/// throughput against sequence length on A100, head dim 128).
+pub const DEFAULT_ATTENTION_HALF_SEQ: f64 = 512.0;
 
 /// A GPU as written in a preset file. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -104,6 +122,12 @@ pub struct Efficiency {
     pub attention_backward: f64,
     /// Streaming fraction of memory bandwidth.
     pub memory: f64,
+    /// K depth at which a GEMM tile's prologue and epilogue cost as much as its main loop.
+    pub gemm_k_overhead: f64,
+    /// Sequence length at which the attention forward reaches half its long-sequence rate.
+    pub attention_forward_half_seq: f64,
+    /// Same for the attention backward.
+    pub attention_backward_half_seq: f64,
 }
 
 /// A validated GPU.
@@ -120,6 +144,18 @@ pub struct Gpu {
     peak_fp4: Option<FlopsPerSec>,
     block_scaled: bool,
     efficiency: Efficiency,
+}
+
+fn positive(collector: &mut Collector, field: &str, value: f64) -> f64 {
+    if !(value >= 0.0 && value.is_finite()) {
+        collector.add(
+            format!("gpu.efficiency.{field}"),
+            value,
+            "must be a finite number of elements, zero or more",
+            "leave it unset for the default or use a measured value (measurements/README.md)",
+        );
+    }
+    value
 }
 
 fn fraction(collector: &mut Collector, field: &str, value: f64) -> f64 {
@@ -188,6 +224,21 @@ impl Gpu {
             attention_forward: scaled("attention_forward", eff.attention_forward),
             attention_backward: scaled("attention_backward", eff.attention_backward),
             memory: fraction(&mut collector, "memory", eff.memory),
+            gemm_k_overhead: positive(
+                &mut collector,
+                "gemm_k_overhead",
+                eff.gemm_k_overhead.unwrap_or(DEFAULT_GEMM_K_OVERHEAD),
+            ),
+            attention_forward_half_seq: positive(
+                &mut collector,
+                "attention_forward_half_seq",
+                eff.attention_forward_half_seq.unwrap_or(DEFAULT_ATTENTION_HALF_SEQ),
+            ),
+            attention_backward_half_seq: positive(
+                &mut collector,
+                "attention_backward_half_seq",
+                eff.attention_backward_half_seq.unwrap_or(DEFAULT_ATTENTION_HALF_SEQ),
+            ),
         };
         if spec.sm_count <= 0 {
             collector.add(
@@ -274,5 +325,39 @@ impl Gpu {
             PrecisionClass::Bits8 => self.efficiency.gemm_8bit,
             PrecisionClass::Bits4 => self.efficiency.gemm_4bit,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::presets;
+
+    #[test]
+    fn every_bad_efficiency_field_is_reported_at_once() {
+        let mut spec = presets::gpu("h100-sxm").unwrap();
+        spec.efficiency.calibration = Some(-1.0);
+        spec.efficiency.gemm_k_overhead = Some(-5.0);
+        spec.efficiency.attention_backward_half_seq = Some(f64::NAN);
+        let message = Gpu::from_spec(&spec).unwrap_err().to_string();
+        for field in [
+            "gpu.efficiency.calibration",
+            "gpu.efficiency.gemm_k_overhead",
+            "gpu.efficiency.attention_backward_half_seq",
+        ] {
+            assert!(message.contains(field), "{field} missing from: {message}");
+        }
+    }
+
+    #[test]
+    fn shape_constants_default_to_the_a100_era_values() {
+        let mut spec = presets::gpu("a100-80gb").unwrap();
+        spec.efficiency.gemm_k_overhead = None;
+        let gpu = Gpu::from_spec(&spec).unwrap();
+        assert_eq!(gpu.efficiency().gemm_k_overhead, DEFAULT_GEMM_K_OVERHEAD);
+        assert_eq!(gpu.efficiency().attention_forward_half_seq, DEFAULT_ATTENTION_HALF_SEQ);
+        let hopper = Gpu::from_spec(&presets::gpu("h100-sxm").unwrap()).unwrap();
+        assert_eq!(hopper.efficiency().gemm_k_overhead, 160.0);
+        assert_eq!(hopper.efficiency().attention_backward_half_seq, 1536.0);
     }
 }

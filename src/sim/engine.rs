@@ -288,7 +288,8 @@ impl Engine<'_> {
         }
         let stretch = overlapped * (setup.slowdown - 1.0);
         let end = (start + duration + stretch).max(floor);
-        let stretch = end - start - duration;
+        // Rounding can leave a stretch of -1e-16 when nothing overlapped; report it as zero.
+        let stretch = (end - start - duration).max(Seconds::ZERO);
         let times = &mut self.outcome.ranks[rank];
         times.forward += parts.forward;
         times.backward += parts.backward;

@@ -1,0 +1,167 @@
+//! The kernel cost model against kernel times measured on an H100 SXM
+//! (`measurements/h100-sxm-kernels.json`, taken with `scripts/measure_kernels.py`): GEMMs by
+//! shape in bf16 and fp8, routed-expert grouped GEMMs, and fused attention by sequence length.
+//! The preset's efficiencies without its calibration factor are the kernel-level figures, so
+//! the model must reproduce the measured times with no fitted factor.
+
+use meshplan::cost::kernels::{
+    GemmShape, attention_backward_time, attention_forward_time, gemm_time, grouped_gemm_time,
+};
+use meshplan::hardware::{Gpu, PrecisionClass};
+use meshplan::presets;
+use meshplan::units::{Flops, Seconds};
+use serde_json::Value;
+
+/// Kernels shorter than this are bound by the host's launch rate in the measurement (eager
+/// PyTorch issues one kernel every ~6 us), not by the GPU.
+const HOST_BOUND: f64 = 20e-6;
+
+fn measurements() -> Value {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/measurements/h100-sxm-kernels.json");
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn rows<'a>(data: &'a Value, section: &str) -> &'a Vec<Value> {
+    data[section]["rows"].as_array().unwrap_or_else(|| panic!("section {section} has rows"))
+}
+
+fn number(row: &Value, key: &str) -> f64 {
+    row[key].as_f64().unwrap_or_else(|| panic!("{key} in {row}"))
+}
+
+/// The H100 preset at kernel level: its efficiencies without the calibration factor fitted to
+/// whole training runs.
+fn h100() -> Gpu {
+    let mut spec = presets::gpu("h100-sxm").unwrap();
+    spec.efficiency.calibration = None;
+    Gpu::from_spec(&spec).unwrap()
+}
+
+fn shape(row: &Value) -> GemmShape {
+    GemmShape { m: number(row, "m"), n: number(row, "n"), k: number(row, "k") }
+}
+
+/// Relative errors `predicted / measured - 1`, sorted.
+struct Errors(Vec<f64>);
+
+impl Errors {
+    fn new(mut errors: Vec<f64>) -> Errors {
+        assert!(errors.len() >= 10, "too few measured kernels: {}", errors.len());
+        errors.sort_by(f64::total_cmp);
+        Errors(errors)
+    }
+    fn median(&self) -> f64 {
+        self.0[self.0.len() / 2]
+    }
+    fn abs_quantile(&self, q: f64) -> f64 {
+        let mut abs: Vec<f64> = self.0.iter().map(|e| e.abs()).collect();
+        abs.sort_by(f64::total_cmp);
+        abs[((abs.len() - 1) as f64 * q).round() as usize]
+    }
+}
+
+fn error(predicted: Seconds, measured: f64) -> f64 {
+    predicted.value() / measured - 1.0
+}
+
+#[test]
+fn bf16_gemms_match_the_measured_times_by_shape() {
+    let data = measurements();
+    let gpu = h100();
+    let mut errors = Vec::new();
+    for section in ["gemm_bf16", "gemm_depth"] {
+        for row in rows(&data, section) {
+            let measured = number(row, "seconds");
+            if measured < HOST_BOUND {
+                continue;
+            }
+            let predicted = gemm_time(&gpu, PrecisionClass::Bits16, shape(row), 2.0);
+            errors.push(error(predicted, measured));
+        }
+    }
+    let errors = Errors::new(errors);
+    assert!(errors.0.len() >= 550, "{} shapes", errors.0.len());
+    assert!(errors.median().abs() < 0.03, "median error {:+.3}", errors.median());
+    assert!(errors.abs_quantile(0.5) < 0.04, "median |error| {:.3}", errors.abs_quantile(0.5));
+    assert!(errors.abs_quantile(0.9) < 0.12, "p90 |error| {:.3}", errors.abs_quantile(0.9));
+}
+
+#[test]
+fn shallow_gemms_lose_efficiency_as_measured() {
+    // The K-depth sweep alone (4096 x 4096 and 8192 x 8192 outputs) where the tile prologue and
+    // epilogue matter: K from 128 to 1024. A K overhead of 64 misses these by 16 % (median).
+    let data = measurements();
+    let gpu = h100();
+    let errors = rows(&data, "gemm_depth")
+        .iter()
+        .filter(|row| row["sweep"] == "depth" && (128.0..=1024.0).contains(&number(row, "k")))
+        .map(|row| {
+            let predicted = gemm_time(&gpu, PrecisionClass::Bits16, shape(row), 2.0);
+            error(predicted, number(row, "seconds"))
+        })
+        .collect();
+    let errors = Errors::new(errors);
+    assert!(errors.abs_quantile(0.5) < 0.12, "median |error| {:.3}", errors.abs_quantile(0.5));
+}
+
+#[test]
+fn fp8_gemms_match_the_measured_times() {
+    let data = measurements();
+    let gpu = h100();
+    let errors = rows(&data, "gemm_fp8")
+        .iter()
+        .filter(|row| row["scaling"] == "tensorwise")
+        .map(|row| {
+            let predicted = gemm_time(&gpu, PrecisionClass::Bits8, shape(row), 1.0);
+            error(predicted, number(row, "seconds"))
+        })
+        .collect();
+    let errors = Errors::new(errors);
+    assert!(errors.median().abs() < 0.03, "median error {:+.3}", errors.median());
+    assert!(errors.abs_quantile(0.9) < 0.12, "p90 |error| {:.3}", errors.abs_quantile(0.9));
+}
+
+#[test]
+fn grouped_expert_gemms_match_the_measured_times() {
+    let data = measurements();
+    let gpu = h100();
+    let mut errors = Vec::new();
+    for row in rows(&data, "grouped_split") {
+        let groups = number(row, "groups");
+        let (m, n, k) = (number(row, "rows_per_group"), number(row, "n"), number(row, "k"));
+        let roles = [
+            ("forward_seconds", GemmShape { m, n, k }),
+            ("data_grad_seconds", GemmShape { m, n: k, k: n }),
+            ("weight_grad_seconds", GemmShape { m: k, n, k: m }),
+        ];
+        for (key, shape) in roles {
+            let predicted = grouped_gemm_time(&gpu, PrecisionClass::Bits16, shape, groups, 2.0);
+            errors.push(error(predicted, number(row, key)));
+        }
+    }
+    let errors = Errors::new(errors);
+    assert!(errors.0.len() >= 120);
+    assert!(errors.median().abs() < 0.05, "median error {:+.3}", errors.median());
+    assert!(errors.abs_quantile(0.5) < 0.12, "median |error| {:.3}", errors.abs_quantile(0.5));
+}
+
+#[test]
+fn fused_attention_matches_the_measured_times_by_sequence_length() {
+    let data = measurements();
+    let gpu = h100();
+    let (mut forward, mut backward) = (Vec::new(), Vec::new());
+    for row in rows(&data, "attention").iter().filter(|row| row["backend"] == "cudnn") {
+        let flops = Flops::new(number(row, "forward_flops"));
+        let (seq, head_dim) = (number(row, "seq"), number(row, "head_dim_qk"));
+        let f = attention_forward_time(&gpu, flops, seq, head_dim);
+        let b = attention_backward_time(&gpu, flops, seq, head_dim);
+        forward.push(error(f, number(row, "forward_seconds")));
+        backward.push(error(b, number(row, "backward_seconds")));
+    }
+    for (phase, errors) in [("forward", Errors::new(forward)), ("backward", Errors::new(backward))]
+    {
+        let (median, max) = (errors.abs_quantile(0.5), errors.abs_quantile(1.0));
+        assert!(median < 0.05, "{phase}: median |error| {median:.3}");
+        assert!(max < 0.2, "{phase}: max |error| {max:.3}");
+    }
+}
