@@ -288,7 +288,12 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
     };
     let seq = count(&row.seq_length).unwrap_or(2048);
     let name = row.model.to_ascii_lowercase();
-    let llama_like = name.contains("llama") || name.contains("mistral") || name.contains("qwen");
+    // Gated (SwiGLU) MLPs, RMSNorm, RoPE and untied embeddings: Llama and every later family in
+    // the file (Mistral/Mixtral, Qwen, DeepSeek-V3 and Kimi K2, GPT-OSS) as their configs state.
+    let llama_like =
+        ["llama", "mistral", "mixtral", "qwen", "deepseek", "kimi", "gpt-oss", "gpt oss"]
+            .iter()
+            .any(|family| name.contains(family));
     let mpt = name.contains("mpt");
     let bloom = name.contains("bloom");
     let nemotron = name.contains("nemotron");
@@ -305,7 +310,15 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         }
     };
     let (mlp, norm, position, tied, bias, dropout, family) = if llama_like {
-        (MlpKind::Gated, NormKind::Rmsnorm, PositionEmbedding::Rope, false, false, false, "Llama")
+        (
+            MlpKind::Gated,
+            NormKind::Rmsnorm,
+            PositionEmbedding::Rope,
+            false,
+            false,
+            false,
+            "Llama-family",
+        )
     } else if nemotron {
         (
             MlpKind::Plain,
@@ -691,5 +704,22 @@ mod tests {
         let assumptions = result.assumptions.join("\n");
         assert!(assumptions.contains("experts: 8 routed (top-2"), "{assumptions}");
         assert!(assumptions.contains("spread evenly (a custom pipeline layout)"), "{assumptions}");
+    }
+
+    #[test]
+    fn later_model_families_keep_their_gated_mlp_rmsnorm_and_rope() {
+        for model in ["DeepSeekV3", "Kimi_K2", "GPT OSS 120B", "GPT-OSS 20B", "Mixtral-8x7B"] {
+            let row = CalibrationRow { model: model.into(), ..moe_row() };
+            let mut assumptions = Vec::new();
+            let spec = model_spec(&row, &mut assumptions).unwrap();
+            assert_eq!(spec.mlp, MlpKind::Gated, "{model}");
+            assert_eq!(spec.norm, Some(NormKind::Rmsnorm), "{model}");
+            assert_eq!(spec.position_embedding, Some(PositionEmbedding::Rope), "{model}");
+            assert!(!spec.tied_embeddings && !spec.dropout, "{model}");
+        }
+        let gpt3 = CalibrationRow { model: "GPT3-175B".into(), ..dense_row() };
+        let spec = model_spec(&gpt3, &mut Vec::new()).unwrap();
+        assert_eq!(spec.mlp, MlpKind::Plain);
+        assert_eq!(spec.position_embedding, Some(PositionEmbedding::Learned));
     }
 }
