@@ -550,19 +550,16 @@ def launch_section():
     return section.result()
 
 
-def dense_layer(h, q_heads, kv_heads, ffn, head_dim=128):
-    """A Llama-style layer in eager PyTorch: RMSNorm, QKV, RoPE-free SDPA (GQA expanded), output
-    projection, residual, RMSNorm, SwiGLU MLP, residual."""
+def attention_block(h, q_heads, kv_heads, head_dim):
+    """The first half of a Llama-style layer in eager PyTorch: RMSNorm, QKV, RoPE-free SDPA (GQA),
+    output projection, residual, and the second RMSNorm. Returns its parameters and a function
+    giving (residual stream, normed input of the MLP)."""
     p = {
         "n1": torch.ones(h, device=DEVICE, dtype=BF16),
         "qkv": randn((q_heads + 2 * kv_heads) * head_dim, h) * 0.02,
         "o": randn(h, q_heads * head_dim) * 0.02,
         "n2": torch.ones(h, device=DEVICE, dtype=BF16),
-        "fc1": randn(2 * ffn, h) * 0.02,
-        "fc2": randn(h, ffn) * 0.02,
     }
-    for t in p.values():
-        t.requires_grad_()
 
     def run(x):
         b, s, _ = x.shape
@@ -574,7 +571,21 @@ def dense_layer(h, q_heads, kv_heads, ffn, head_dim=128):
         v = v.view(b, s, kv_heads, head_dim).transpose(1, 2)
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
         x = x + F.linear(a.transpose(1, 2).reshape(b, s, -1), p["o"])
-        y = F.rms_norm(x, (h,), p["n2"])
+        return x, F.rms_norm(x, (h,), p["n2"])
+
+    return p, run
+
+
+def dense_layer(h, q_heads, kv_heads, ffn, head_dim=128):
+    """A Llama-style layer in eager PyTorch: `attention_block`, then a SwiGLU MLP and residual."""
+    p, attention = attention_block(h, q_heads, kv_heads, head_dim)
+    p["fc1"] = randn(2 * ffn, h) * 0.02
+    p["fc2"] = randn(h, ffn) * 0.02
+    for t in p.values():
+        t.requires_grad_()
+
+    def run(x):
+        x, y = attention(x)
         g, u = F.linear(y, p["fc1"]).chunk(2, -1)
         return x + F.linear(F.silu(g) * u, p["fc2"])
 
@@ -582,32 +593,20 @@ def dense_layer(h, q_heads, kv_heads, ffn, head_dim=128):
 
 
 def moe_layer(h, q_heads, kv_heads, ffn, experts, top_k, head_dim=128, host_sync=False):
-    """A Qwen3-MoE-style layer in eager PyTorch as torchtitan runs it on one GPU: attention as in
-    `dense_layer`, then router, top-k, sort by expert, gather, grouped GEMMs, weighted scatter."""
-    attention_p = {
-        "n1": torch.ones(h, device=DEVICE, dtype=BF16),
-        "qkv": randn((q_heads + 2 * kv_heads) * head_dim, h) * 0.02,
-        "o": randn(h, q_heads * head_dim) * 0.02,
-        "n2": torch.ones(h, device=DEVICE, dtype=BF16),
-        "router": randn(experts, h) * 0.02,
-        "w1": randn(experts, 2 * ffn, h) * 0.02,
-        "w2": randn(experts, h, ffn) * 0.02,
-    }
-    p = attention_p
+    """A Qwen3-MoE-style layer in eager PyTorch as torchtitan runs it on one GPU:
+    `attention_block`, then router, top-k, sort by expert, gather, grouped GEMMs, weighted
+    scatter."""
+    p, attention = attention_block(h, q_heads, kv_heads, head_dim)
+    p["router"] = randn(experts, h) * 0.02
+    p["w1"] = randn(experts, 2 * ffn, h) * 0.02
+    p["w2"] = randn(experts, h, ffn) * 0.02
     for t in p.values():
         t.requires_grad_()
 
     def run(x):
         b, s, _ = x.shape
-        y = F.rms_norm(x, (h,), p["n1"])
-        qkv = F.linear(y, p["qkv"])
-        q, k, v = qkv.split([q_heads * head_dim, kv_heads * head_dim, kv_heads * head_dim], -1)
-        q = q.view(b, s, q_heads, head_dim).transpose(1, 2)
-        k = k.view(b, s, kv_heads, head_dim).transpose(1, 2)
-        v = v.view(b, s, kv_heads, head_dim).transpose(1, 2)
-        a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
-        x = x + F.linear(a.transpose(1, 2).reshape(b, s, -1), p["o"])
-        y = F.rms_norm(x, (h,), p["n2"]).view(b * s, h)
+        x, y = attention(x)
+        y = y.view(b * s, h)
         scores = F.linear(y, p["router"]).float().softmax(-1)
         weights, chosen = scores.topk(top_k, dim=-1)
         flat = chosen.view(-1)
