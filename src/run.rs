@@ -385,7 +385,11 @@ fn validate_plan(
         recompute,
         recompute_num_layers,
         overlap_grad_reduce: spec.overlap_grad_reduce.unwrap_or(true),
-        overlap_param_gather: spec.overlap_param_gather.unwrap_or(true),
+        // Follows the gradient-reduce overlap unless set: Megatron-LM accepts the parameter
+        // gather overlap only together with it.
+        overlap_param_gather: spec
+            .overlap_param_gather
+            .unwrap_or(spec.overlap_grad_reduce.unwrap_or(true)),
         tp_comm_overlap: tp > 1 && spec.tp_comm_overlap.unwrap_or(false),
         grad_reduce_in_fp32: spec.grad_reduce_in_fp32.unwrap_or(true),
         num_microbatches,

@@ -195,6 +195,26 @@ fn plans_an_engine_cannot_run_are_refused_with_the_reason() {
 }
 
 #[test]
+fn megatron_overlaps_the_parameter_gather_only_with_the_gradient_reduce() {
+    let plan = |reduce: bool, gather: Option<bool>| PlanSpec {
+        overlap_grad_reduce: Some(reduce),
+        overlap_param_gather: gather,
+        ..PlanSpec::default()
+    };
+    // Unset, the gather overlap follows the reduce overlap.
+    let neither = run("llama3.1-8b", 8, 16, Precision::Bf16, plan(false, None));
+    let args = export(Engine::Megatron, &neither).unwrap();
+    assert!(!args.contains("--overlap-param-gather") && !args.contains("--overlap-grad-reduce"));
+    let both = run("llama3.1-8b", 8, 16, Precision::Bf16, plan(true, None));
+    let args = export(Engine::Megatron, &both).unwrap();
+    assert!(args.contains("--overlap-param-gather") && args.contains("--overlap-grad-reduce"));
+    // Megatron-LM asserts "Must use --overlap-param-gather with --overlap-grad-reduce".
+    let gather_only = run("llama3.1-8b", 8, 16, Precision::Bf16, plan(false, Some(true)));
+    let err = export(Engine::Megatron, &gather_only).unwrap_err().to_string();
+    assert!(err.contains("--overlap-param-gather needs --overlap-grad-reduce"), "{err}");
+}
+
+#[test]
 fn torchtitan_refuses_what_its_trainer_rejects() {
     // Its DDP (no FSDP) raises "DDP has not supported > 1D parallelism" beside tp or pp.
     let ddp_tp_pp = PlanSpec { tp: Some(2), pp: Some(4), zero: Some(0), ..PlanSpec::default() };

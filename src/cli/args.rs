@@ -433,7 +433,7 @@ pub struct RunArgs {
     #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
     pub overlap_grad_reduce: Option<bool>,
     /// Overlap the distributed optimizer's parameter all-gather with the forward.
-    /// [default: true]
+    /// [default: the value of --overlap-grad-reduce]
     #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
     pub overlap_param_gather: Option<bool>,
     /// Overlap tensor-parallel communication with GEMMs (only when tp > 1). [default: false]

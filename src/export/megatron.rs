@@ -23,6 +23,17 @@ pub fn unsupported(run: &Run) -> Option<String> {
     {
         return Some("FSDP / ZeRO-2/3 sharding (Megatron-FSDP, FSDP2) does not combine with pipeline parallelism".into());
     }
+    if plan.overlap_param_gather()
+        && !plan.overlap_grad_reduce()
+        && plan.sharding() == Sharding::Optimizer
+        && plan.dp() * plan.cp() > 1
+    {
+        return Some(
+            "--overlap-param-gather needs --overlap-grad-reduce (Megatron-LM's argument check); \
+             set both overlaps on, or --overlap-param-gather false"
+                .into(),
+        );
+    }
     if plan.shard_group() != plan.dp() {
         return Some(
             "hybrid sharding (an FSDP shard group smaller than dp) is not exported".into(),

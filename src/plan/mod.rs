@@ -198,7 +198,8 @@ pub struct PlanSpec {
     pub recompute_num_layers: Option<i64>,
     /// Overlap the DP gradient reduction with the backward (default on).
     pub overlap_grad_reduce: Option<bool>,
-    /// Overlap the distributed optimizer's parameter all-gather with the forward (default on).
+    /// Overlap the distributed optimizer's parameter all-gather with the forward (default: as
+    /// `overlap_grad_reduce`).
     pub overlap_param_gather: Option<bool>,
     /// Overlap TP communication with GEMMs, `--tp-comm-overlap` (default off).
     pub tp_comm_overlap: Option<bool>,
