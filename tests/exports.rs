@@ -232,4 +232,10 @@ fn torchtitan_refuses_what_its_trainer_rejects() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("float32 only"), "{err}");
+    // With cp > 1 it applies FSDP over dp_shard x cp whatever the sharding asked for.
+    let ddp_cp = PlanSpec { cp: Some(2), zero: Some(0), ..PlanSpec::default() };
+    let err = export(Engine::Torchtitan, &run("llama3.1-8b", 8, 16, Precision::Bf16, ddp_cp))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("shards parameters over the cp ranks"), "{err}");
 }

@@ -29,6 +29,11 @@ pub fn unsupported(run: &Run) -> Option<String> {
     {
         return Some("its DDP (no FSDP) runs only when data parallelism is the only parallelism; use --fsdp (HSDP with --hybrid-shard) with tp or pp".into());
     }
+    // parallelize_llama applies FSDP over the `dp_shard_cp` mesh whenever cp > 1, so the cp
+    // ranks shard the parameters even without --fsdp: not the unsharded plan that was priced.
+    if plan.sharding() == Sharding::None && plan.cp() > 1 {
+        return Some("with context parallelism it shards parameters over the cp ranks (FSDP2 over dp_shard x cp); use --fsdp".into());
+    }
     // `training.mixed_precision_reduce` is `Literal["float32"]` in v0.2.2.
     if !plan.grad_reduce_in_fp32() {
         return Some(
