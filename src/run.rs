@@ -635,7 +635,45 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
 
 #[cfg(test)]
 mod tests {
-    use super::balanced_layers;
+    use super::*;
+    use crate::hardware::ClusterSpec;
+    use crate::plan::{PlanSpec, RecomputeKind};
+    use crate::presets;
+
+    fn run(plan: PlanSpec) -> Run {
+        Run::from_spec(&RunSpec {
+            model: presets::model("llama3.1-8b").unwrap(),
+            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 16 },
+            training: TrainingSpec {
+                seq_len: 8192,
+                global_batch: 32,
+                micro_batch: Some(1),
+                precision: None,
+            },
+            plan,
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn memory_labels_name_the_sharding_and_the_recompute() {
+        assert_eq!(run(PlanSpec::default()).plan().memory_label(), "zero1");
+        let fsdp = PlanSpec { fsdp: Some(true), ..PlanSpec::default() };
+        assert_eq!(run(fsdp).plan().memory_label(), "fsdp");
+        let hsdp = PlanSpec {
+            fsdp: Some(true),
+            hybrid_shard: Some(8),
+            recompute: Some(RecomputeKind::Full),
+            ..PlanSpec::default()
+        };
+        assert_eq!(run(hsdp).plan().memory_label(), "hsdp8 full-recompute");
+        let ddp = PlanSpec {
+            zero: Some(0),
+            recompute: Some(RecomputeKind::Selective),
+            ..PlanSpec::default()
+        };
+        assert_eq!(run(ddp).plan().memory_label(), "zero0 selective-recompute");
+    }
 
     #[test]
     fn the_balanced_split_counts_embedding_loss_and_mtp_as_units() {

@@ -444,4 +444,23 @@ impl Plan {
         }
         label
     }
+
+    /// How the plan shards data-parallel state and recomputes, compactly: `zero1`, `fsdp`,
+    /// `hsdp8 full-recompute`.
+    pub fn memory_label(&self) -> String {
+        let sharding = match (self.fsdp, self.sharding) {
+            (true, _) if self.shard_group < self.dp => format!("hsdp{}", self.shard_group),
+            (true, Sharding::Full) => "fsdp".to_owned(),
+            (true, _) => "fsdp-grad-op".to_owned(),
+            (false, Sharding::None) => "zero0".to_owned(),
+            (false, Sharding::Optimizer) => "zero1".to_owned(),
+            (false, Sharding::OptimizerAndGradients) => "zero2".to_owned(),
+            (false, Sharding::Full) => "zero3".to_owned(),
+        };
+        match self.recompute {
+            RecomputeKind::None => sharding,
+            RecomputeKind::Selective => format!("{sharding} selective-recompute"),
+            RecomputeKind::Full => format!("{sharding} full-recompute"),
+        }
+    }
 }

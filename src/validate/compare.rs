@@ -124,15 +124,22 @@ pub fn compare_search_csv(
             model: run.model().display_name().to_owned(),
             gpu: run.cluster().gpu().name().to_owned(),
             num_gpus: run.cluster().num_gpus(),
-            published_plan: format!("{} mbs{}", run.plan().label(), run.training().micro_batch()),
+            published_plan: format!(
+                "{} mbs{} {}",
+                run.plan().label(),
+                run.training().micro_batch(),
+                run.plan().memory_label()
+            ),
             published_tokens_per_sec_per_gpu: published,
             published_fits: fits,
             best_plan: best.as_ref().map(|b| {
+                let plan = b.run.plan();
                 format!(
-                    "{} mbs{} {}",
-                    b.run.plan().label(),
+                    "{} mbs{} {} {}",
+                    plan.label(),
                     b.run.training().micro_batch(),
-                    b.run.plan().schedule().name()
+                    plan.schedule().name(),
+                    plan.memory_label()
                 )
             }),
             best_tokens_per_sec_per_gpu: best_tokens,
