@@ -28,6 +28,15 @@ pub struct RunSpec {
     pub plan: PlanSpec,
 }
 
+/// The layers one GPU of a pipeline stage holds ([`Run::stage_layer_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageLayers {
+    /// Transformer layers over all its virtual chunks.
+    pub layers: u64,
+    /// Layers among them with a dense MLP in an MoE model (0 for dense models).
+    pub dense: u64,
+}
+
 /// A validated run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
@@ -98,13 +107,24 @@ impl Run {
 
     /// Transformer layers held by one GPU of pipeline stage `stage` (over all its virtual chunks).
     pub fn stage_layers(&self, stage: u64) -> u64 {
+        self.stage_layer_counts()[stage as usize].layers
+    }
+
+    /// The transformer layers, and the dense-MLP layers among them, that one GPU of each pipeline
+    /// stage holds over all its virtual chunks, from one pass over the layer layout.
+    pub fn stage_layer_counts(&self) -> Vec<StageLayers> {
         let pp = self.plan.pp;
-        self.path_layers(pp * self.plan.vp)
-            .iter()
-            .enumerate()
-            .filter(|(position, _)| *position as u64 % pp == stage)
-            .map(|(_, &layers)| layers)
-            .sum()
+        let mut stages = vec![StageLayers::default(); pp as usize];
+        let mut first = 0;
+        for (position, count) in self.path_layers(pp * self.plan.vp).into_iter().enumerate() {
+            let stage = &mut stages[position % pp as usize];
+            stage.layers += count;
+            if self.model.moe().is_some() {
+                stage.dense += self.dense_layers_in(first, count);
+            }
+            first += count;
+        }
+        stages
     }
 
     /// Transformer layers of each of `positions` consecutive chunks along a micro-batch's path

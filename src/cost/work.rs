@@ -279,26 +279,18 @@ pub fn stage_segment(run: &Run, stage: u64) -> Segment {
 /// the layer layout.
 pub fn stage_segments(run: &Run) -> Vec<Segment> {
     let plan = run.plan();
-    let pp = plan.pp();
-    let mut layers = vec![0u64; pp as usize];
-    let mut dense = vec![0u64; pp as usize];
-    let mut first = 0;
-    for (position, count) in run.path_layers(pp * plan.vp()).into_iter().enumerate() {
-        let stage = position % pp as usize;
-        layers[stage] += count;
-        if run.model().moe().is_some() {
-            dense[stage] += run.dense_layers_in(first, count);
-        }
-        first += count;
-    }
     let recompute = plan.recompute_num_layers() as f64;
-    (0..pp as usize)
-        .map(|stage| Segment {
-            layers: layers[stage] as f64,
-            dense_layers: dense[stage] as f64,
-            recomputed_layers: recompute.min(layers[stage] as f64),
+    let stages = run.stage_layer_counts();
+    let last = stages.len() - 1;
+    stages
+        .iter()
+        .enumerate()
+        .map(|(stage, counts)| Segment {
+            layers: counts.layers as f64,
+            dense_layers: counts.dense as f64,
+            recomputed_layers: recompute.min(counts.layers as f64),
             first: stage == 0,
-            last: stage + 1 == pp as usize,
+            last: stage == last,
         })
         .collect()
 }
