@@ -223,10 +223,7 @@ fn tp_comm_overlap(engine: Option<Engine>) -> bool {
 pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Violations> {
     let mut run_spec = spec.base.clone();
     let layers = run_spec.model.num_layers.max(1) as u64;
-    let stage_layers = match candidate.split {
-        crate::plan::PipelineSplit::EmbeddingAndLoss => (layers + 2) / candidate.pp,
-        _ => layers / candidate.pp,
-    };
+    let stage_layers = space::stage_layers(layers, candidate.pp, candidate.split);
     let base = run_spec.plan.clone();
     run_spec.plan = candidate.plan_spec(stage_layers, tp_comm_overlap(spec.engine));
     // How gradients are reduced is the training recipe's choice, and routing imbalance, token

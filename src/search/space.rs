@@ -178,7 +178,12 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                     .collect();
                 for &(vp, split, schedule) in &layouts {
                     for sharding in shardings(shape, tp, cp, dp) {
-                        for recompute in RECOMPUTE {
+                        // Half of a one-layer stage is no layer: the same plan as no recompute.
+                        let half_full = stage_layers(shape.layers, pp, split) >= 2;
+                        let recomputes = RECOMPUTE
+                            .into_iter()
+                            .filter(|r| *r != RecomputeChoice::HalfFull || half_full);
+                        for recompute in recomputes {
                             for &micro_batch in &micro_batches {
                                 for &cp_comm in &exchanges {
                                     for &(ep, etp) in &experts {
@@ -206,6 +211,15 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
         }
     }
     out
+}
+
+/// Layers per pipeline stage for the partial-recompute count: the embedding and the loss take
+/// a layer's place each under the embedding-and-loss split.
+pub fn stage_layers(layers: u64, pp: u64, split: PipelineSplit) -> u64 {
+    match split {
+        PipelineSplit::EmbeddingAndLoss => (layers + 2) / pp,
+        _ => layers / pp,
+    }
 }
 
 const RECOMPUTE: [RecomputeChoice; 4] = [
@@ -384,5 +398,18 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), all.len(), "candidates are unique");
+    }
+
+    #[test]
+    fn one_layer_stages_have_no_half_recompute() {
+        // 32 layers over pp 16 leave two per stage (half is one layer); over pp 32 (on 32 GPUs),
+        // one, whose half would be no recompute again.
+        let half = |c: &Candidate| c.recompute == RecomputeChoice::HalfFull;
+        let all = candidates(&shape(), &Constraints::default());
+        assert!(all.iter().any(|c| c.pp == 16 && half(c)));
+        let wide = Shape { gpus: 32, global_batch: 64, ..shape() };
+        let all = candidates(&wide, &Constraints::default());
+        assert!(all.iter().any(|c| c.pp == 32 && c.recompute == RecomputeChoice::None));
+        assert!(!all.iter().any(|c| c.pp == 32 && c.split == PipelineSplit::Even && half(c)));
     }
 }
