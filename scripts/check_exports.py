@@ -57,7 +57,7 @@ REFERENCE = ROOT.parent / "shared" / "reference" / "formats-and-hardware.md"
 CASES = [
     # torchtitan: FSDP2, HSDP, tp+pp, interleaved pp, cp, float8 and MXFP8.
     dict(name="tt-fsdp", engine="torchtitan", model="llama3.1-8b", gpus=8,
-         plan=dict(fsdp=True, recompute="selective", global_batch=32)),
+         plan=dict(fsdp=True, recompute="op", global_batch=32)),
     dict(name="tt-hsdp-tp", engine="torchtitan", model="llama3.1-70b", gpus=256,
          plan=dict(tp=8, fsdp=True, hybrid_shard=8, recompute="full", global_batch=256)),
     dict(name="tt-tp-pp", engine="torchtitan", model="llama3.1-70b", gpus=64,
@@ -429,10 +429,12 @@ def check_torchtitan(path: Path, plan: Plan, shape: dict, checks: Checks):
             checks.reject("torchtitan's stages do not hold every layer once, in order")
         checks.expect("layers per stage (torchtitan split)", held, plan.stage_layers(layers))
 
-    # Activation checkpointing: meshplan's selective recompute is torchtitan's per-op SAC.
+    # Activation checkpointing: meshplan's per-op recompute is torchtitan's selective mode with
+    # per-op SAC.
     ac = cfg.activation_checkpoint
-    checks.expect("activation_checkpoint.mode", ac.mode, plan.recompute)
-    if plan.recompute == "selective":
+    mode = "selective" if plan.recompute == "op" else plan.recompute
+    checks.expect("activation_checkpoint.mode", ac.mode, mode)
+    if plan.recompute == "op":
         checks.expect("activation_checkpoint.selective_ac_option", ac.selective_ac_option, "op")
 
     # Mixed precision, async TP and the quantization converters.

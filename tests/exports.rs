@@ -21,13 +21,15 @@ fn run(model: &str, gpus: i64, global_batch: i64, precision: Precision, plan: Pl
     .unwrap()
 }
 
-fn pure_fsdp() -> Run {
-    let plan = PlanSpec {
-        fsdp: Some(true),
-        recompute: Some(RecomputeKind::Selective),
-        ..PlanSpec::default()
-    };
+/// Pure FSDP with the engine's selective recompute: the attention core (Megatron-LM) or per-op
+/// checkpointing (torchtitan).
+fn pure_fsdp_with(recompute: RecomputeKind) -> Run {
+    let plan = PlanSpec { fsdp: Some(true), recompute: Some(recompute), ..PlanSpec::default() };
     run("llama3.1-8b", 8, 16, Precision::Bf16, plan)
+}
+
+fn pure_fsdp() -> Run {
+    pure_fsdp_with(RecomputeKind::Selective)
 }
 
 fn tp_pp() -> Run {
@@ -136,7 +138,8 @@ fn megatron_arguments() {
 
 #[test]
 fn torchtitan_job_configs() {
-    insta::assert_snapshot!("torchtitan_fsdp", export(Engine::Torchtitan, &pure_fsdp()).unwrap());
+    let per_op = pure_fsdp_with(RecomputeKind::Op);
+    insta::assert_snapshot!("torchtitan_fsdp", export(Engine::Torchtitan, &per_op).unwrap());
     insta::assert_snapshot!(
         "torchtitan_tp_pp_cp",
         export(Engine::Torchtitan, &torchtitan_shaped()).unwrap()
@@ -173,6 +176,13 @@ fn plans_an_engine_cannot_run_are_refused_with_the_reason() {
         (Engine::Deepspeed, context_parallel(), "1F1B"),
         (Engine::Megatron, torchtitan_shaped(), "pipeline parallelism"),
         (Engine::Torchtitan, context_parallel(), "ZeRO-1/2"),
+        (Engine::Torchtitan, pure_fsdp(), "attention core is Megatron-LM's"),
+        (
+            Engine::Megatron,
+            pure_fsdp_with(RecomputeKind::Op),
+            "per-op checkpointing is torchtitan's",
+        ),
+        (Engine::Deepspeed, pure_fsdp_with(RecomputeKind::Op), "selective recompute"),
     ];
     for (engine, run, reason) in refusals {
         let err = export(engine, &run).unwrap_err().to_string();

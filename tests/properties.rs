@@ -22,7 +22,7 @@ fn plans() -> impl Strategy<Value = (i64, i64, i64, i64, i64, i64, u8, u8)> {
         1i64..3, // micro batch
         1i64..5, // micro-batches per step
         0u8..4,  // sharding: zero 0..2, fsdp
-        0u8..3,  // recompute
+        0u8..4,  // recompute
     )
         .prop_map(|(tp, pp, dp, cp, mbs, m, sharding, recompute)| {
             (1 << tp, 1 << pp, 1 << dp, 1 << cp, mbs, m, sharding, recompute)
@@ -50,8 +50,12 @@ fn spec(model: ModelSpec, plan: (i64, i64, i64, i64, i64, i64, u8, u8)) -> RunSp
             zero: (sharding < 3).then_some(i64::from(sharding)),
             fsdp: Some(sharding == 3),
             recompute: Some(
-                [RecomputeKind::None, RecomputeKind::Selective, RecomputeKind::Full]
-                    [recompute as usize],
+                [
+                    RecomputeKind::None,
+                    RecomputeKind::Selective,
+                    RecomputeKind::Full,
+                    RecomputeKind::Op,
+                ][recompute as usize],
             ),
             ..PlanSpec::default()
         },

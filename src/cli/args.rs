@@ -72,6 +72,9 @@ pub enum RecomputeArg {
     Selective,
     /// Store each layer's input and rerun its forward in the backward.
     Full,
+    /// torchtitan's per-op selective checkpointing: store every other matmul output and the
+    /// attention output, rerun the rest.
+    Op,
 }
 
 /// `--pipeline-split` values.

@@ -298,6 +298,7 @@ fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
             .map(|kind| match kind {
                 RecomputeArg::None => RecomputeKind::None,
                 RecomputeArg::Selective => RecomputeKind::Selective,
+                RecomputeArg::Op => RecomputeKind::Op,
                 RecomputeArg::Full => RecomputeKind::Full,
             })
             .or(base.recompute),

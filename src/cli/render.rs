@@ -72,6 +72,7 @@ fn recompute_name(kind: RecomputeKind) -> &'static str {
         RecomputeKind::None => "none",
         RecomputeKind::Selective => "selective",
         RecomputeKind::Full => "full",
+        RecomputeKind::Op => "op",
     }
 }
 
@@ -79,6 +80,7 @@ fn recompute_label(plan: &Plan, layers_per_stage: u64) -> String {
     match plan.recompute() {
         RecomputeKind::None => "no recompute".to_owned(),
         RecomputeKind::Selective => "selective recompute".to_owned(),
+        RecomputeKind::Op => "per-op selective checkpointing".to_owned(),
         RecomputeKind::Full => format!(
             "full recompute ({} of {layers_per_stage} layers per stage)",
             plan.recompute_num_layers()

@@ -148,6 +148,7 @@ fn describe(plan: &RankedPlan) -> String {
     let recompute = match p.recompute() {
         RecomputeKind::None => "no-recompute".to_owned(),
         RecomputeKind::Selective => "selective".to_owned(),
+        RecomputeKind::Op => "per-op".to_owned(),
         RecomputeKind::Full => format!("full{}", p.recompute_num_layers()),
     };
     format!(

@@ -210,6 +210,46 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
     tokens * (norms + attention + mlp + masks) + routed
 }
 
+/// Activation bytes one layer stores for one micro-batch on one GPU under per-op selective
+/// checkpointing (torchtitan's `op` policy): its input, every other matmul output (half of all
+/// of them, counted by width), and the attention output; norms, activations and the other
+/// matmuls are rerun in the backward.
+pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> f64 {
+    let model = run.model();
+    let plan = run.plan();
+    let tp = plan.tp() as f64;
+    let sp = plan.sequence_split() as f64;
+    let h = model.hidden_size() as f64;
+    let act = Precision::ACTIVATION_BYTES;
+    let gemms = model.attention_gemms();
+    let attention_outputs: f64 = gemms
+        .iter()
+        .map(|gemm| {
+            if gemm.name == "proj" {
+                h / sp
+            } else {
+                gemm.output as f64 / if gemm.split_by_tp { tp } else { 1.0 }
+            }
+        })
+        .sum();
+    let mlp_width = match (dense_mlp, model.moe()) {
+        (false, Some(moe)) => moe.shared_ffn_hidden_size,
+        _ => model.ffn_hidden_size(),
+    };
+    let mlp_outputs =
+        if mlp_width > 0 { model.up_width(mlp_width) as f64 / tp + h / sp } else { 0.0 };
+    let tokens = run.tokens_per_microbatch();
+    let routed_outputs = match (dense_mlp, model.moe()) {
+        (false, Some(moe)) => {
+            let per_row = model.up_width(moe.expert_ffn_hidden_size) as f64 / plan.etp() as f64 + h;
+            crate::cost::layer::routed_rows(run) * per_row + tokens / sp * moe.num_experts as f64
+        }
+        _ => 0.0,
+    };
+    let per_token = h / sp + model.query_width() as f64 / tp;
+    act * (tokens * (per_token + 0.5 * (attention_outputs + mlp_outputs)) + 0.5 * routed_outputs)
+}
+
 /// Widths per token of what the attention block stores for its backward: Q, K and V (and with
 /// latent attention the compressed query and key/value, replicated across TP ranks, counted here
 /// at their TP-split share).
@@ -295,6 +335,12 @@ pub fn stored_activation_bytes(run: &Run, segment: &Segment) -> f64 {
     let layer_input = layer_input_bytes(run);
     let stored = match run.plan().recompute() {
         RecomputeKind::None | RecomputeKind::Selective => layers * per_layer,
+        RecomputeKind::Op => {
+            let dense =
+                if model.moe().is_some() { segment.dense_layers.min(layers) } else { layers };
+            dense * op_checkpoint_layer_bytes(run, true)
+                + (layers - dense) * op_checkpoint_layer_bytes(run, false)
+        }
         RecomputeKind::Full => {
             let recomputed = segment.recomputed_layers.min(layers);
             recomputed * layer_input + (layers - recomputed) * per_layer
@@ -303,13 +349,18 @@ pub fn stored_activation_bytes(run: &Run, segment: &Segment) -> f64 {
     stored + if segment.first { layer_input } else { 0.0 }
 }
 
-/// Activations rebuilt at once during a full-recompute backward: one layer's.
+/// Activations rebuilt at once during a recomputing backward: one layer's under full recompute,
+/// the part of one layer's that per-op checkpointing did not store.
 pub fn recompute_working_bytes(run: &Run) -> f64 {
-    if run.plan().recompute() != RecomputeKind::Full {
-        return 0.0;
-    }
-    let dense = layer_activation_bytes(run, true);
-    if run.model().moe().is_some() { dense.max(layer_activation_bytes(run, false)) } else { dense }
+    let rebuilt = |dense_mlp: bool| match run.plan().recompute() {
+        RecomputeKind::Full => layer_activation_bytes(run, dense_mlp),
+        RecomputeKind::Op => (layer_activation_bytes(run, dense_mlp)
+            - op_checkpoint_layer_bytes(run, dense_mlp))
+        .max(0.0),
+        RecomputeKind::None | RecomputeKind::Selective => 0.0,
+    };
+    let dense = rebuilt(true);
+    if run.model().moe().is_some() { dense.max(rebuilt(false)) } else { dense }
 }
 
 /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
@@ -414,6 +465,39 @@ mod tests {
             plan,
         })
         .unwrap()
+    }
+
+    #[test]
+    fn per_op_checkpointing_stores_its_inputs_half_the_matmul_outputs_and_attention() {
+        let llama8b = |recompute| {
+            Run::from_spec(&RunSpec {
+                model: presets::model("llama3.1-8b").unwrap(),
+                cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
+                training: TrainingSpec {
+                    seq_len: 8192,
+                    global_batch: 16,
+                    micro_batch: Some(2),
+                    precision: None,
+                },
+                plan: PlanSpec { recompute: Some(recompute), ..PlanSpec::default() },
+            })
+            .unwrap()
+        };
+        let run = llama8b(RecomputeKind::Op);
+        // Per token: the layer input and attention output (4096 each) and half of the QKV (6144),
+        // projection (4096), gate/up (28672) and down (4096) outputs, in bf16.
+        let per_token = (4096.0 + 4096.0 + 0.5 * (6144.0 + 4096.0 + 28672.0 + 4096.0)) * 2.0;
+        assert_eq!(op_checkpoint_layer_bytes(&run, true), per_token * 16384.0);
+        // Between full recompute and storing everything, for the stage and the rebuilt layer.
+        let segment = stage_segments(&run)[0];
+        let stored = |recompute| {
+            let run = llama8b(recompute);
+            stored_activation_bytes(&run, &stage_segments(&run)[0])
+        };
+        let op = stored_activation_bytes(&run, &segment);
+        assert!(stored(RecomputeKind::Full) < op && op < stored(RecomputeKind::Selective));
+        let rebuilt = recompute_working_bytes(&run);
+        assert!(rebuilt > 0.0 && rebuilt < recompute_working_bytes(&llama8b(RecomputeKind::Full)));
     }
 
     #[test]

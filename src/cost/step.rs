@@ -233,6 +233,7 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
             model.num_layers() as f64 * model.layer_attention_flops_per_token(seq)
         }
         RecomputeKind::Full => (plan.recompute_num_layers() * plan.pp()) as f64 * layer_forward,
+        RecomputeKind::Op => model.num_layers() as f64 * 0.5 * model.layer_gemm_flops_per_token(),
     };
     let hardware_flops = model_flops + recompute_per_token * tokens;
     let peak = run.cluster().gpu().peak_bf16().value();
@@ -305,6 +306,28 @@ mod tests {
         // The recomputed forward is the layers' forward, without the embedding and the logit head.
         let ratio = time.recompute / time.forward;
         assert!(ratio > 0.85 && ratio < 1.0, "recompute / forward = {ratio}");
+    }
+
+    #[test]
+    fn per_op_checkpointing_reruns_half_the_matmuls_and_the_element_wise_ops() {
+        let recompute = |kind| {
+            let plan = PlanSpec { recompute: Some(kind), ..PlanSpec::default() };
+            step_time(&run(plan, 8, 8)).recompute
+        };
+        let (selective, op, full) = (
+            recompute(RecomputeKind::Selective),
+            recompute(RecomputeKind::Op),
+            recompute(RecomputeKind::Full),
+        );
+        // The attention core alone < half the matmuls and the norms < the whole forward.
+        assert!(selective < op && op < full, "{selective:?} {op:?} {full:?}");
+        let run = run(PlanSpec { recompute: Some(RecomputeKind::Op), ..PlanSpec::default() }, 8, 8);
+        let layer = &crate::cost::work::Tables::new(&run).layer.forward;
+        let gemms = layer.compute - layer.attention - layer.memory;
+        let per_layer = gemms * 0.5 + layer.memory;
+        let layers = run.model().num_layers() as f64;
+        let expected = per_layer * layers * run.plan().num_microbatches() as f64;
+        assert!((op - expected).value().abs() < 1e-9 * expected.value());
     }
 
     #[test]

@@ -26,6 +26,8 @@ pub struct PhaseTimes {
     pub weight_gradient: Seconds,
     /// Fused attention within `compute`.
     pub attention: Seconds,
+    /// Memory-bound (element-wise) kernels within `compute`.
+    pub memory: Seconds,
     /// Tensor-parallel (and expert-tensor-parallel) collectives.
     pub tp: Seconds,
     /// Context-parallel ring steps.
@@ -41,7 +43,11 @@ impl PhaseTimes {
         let mut times = PhaseTimes::default();
         for op in table.ops.iter().filter(|op| op.phase == phase) {
             match op.kind {
-                OpKind::Gemm | OpKind::Memory => times.compute += op.time,
+                OpKind::Gemm => times.compute += op.time,
+                OpKind::Memory => {
+                    times.compute += op.time;
+                    times.memory += op.time;
+                }
                 OpKind::WeightGradient => {
                     times.compute += op.time;
                     times.weight_gradient += op.time;
@@ -248,6 +254,11 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     let (recompute, recompute_tp, recompute_ep) = match plan.recompute() {
         RecomputeKind::None => (zero, zero, zero),
         RecomputeKind::Selective => (layers_only(&|t| t.attention), zero, zero),
+        // Half the matmuls and every element-wise op; collective outputs are among what the
+        // policy stores, so no communication is rerun.
+        RecomputeKind::Op => {
+            (layers_only(&|t| (t.compute - t.attention - t.memory) * 0.5 + t.memory), zero, zero)
+        }
         RecomputeKind::Full => (
             layers_only(&|t| t.compute) * share,
             layers_only(&|t| t.tp) * share,

@@ -39,7 +39,7 @@ pub fn unsupported(run: &Run) -> Option<String> {
     if plan.pipeline_split() == PipelineSplit::Balanced {
         return Some("its PipelineModule partitions by parameters or uniformly, not by an explicit uneven layout".into());
     }
-    if plan.recompute() == RecomputeKind::Selective {
+    if matches!(plan.recompute(), RecomputeKind::Selective | RecomputeKind::Op) {
         return Some("its activation checkpointing is per layer (full); selective recompute is not available".into());
     }
     match run.training().precision() {

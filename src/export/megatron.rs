@@ -34,6 +34,9 @@ pub fn unsupported(run: &Run) -> Option<String> {
                 .into(),
         );
     }
+    if plan.recompute() == RecomputeKind::Op {
+        return Some("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's".into());
+    }
     if plan.shard_group() != plan.dp() {
         return Some(
             "hybrid sharding (an FSDP shard group smaller than dp) is not exported".into(),
@@ -222,6 +225,7 @@ pub fn arguments(run: &Run) -> String {
     match plan.recompute() {
         RecomputeKind::None => {}
         RecomputeKind::Selective => args.push("--recompute-granularity selective".into()),
+        RecomputeKind::Op => unreachable!("refused by `unsupported`"),
         RecomputeKind::Full => {
             args.push("--recompute-granularity full".into());
             args.push("--recompute-method block".into());

@@ -34,6 +34,9 @@ pub fn unsupported(run: &Run) -> Option<String> {
     if plan.sharding() == Sharding::None && plan.cp() > 1 {
         return Some("with context parallelism it shards parameters over the cp ranks (FSDP2 over dp_shard x cp); use --fsdp".into());
     }
+    if plan.recompute() == RecomputeKind::Selective {
+        return Some("its selective checkpointing is per op (--recompute op) or per layer; recomputing only the attention core is Megatron-LM's".into());
+    }
     // `training.mixed_precision_reduce` is `Literal["float32"]` in v0.2.2.
     if !plan.grad_reduce_in_fp32() {
         return Some(
@@ -159,11 +162,12 @@ pub fn job_config(run: &Run) -> String {
     let _ = writeln!(out, "[activation_checkpoint]");
     let mode = match plan.recompute() {
         RecomputeKind::None => "none",
-        RecomputeKind::Selective => "selective",
+        RecomputeKind::Op => "selective",
         RecomputeKind::Full => "full",
+        RecomputeKind::Selective => unreachable!("refused by `unsupported`"),
     };
     let _ = writeln!(out, "mode = \"{mode}\"");
-    if plan.recompute() == RecomputeKind::Selective {
+    if plan.recompute() == RecomputeKind::Op {
         // Per-op SAC: torchtitan's default option "2" would instead checkpoint every second
         // layer whole.
         let _ = writeln!(out, "selective_ac_option = \"op\"");

@@ -21,6 +21,10 @@ pub enum RecomputeKind {
     Selective,
     /// Store only each layer's input and rerun its forward in the backward.
     Full,
+    /// torchtitan's per-op selective checkpointing (`selective_ac_option = "op"`): every other
+    /// matmul output and the attention output are stored; the other matmuls and the element-wise
+    /// ops are rerun in the backward.
+    Op,
 }
 
 /// How FSDP shards (PyTorch `ShardingStrategy`).
@@ -461,6 +465,7 @@ impl Plan {
             RecomputeKind::None => sharding,
             RecomputeKind::Selective => format!("{sharding} selective-recompute"),
             RecomputeKind::Full => format!("{sharding} full-recompute"),
+            RecomputeKind::Op => format!("{sharding} per-op-recompute"),
         }
     }
 }

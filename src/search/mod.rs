@@ -210,6 +210,7 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         seq_len: training.seq_len(),
         global_batch: training.global_batch(),
         experts: model.moe().map_or(0, |moe| moe.num_experts),
+        per_op_recompute: spec.engine == Some(Engine::Torchtitan),
     })
 }
 

@@ -30,6 +30,9 @@ pub enum RecomputeChoice {
     None,
     /// Attention core.
     Selective,
+    /// Per-op selective checkpointing (torchtitan), in place of `Selective` when the search
+    /// targets torchtitan.
+    Op,
     /// Full recompute of half of each stage's layers.
     HalfFull,
     /// Full recompute of every layer.
@@ -112,6 +115,9 @@ pub struct Shape {
     pub global_batch: u64,
     /// Routed experts per MoE layer (0 for a dense model).
     pub experts: u64,
+    /// Whether the selective recompute tried is per-op checkpointing (torchtitan's) rather than
+    /// the attention core (Megatron-LM's).
+    pub per_op_recompute: bool,
 }
 
 /// Largest micro-batch size the space tries.
@@ -180,9 +186,13 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                     for sharding in shardings(shape, tp, cp, dp) {
                         // Half of a one-layer stage is no layer: the same plan as no recompute.
                         let half_full = stage_layers(shape.layers, pp, split) >= 2;
-                        let recomputes = RECOMPUTE
-                            .into_iter()
-                            .filter(|r| *r != RecomputeChoice::HalfFull || half_full);
+                        let recomputes = RECOMPUTE.into_iter().filter_map(|r| match r {
+                            RecomputeChoice::HalfFull if !half_full => None,
+                            RecomputeChoice::Selective if shape.per_op_recompute => {
+                                Some(RecomputeChoice::Op)
+                            }
+                            other => Some(other),
+                        });
                         for recompute in recomputes {
                             for &micro_batch in &micro_batches {
                                 for &cp_comm in &exchanges {
@@ -327,6 +337,7 @@ impl Candidate {
         let (recompute, recompute_num_layers) = match self.recompute {
             RecomputeChoice::None => (RecomputeKind::None, None),
             RecomputeChoice::Selective => (RecomputeKind::Selective, None),
+            RecomputeChoice::Op => (RecomputeKind::Op, None),
             RecomputeChoice::HalfFull => (RecomputeKind::Full, Some((stage_layers / 2) as i64)),
             RecomputeChoice::Full => (RecomputeKind::Full, None),
         };
@@ -370,6 +381,7 @@ mod tests {
             seq_len: 4096,
             global_batch: 32,
             experts: 0,
+            per_op_recompute: false,
         }
     }
 
@@ -398,6 +410,19 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), all.len(), "candidates are unique");
+    }
+
+    #[test]
+    fn a_torchtitan_search_tries_per_op_checkpointing_instead_of_the_attention_core() {
+        let kinds = |shape: &Shape| -> std::collections::BTreeSet<RecomputeChoice> {
+            candidates(shape, &Constraints::default()).iter().map(|c| c.recompute).collect()
+        };
+        let megatron = kinds(&shape());
+        assert!(megatron.contains(&RecomputeChoice::Selective));
+        assert!(!megatron.contains(&RecomputeChoice::Op));
+        let torchtitan = kinds(&Shape { per_op_recompute: true, ..shape() });
+        assert!(torchtitan.contains(&RecomputeChoice::Op));
+        assert!(!torchtitan.contains(&RecomputeChoice::Selective));
     }
 
     #[test]

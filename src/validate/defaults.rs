@@ -125,7 +125,7 @@ impl Family {
                 source: "NeMo/Megatron-Bridge performance recipes: distributed optimizer, sequence parallel and TP comm overlap with tp > 1, DP overlap, no activation recompute, FP8 = Transformer Engine delayed scaling",
             },
             Family::AutoModel | Family::Torchtitan => FamilyDefaults {
-                recompute: RecomputeKind::Selective,
+                recompute: RecomputeKind::Op,
                 zero: 3,
                 sequence_parallel: true,
                 tp_comm_overlap: false,
@@ -133,7 +133,7 @@ impl Family {
                 precision: Precision::Bf16,
                 fp8: Precision::Fp8Current,
                 uneven_split_counts_embedding_and_loss: true,
-                source: "torchtitan job config defaults: FSDP2 over the data-parallel ranks, selective activation checkpointing, TP with sequence parallel, torchao float8 tensorwise (current) scaling",
+                source: "torchtitan job config defaults: FSDP2 over the data-parallel ranks, selective activation checkpointing per op, TP with sequence parallel, torchao float8 tensorwise (current) scaling",
             },
             Family::Composer => FamilyDefaults {
                 recompute: RecomputeKind::None,

@@ -595,20 +595,22 @@ fn recompute(
     assumptions: &mut Vec<String>,
 ) {
     let text = row.activation_recompute.to_ascii_lowercase();
-    plan.recompute =
-        Some(if text.contains("selective") || text.contains("recompute-activations") {
-            RecomputeKind::Selective
-        } else if text.contains("full") || text.contains("recompute=true") {
-            RecomputeKind::Full
-        } else if text.contains("none") {
-            RecomputeKind::None
-        } else {
-            assumptions.push(format!(
-                "activation recompute not stated: {:?} (family default)",
-                defaults.recompute
-            ));
+    plan.recompute = Some(if text.contains("per-op") {
+        // torchtitan's per-op selective activation checkpointing.
+        RecomputeKind::Op
+    } else if text.contains("selective") || text.contains("recompute-activations") {
+        RecomputeKind::Selective
+    } else if text.contains("full") || text.contains("recompute=true") {
+        RecomputeKind::Full
+    } else if text.contains("none") {
+        RecomputeKind::None
+    } else {
+        assumptions.push(format!(
+            "activation recompute not stated: {:?} (family default)",
             defaults.recompute
-        });
+        ));
+        defaults.recompute
+    });
 }
 
 #[cfg(test)]
@@ -704,6 +706,20 @@ mod tests {
         let assumptions = result.assumptions.join("\n");
         assert!(assumptions.contains("experts: 8 routed (top-2"), "{assumptions}");
         assert!(assumptions.contains("spread evenly (a custom pipeline layout)"), "{assumptions}");
+    }
+
+    #[test]
+    fn torchtitan_per_op_checkpointing_is_its_own_recompute_kind() {
+        let stated = |text: &str| {
+            let row = CalibrationRow { activation_recompute: text.into(), ..dense_row() };
+            let mut plan = PlanSpec::default();
+            let defaults = Family::Torchtitan.defaults();
+            recompute(&row, &defaults, &mut plan, &mut Vec::new());
+            plan.recompute.unwrap()
+        };
+        assert_eq!(stated("selective (per-op SAC per default config)"), RecomputeKind::Op);
+        assert_eq!(stated("selective"), RecomputeKind::Selective);
+        assert_eq!(stated(""), RecomputeKind::Op);
     }
 
     #[test]
