@@ -21,6 +21,11 @@ struct Output {
     stderr: String,
 }
 
+/// A command line's words (none of them holds a space).
+fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
 fn run(args: &[&str]) -> Output {
     let output = meshplan().args(args).output().expect("meshplan runs");
     Output {
@@ -357,21 +362,9 @@ fn simulate_prints_the_schedule_bubble_and_stage_memory() {
 
 #[test]
 fn simulate_json_breakdown_adds_up_and_1f1b_holds_p_minus_stage_microbatches() {
-    let value = json(&[
-        "simulate",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "8",
-        "--pp",
-        "4",
-        "--tp",
-        "2",
-        "--global-batch",
-        "16",
-        "--format",
-        "json",
-    ]);
+    let value = json(&words(
+        "simulate --model llama3.1-8b --gpus 8 --pp 4 --tp 2 --global-batch 16 --format json",
+    ));
     assert_eq!(value["schedule"], "1f1b");
     let step = value["step_time_s"].as_f64().unwrap();
     let parts: f64 =
@@ -391,22 +384,10 @@ fn simulate_trace_is_valid_chrome_json_and_byte_identical_across_runs() {
     let dir = tempfile::tempdir().unwrap();
     let first = dir.path().join("first.json");
     let second = dir.path().join("second.json");
-    let args = [
-        "simulate",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "16",
-        "--pp",
-        "4",
-        "--vp",
-        "2",
-        "--global-batch",
-        "32",
-        "--schedule",
-        "interleaved",
-        "--trace",
-    ];
+    let args = words(concat!(
+        "simulate --model llama3.1-8b --gpus 16 --pp 4",
+        " --vp 2 --global-batch 32 --schedule interleaved --trace"
+    ));
     for path in [&first, &second] {
         let mut all: Vec<&str> = args.to_vec();
         all.push(path.to_str().unwrap());
@@ -434,38 +415,18 @@ fn simulate_trace_is_valid_chrome_json_and_byte_identical_across_runs() {
 
 #[test]
 fn schedules_that_do_not_fit_the_plan_are_input_errors() {
-    let output = run(&[
-        "simulate",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "8",
-        "--pp",
-        "4",
-        "--global-batch",
-        "16",
-        "--schedule",
-        "interleaved",
-    ]);
+    let output = run(&words(
+        "simulate --model llama3.1-8b --gpus 8 --pp 4 --global-batch 16 --schedule interleaved",
+    ));
     assert_eq!(output.code, 2);
     assert!(
         output.stderr.contains("plan.schedule") && output.stderr.contains("hint:"),
         "{}",
         output.stderr
     );
-    let output = run(&[
-        "simulate",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "8",
-        "--pp",
-        "4",
-        "--global-batch",
-        "6",
-        "--schedule",
-        "dualpipe",
-    ]);
+    let output = run(&words(
+        "simulate --model llama3.1-8b --gpus 8 --pp 4 --global-batch 6 --schedule dualpipe",
+    ));
     assert_eq!(output.code, 2);
     assert!(output.stderr.contains("even number of micro-batches"), "{}", output.stderr);
 }
@@ -509,21 +470,10 @@ fn every_schedule_simulates_the_same_work() {
 
 #[test]
 fn search_lists_ranked_plans_and_rejection_counts() {
-    let value = json(&[
-        "search",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "16",
-        "--seq-len",
-        "4096",
-        "--global-batch",
-        "32",
-        "--engine",
-        "megatron",
-        "--format",
-        "json",
-    ]);
+    let value = json(&words(concat!(
+        "search --model llama3.1-8b --gpus 16 --seq-len 4096",
+        " --global-batch 32 --engine megatron --format json"
+    )));
     let plans = value["plans"].as_array().unwrap();
     assert_eq!(plans.len(), 5);
     let times: Vec<f64> = plans.iter().map(|p| p["step_time_s"].as_f64().unwrap()).collect();
@@ -546,23 +496,10 @@ fn search_lists_ranked_plans_and_rejection_counts() {
 
 #[test]
 fn search_pins_the_plan_flags_it_is_given() {
-    let value = json(&[
-        "search",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "16",
-        "--seq-len",
-        "4096",
-        "--global-batch",
-        "32",
-        "--tp",
-        "2",
-        "--max-pp",
-        "2",
-        "--format",
-        "json",
-    ]);
+    let value = json(&words(concat!(
+        "search --model llama3.1-8b --gpus 16 --seq-len 4096",
+        " --global-batch 32 --tp 2 --max-pp 2 --format json"
+    )));
     for plan in value["plans"].as_array().unwrap() {
         assert_eq!(plan["tp"], 2);
         assert!(plan["pp"].as_u64().unwrap() <= 2);
@@ -571,21 +508,9 @@ fn search_pins_the_plan_flags_it_is_given() {
 
 #[test]
 fn export_writes_an_engine_config_or_refuses_with_the_reason() {
-    let output = run(&[
-        "export",
-        "--to",
-        "megatron",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "16",
-        "--tp",
-        "4",
-        "--pp",
-        "2",
-        "--global-batch",
-        "32",
-    ]);
+    let output = run(&words(
+        "export --to megatron --model llama3.1-8b --gpus 16 --tp 4 --pp 2 --global-batch 32",
+    ));
     assert_eq!(output.code, 0, "{}", output.stderr);
     assert!(
         output
@@ -594,21 +519,9 @@ fn export_writes_an_engine_config_or_refuses_with_the_reason() {
         "{}",
         output.stdout
     );
-    let output = run(&[
-        "export",
-        "--to",
-        "torchtitan",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "16",
-        "--tp",
-        "4",
-        "--pp",
-        "2",
-        "--global-batch",
-        "32",
-    ]);
+    let output = run(&words(
+        "export --to torchtitan --model llama3.1-8b --gpus 16 --tp 4 --pp 2 --global-batch 32",
+    ));
     assert_eq!(output.code, 2);
     assert!(
         output.stderr.contains("torchtitan cannot run this plan")
@@ -642,17 +555,7 @@ fn export_writes_an_engine_config_or_refuses_with_the_reason() {
 
 #[test]
 fn search_output_is_byte_identical_across_runs() {
-    let args = [
-        "search",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "16",
-        "--seq-len",
-        "4096",
-        "--global-batch",
-        "32",
-    ];
+    let args = words("search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32");
     let first = run(&args);
     assert_eq!(first.code, 0, "{}", first.stderr);
     assert_eq!(first.stdout, run(&args).stdout);
@@ -661,34 +564,17 @@ fn search_output_is_byte_identical_across_runs() {
 
 #[test]
 fn search_and_pipeline_flags_report_bad_values() {
-    let output = run(&[
-        "search",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "60",
-        "--seq-len",
-        "0",
-        "--micro-batch",
-        "0",
-        "--memory-headroom",
-        "1.5",
-    ]);
+    let output = run(&words(
+        "search --model llama3.1-8b --gpus 60 --seq-len 0 --micro-batch 0 --memory-headroom 1.5",
+    ));
     assert_eq!(output.code, 2);
     for field in
         ["cluster.num_gpus", "training.seq_len", "training.micro_batch", "search.memory_headroom"]
     {
         assert!(output.stderr.contains(field), "{field} missing: {}", output.stderr);
     }
-    let output = run(&[
-        "estimate",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "8",
-        "--pipeline-split",
-        "embedding-and-loss",
-    ]);
+    let output =
+        run(&words("estimate --model llama3.1-8b --gpus 8 --pipeline-split embedding-and-loss"));
     assert_eq!(output.code, 2);
     assert!(
         output.stderr.contains("plan.pipeline_split") && output.stderr.contains("hint:"),
@@ -705,17 +591,9 @@ fn search_and_pipeline_flags_report_bad_values() {
 fn presets_lists_every_model_and_gpu_with_its_source() {
     let output = run(&["presets"]);
     assert_eq!(output.code, 0, "{}", output.stderr);
-    for name in [
-        "gpt3-175b",
-        "llama3.1-8b",
-        "llama3.1-70b",
-        "llama3.1-405b",
-        "a100-80gb",
-        "h100-sxm",
-        "h200",
-        "b200",
-        "gb200",
-    ] {
+    for name in
+        words("gpt3-175b llama3.1-8b llama3.1-70b llama3.1-405b a100-80gb h100-sxm h200 b200 gb200")
+    {
         assert!(output.stdout.contains(name), "{name} missing");
     }
     let value = json(&["presets", "--format", "json"]);
@@ -813,19 +691,7 @@ fn report(args: &[&str], charts: &[&str]) -> String {
 #[test]
 fn simulate_report_has_memory_time_and_timeline_charts() {
     let page = report(
-        &[
-            "simulate",
-            "--model",
-            "llama3.1-8b",
-            "--gpus",
-            "16",
-            "--pp",
-            "4",
-            "--vp",
-            "2",
-            "--global-batch",
-            "32",
-        ],
+        &words("simulate --model llama3.1-8b --gpus 16 --pp 4 --vp 2 --global-batch 32"),
         &["memory", "step-time", "timeline"],
     );
     assert!(page.contains("<title>meshplan simulate: Llama 3.1 8B on 16 GPUs</title>"));
@@ -840,17 +706,7 @@ fn simulate_report_has_memory_time_and_timeline_charts() {
 #[test]
 fn search_report_adds_the_candidates_and_the_rejections() {
     let page = report(
-        &[
-            "search",
-            "--model",
-            "llama3.1-8b",
-            "--gpus",
-            "16",
-            "--seq-len",
-            "4096",
-            "--global-batch",
-            "32",
-        ],
+        &words("search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32"),
         &["memory", "step-time", "timeline", "scatter", "rejections"],
     );
     for text in ["Pareto front", "best plan", "best: tp", "does not divide", "usable memory"] {
@@ -892,25 +748,10 @@ fn an_unwritable_report_is_an_input_error_and_leaves_no_file() {
 
 #[test]
 fn expert_and_context_parallel_flags_are_checked_with_the_plan() {
-    let output = run(&[
-        "estimate",
-        "--model",
-        "llama3.1-8b",
-        "--gpus",
-        "64",
-        "--tp",
-        "8",
-        "--cp",
-        "8",
-        "--cp-comm",
-        "all-to-all",
-        "--ep",
-        "8",
-        "--moe-imbalance",
-        "0.5",
-        "--moe-capacity-factor",
-        "0.5",
-    ]);
+    let output = run(&words(concat!(
+        "estimate --model llama3.1-8b --gpus 64 --tp 8 --cp 8",
+        " --cp-comm all-to-all --ep 8 --moe-imbalance 0.5 --moe-capacity-factor 0.5"
+    )));
     assert_eq!(output.code, 2, "stdout: {}", output.stdout);
     let err = &output.stderr;
     for expected in [
@@ -921,19 +762,8 @@ fn expert_and_context_parallel_flags_are_checked_with_the_plan() {
     ] {
         assert!(err.contains(expected), "{expected} missing: {err}");
     }
-    let output = run(&[
-        "estimate",
-        "--model",
-        "mixtral-8x7b",
-        "--gpus",
-        "16",
-        "--pp",
-        "2",
-        "--ep",
-        "3",
-        "--global-batch",
-        "16",
-    ]);
+    let output =
+        run(&words("estimate --model mixtral-8x7b --gpus 16 --pp 2 --ep 3 --global-batch 16"));
     assert_eq!(output.code, 2, "stdout: {}", output.stdout);
     let err = &output.stderr;
     assert!(err.contains("plan.ep = 3: does not divide the 8 routed experts"), "{err}");
