@@ -10,9 +10,9 @@
 //! value). This is the "efficiency curve keyed by shape" that Calculon uses, derived from how
 //! GEMM kernels are tiled.
 //!
-//! The curve was checked on an H100 SXM (`scripts/measure_kernels.py`, figures in
-//! `measurements/h100-sxm-kernels.json`, method in `measurements/README.md`), and
-//! `tests/kernel_measurements.rs` checks the model against every measured shape.
+//! The curve was measured on an H100 SXM and an H200 (`scripts/measure_kernels.py`, figures in
+//! `measurements/`, method in `measurements/README.md`), and `tests/kernel_measurements.rs`
+//! checks the model against every measured shape.
 
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::units::{Bytes, Flops, FlopsPerSec, Seconds};

@@ -86,7 +86,7 @@ pub struct GpuSpec {
     pub memory: String,
     /// Memory bandwidth (`"3.35 TB/s"`).
     pub memory_bandwidth: String,
-    /// Streaming multiprocessors (compute units), for wave quantization.
+    /// Streaming multiprocessors (compute units): how many GEMM tiles run at once.
     pub sm_count: i64,
     /// Tensor-core peaks.
     pub peak: PeakSpec,
