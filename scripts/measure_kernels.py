@@ -29,7 +29,7 @@ BF16 = torch.bfloat16
 STARTED = time.monotonic()
 # Seconds each section may use before it skips the rest of its shapes (the whole run must stay
 # well inside the device tool's 10-minute limit).
-SECTION_BUDGET = {"gemm_bf16": 120.0, "gemm_depth": 60.0, "grouped_split": 70.0, "gemm_fp8": 50.0, "attention": 60.0, "grouped_gemm": 70.0,
+SECTION_BUDGET = {"gemm_bf16": 120.0, "gemm_depth": 60.0, "grouped_split": 70.0, "gemm_fp8": 50.0, "gemm_fp8_blockwise": 60.0, "attention": 60.0, "grouped_gemm": 70.0,
                   "layers": 45.0, "host": 60.0, "memory": 20.0, "launch": 20.0}
 
 
@@ -219,6 +219,73 @@ def fp8_section():
                 del a, w
             except Exception as exc:  # noqa: BLE001
                 section.error(f"{model} {layer} tp{tp} m{m}", exc)
+    return section.result()
+
+
+def fp8_blockwise_section():
+    """fp8 GEMMs with DeepSeek-V3-style block scales (1 x 128 activation blocks, 128 x 128 weight
+    blocks) through `torch.nn.functional.scaled_mm`, beside the same shapes with one scale per
+    tensor: what block scaling costs on the GPU's FP8 path."""
+    section = Section("gemm_fp8_blockwise")
+    if DEVICE != "cuda" or not hasattr(F, "scaled_mm"):
+        section.errors.append("needs a GPU and torch.nn.functional.scaled_mm")
+        return section.result()
+    from torch.nn.functional import ScalingType
+
+    fp8 = torch.float8_e4m3fn
+    shapes = sorted({(m, n, k) for _, _, tp, n, k in linear_shapes() if tp in (1, 8)
+                     for m in (4096, 16384)})
+    for m, n, k in shapes:
+        if section.over_budget():
+            continue
+        try:
+            a = randn(m, k).to(fp8)
+            w = randn(n, k).to(fp8)
+            one = torch.ones((), device=DEVICE, dtype=torch.float32)
+            def ones(rows, cols, transposed):
+                if transposed:
+                    return torch.ones(cols, rows, device=DEVICE, dtype=torch.float32).t()
+                return torch.ones(rows, cols, device=DEVICE, dtype=torch.float32)
+
+            def tensorwise():
+                return F.scaled_mm(a, w.t(), one, ScalingType.TensorWise, one,
+                                   ScalingType.TensorWise, output_dtype=BF16)
+
+            # The scale layouts the kernels accept are not documented: try each, keep the first.
+            layouts = [(ta, sb, tb) for ta in (True, False) for sb in ("kn", "nk")
+                       for tb in (True, False)]
+            blockwise, layout_errors = None, []
+            for ta, sb, tb in layouts:
+                scale_a = ones(m, k // 128, ta)
+                shape_b = (k // 128, n // 128) if sb == "kn" else (n // 128, k // 128)
+                scale_w = ones(*shape_b, tb)
+
+                def attempt(scale_a=scale_a, scale_w=scale_w):
+                    return F.scaled_mm(a, w.t(), scale_a, ScalingType.BlockWise1x128, scale_w,
+                                       ScalingType.BlockWise128x128, output_dtype=BF16)
+
+                try:
+                    attempt()
+                    blockwise = attempt
+                    break
+                except Exception as exc:  # noqa: BLE001
+                    layout_errors.append(f"{ta},{sb},{tb}: {str(exc).splitlines()[0][:120]}")
+            if blockwise is None:
+                section.errors.extend(layout_errors[:3])
+                blockwise = attempt
+
+            row = {"m": m, "n": n, "k": k}
+            for name, fn in (("tensorwise", tensorwise), ("blockwise", blockwise)):
+                try:
+                    seconds = measure(fn, target_s=0.01)
+                    row[f"{name}_seconds"] = seconds
+                    row[f"{name}_tflops"] = 2.0 * m * n * k / seconds / 1e12
+                except Exception as exc:  # noqa: BLE001
+                    section.error(f"{name} {m}x{n}x{k}", exc)
+            section.record(row)
+            del a, w
+        except Exception as exc:  # noqa: BLE001
+            section.error(f"{m}x{n}x{k}", exc)
     return section.result()
 
 
@@ -761,7 +828,7 @@ def main():
                 ("gemm_fp8", fp8_section), ("attention", attention_section),
                 ("grouped_gemm", grouped_section), ("layers", layer_section),
                 ("gemm_depth", depth_section), ("grouped_split", grouped_split_section),
-                ("host", host_section)]
+                ("host", host_section), ("gemm_fp8_blockwise", fp8_blockwise_section)]
     # Section names after OUT.json run only those sections.
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
     for name, fn in sections:

@@ -15,6 +15,7 @@
 //! checks the model against every measured shape.
 
 use crate::hardware::{Gpu, PrecisionClass};
+use crate::plan::Precision;
 use crate::units::{Bytes, Flops, FlopsPerSec, Seconds};
 
 /// Output tile edge of the GEMM kernels modelled (CUTLASS/cuBLAS default 128 x 128 tiles).
@@ -24,6 +25,11 @@ const TILE: f64 = 128.0;
 /// measured with `torch._grouped_mm` on H100 (forward 0.92, input gradient 0.80, weight gradient
 /// 0.75 of the plain GEMM model). Per-group scheduling and ragged tiles cost this much.
 const GROUPED_GEMM_EFFICIENCY: f64 = 0.84;
+/// Speed of FP8 GEMMs with DeepSeek-V3-style block scales (1 x 128 activation blocks, 128 x 128
+/// weight blocks) relative to per-tensor scales, on tensor cores that do not scale blocks in
+/// hardware (Hopper): the median over 58 linear-layer shapes measured on H100 with cuBLAS through
+/// `torch.nn.functional.scaled_mm` was 0.877 (0.75 to 0.99; `measurements/README.md`).
+pub const SOFTWARE_BLOCK_SCALED_FP8_SPEED: f64 = 0.88;
 /// Head dimension constant of the attention efficiency curve: head dim 64 runs at ~0.83 of head
 /// dim 128 (FlashAttention-2 paper, Fig. 4-5).
 const ATTENTION_HEAD_DIM_OVERHEAD: f64 = 32.0;
@@ -74,6 +80,16 @@ pub fn grouped_shape_efficiency(gpu: &Gpu, shape: GemmShape, groups: f64) -> f64
     let depth = shape.k / (shape.k + gpu.efficiency().gemm_k_overhead);
     let grouping = if groups > 1.0 { GROUPED_GEMM_EFFICIENCY } else { 1.0 };
     tile * occupancy * depth * grouping
+}
+
+/// How fast a precision recipe's GEMMs run relative to its class's efficiency on this GPU:
+/// block-scaled FP8 pays for its scales where the tensor cores do not apply them.
+pub fn recipe_gemm_speed(gpu: &Gpu, precision: Precision) -> f64 {
+    if precision == Precision::Fp8Blockwise && !gpu.block_scaled() {
+        SOFTWARE_BLOCK_SCALED_FP8_SPEED
+    } else {
+        1.0
+    }
 }
 
 /// Time of one GEMM in a precision class, reading `input_bytes`-wide operands and writing a
@@ -174,6 +190,14 @@ mod tests {
         // K = 2048 splits four ways: 256 work units fill the SMs.
         let deep = shape_efficiency(&gpu, GemmShape { m: 1024.0, n: 1024.0, k: 2048.0 });
         assert!((deep - 2048.0 / 2208.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn block_scaled_fp8_pays_for_its_scales_only_without_hardware_block_scaling() {
+        let b200 = Gpu::from_spec(&presets::gpu("b200").unwrap()).unwrap();
+        assert_eq!(recipe_gemm_speed(&h100(), Precision::Fp8Blockwise), 0.88);
+        assert_eq!(recipe_gemm_speed(&h100(), Precision::Fp8Current), 1.0);
+        assert_eq!(recipe_gemm_speed(&b200, Precision::Fp8Blockwise), 1.0);
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     GemmShape, attention_backward_time, attention_forward_time, grouped_gemm_time, memory_time,
+    recipe_gemm_speed,
 };
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
@@ -160,7 +161,9 @@ impl<'a> Ctx<'a> {
         let bytes = |s: GemmShape| {
             Bytes::new(((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0) * groups)
         };
-        let time = |s: GemmShape| grouped_gemm_time(gpu, self.class, s, groups, input_bytes);
+        let speed = recipe_gemm_speed(gpu, self.precision);
+        let time =
+            |s: GemmShape| grouped_gemm_time(gpu, self.class, s, groups, input_bytes) / speed;
         let rows = [
             (Phase::Forward, OpKind::Gemm, forward),
             (Phase::Backward, OpKind::Gemm, data_grad),

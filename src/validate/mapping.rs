@@ -458,10 +458,11 @@ fn precision(
         defaults.precision
     } else if text.contains("nvfp4") {
         Precision::Nvfp4
+    } else if text.contains("block-scaled") || text.contains("blockwise") {
+        // Before MXFP8: a block-scaled row may name MXFP8 for its Blackwell runs only.
+        if blackwell { Precision::Mxfp8 } else { Precision::Fp8Blockwise }
     } else if text.contains("mxfp8") || text.contains("fp8-mx") {
         Precision::Mxfp8
-    } else if text.contains("block-scaled") || text.contains("blockwise") {
-        if blackwell { Precision::Mxfp8 } else { Precision::Fp8Blockwise }
     } else if text.contains("fp8-cs") || text.contains("current scaling") || text.contains("float8")
     {
         Precision::Fp8Current
@@ -720,6 +721,17 @@ mod tests {
         assert_eq!(stated("selective (per-op SAC per default config)"), RecomputeKind::Op);
         assert_eq!(stated("selective"), RecomputeKind::Selective);
         assert_eq!(stated(""), RecomputeKind::Op);
+    }
+
+    #[test]
+    fn block_scaled_rows_are_mxfp8_on_blackwell_and_blockwise_fp8_on_hopper() {
+        let text =
+            "FP8 block-scaled (GB200/B200: MXFP8 32x32; H100: 128x128 weights / 1x128 activations)";
+        let row = CalibrationRow { precision: text.into(), ..dense_row() };
+        let defaults = Family::Nemo.defaults();
+        let on = |gpu| precision(&row, Family::Nemo, &defaults, gpu, &mut Vec::new()).unwrap();
+        assert_eq!(on("h100-sxm"), Precision::Fp8Blockwise);
+        assert_eq!(on("gb200"), Precision::Mxfp8);
     }
 
     #[test]
