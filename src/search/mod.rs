@@ -247,13 +247,34 @@ fn fits(estimate: &Estimate, headroom: f64) -> bool {
     fits_in(estimate.peak_memory.breakdown.total(), estimate.memory_capacity, headroom)
 }
 
-fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
+/// What a candidate's op tables depend on besides the search's base run: the per-layer work of
+/// one micro-batch is the same whatever the pipeline layout, sharding and recompute, so
+/// candidates that differ only in those share one set of tables.
+type TableKey = (u64, u64, u64, crate::plan::CpComm, u64, u64);
+
+/// Candidates priced in a row with one set of shared op tables.
+const SHARED_TABLES_CHUNK: usize = 1024;
+
+fn table_key(c: &Candidate) -> TableKey {
+    (c.tp, c.cp, c.micro_batch, c.cp_comm, c.ep, c.etp)
+}
+
+/// Prices one candidate, building its op tables or taking the ones `shared` already holds for
+/// its table key (and leaving them there). A rejection's reason is written only when `explain`
+/// asks for it: a search rejects millions of candidates and shows one example per reason.
+fn price(
+    spec: &SearchSpec,
+    candidate: Candidate,
+    shared: Option<&mut Option<Tables>>,
+    explain: bool,
+) -> Priced {
     let run = match candidate_run(spec, &candidate) {
         Ok(run) => run,
         Err(violations) => {
             let first = violations
                 .list()
                 .first()
+                .filter(|_| explain)
                 .map(|v| format!("{} = {}: {}", v.field, v.value, v.message));
             return Priced::Rejected(Rejection::DoesNotDivide, first.unwrap_or_default());
         }
@@ -261,29 +282,39 @@ fn price(spec: &SearchSpec, candidate: Candidate) -> Priced {
     if let Some(engine) = spec.engine
         && let Err(unsupported) = check(engine, &run)
     {
-        return Priced::Rejected(Rejection::UnsupportedByEngine, unsupported.to_string());
+        let reason = if explain { unsupported.to_string() } else { String::new() };
+        return Priced::Rejected(Rejection::UnsupportedByEngine, reason);
     }
     // Memory first: a candidate that does not fit needs no step time.
     let stages = crate::cost::memory::stage_memory(&run);
     let peak = stages.iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
     let capacity = run.cluster().gpu().memory();
     if !fits_in(peak, capacity, spec.memory_headroom) {
-        return Priced::Rejected(
-            Rejection::DoesNotFit,
+        let reason = if explain {
             format!(
                 "{} needs {:.1} GiB of {:.1} GiB",
                 run.plan().label(),
                 peak.as_gib(),
                 capacity.as_gib()
-            ),
-        );
+            )
+        } else {
+            String::new()
+        };
+        return Priced::Rejected(Rejection::DoesNotFit, reason);
     }
     // One set of op tables prices both the closed form and the simulation's lower bound.
-    let tables = Tables::new(&run);
+    let own;
+    let tables = match shared {
+        Some(slot) => &*slot.get_or_insert_with(|| Tables::new(&run)),
+        None => {
+            own = Tables::new(&run);
+            &own
+        }
+    };
     Priced::Kept(Kept {
         candidate,
-        closed_form: step_time_with(&run, &tables).step_time(),
-        bound: lower_bound_with(&run, &tables),
+        closed_form: step_time_with(&run, tables).step_time(),
+        bound: lower_bound_with(&run, tables),
         peak,
     })
 }
@@ -329,33 +360,69 @@ fn model_states_by_layout(
 }
 
 /// Prices every candidate in parallel, calling `progress(done, total)` as it goes.
+/// Prices every candidate in parallel and returns the kept ones (most promising first) and the
+/// rejections (counted in candidate order). With `share_tables` the candidates are priced in
+/// groups of one table key that build their op tables once; without, each builds its own (the
+/// reference the sharing is tested against).
 fn price_all(
     spec: &SearchSpec,
     candidates: &[Candidate],
+    share_tables: bool,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> (Vec<Kept>, Rejections) {
     let done = AtomicUsize::new(0);
     let total = candidates.len();
     let states = model_states_by_layout(spec, candidates);
-    let priced: Vec<Priced> = candidates
-        .par_iter()
-        .map(|candidate| {
-            let result = match states.get(&layout_key(candidate)) {
-                Some(Some(reason)) => Priced::Rejected(Rejection::DoesNotFit, reason.clone()),
-                _ => price(spec, *candidate),
-            };
-            let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-            if finished.is_multiple_of(1024) || finished == total {
-                progress(finished, total);
-            }
-            result
-        })
-        .collect();
+    // Rejections are priced without their reasons; the first of each kind is explained below.
+    let explained = |index: usize, tables: Option<&mut Option<Tables>>, explain: bool| {
+        let candidate = &candidates[index];
+        match states.get(&layout_key(candidate)) {
+            Some(Some(reason)) => Priced::Rejected(
+                Rejection::DoesNotFit,
+                if explain { reason.clone() } else { String::new() },
+            ),
+            _ => price(spec, *candidate, tables, explain),
+        }
+    };
+    let price_one = |index: usize, tables: Option<&mut Option<Tables>>| {
+        let result = explained(index, tables, false);
+        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if finished.is_multiple_of(1024) || finished == total {
+            progress(finished, total);
+        }
+        (index, result)
+    };
+    let mut priced: Vec<(usize, Priced)> = if share_tables {
+        let mut groups: BTreeMap<TableKey, Vec<usize>> = BTreeMap::new();
+        for (index, candidate) in candidates.iter().enumerate() {
+            groups.entry(table_key(candidate)).or_default().push(index);
+        }
+        // Groups are split into chunks so that a few large ones do not leave cores idle.
+        let groups: Vec<&[usize]> =
+            groups.values().flat_map(|group| group.chunks(SHARED_TABLES_CHUNK)).collect();
+        groups
+            .par_iter()
+            .flat_map_iter(|group| {
+                let mut tables = None;
+                group.iter().map(|&index| price_one(index, Some(&mut tables))).collect::<Vec<_>>()
+            })
+            .collect()
+    } else {
+        (0..total).into_par_iter().map(|index| price_one(index, None)).collect()
+    };
+    priced.sort_by_key(|(index, _)| *index);
     let mut rejections = Rejections::default();
     let mut kept = Vec::new();
-    for item in priced {
+    for (index, item) in priced {
         match item {
-            Priced::Rejected(kind, reason) => rejections.add(kind, || reason),
+            Priced::Rejected(kind, _) => {
+                rejections.add(kind, || match explained(index, None, true) {
+                    Priced::Rejected(_, reason) => reason,
+                    Priced::Kept(_) => {
+                        unreachable!("pricing a candidate twice gives the same verdict")
+                    }
+                })
+            }
             Priced::Kept(candidate) => kept.push(candidate),
         }
     }
@@ -437,7 +504,7 @@ pub fn search(
 ) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let candidates = space::candidates(&shape, &spec.constraints);
-    let (kept, mut rejections) = price_all(spec, &candidates, progress);
+    let (kept, mut rejections) = price_all(spec, &candidates, true, progress);
     let top = spec.top.max(1);
     let batch = SIMULATION_BATCH;
     let mut best: Vec<RankedPlan> = Vec::new();
@@ -477,7 +544,7 @@ pub fn search(
 pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let candidates = space::candidates(&shape, &spec.constraints);
-    let (kept, mut rejections) = price_all(spec, &candidates, &|_, _| {});
+    let (kept, mut rejections) = price_all(spec, &candidates, false, &|_, _| {});
     let results = kept
         .iter()
         .map(|k| simulate_candidate(spec, k.candidate, k.closed_form))
@@ -522,6 +589,27 @@ mod tests {
             memory_headroom: 0.0,
             engine,
             top: 5,
+        }
+    }
+
+    #[test]
+    fn shared_op_tables_price_every_candidate_as_its_own_tables_do() {
+        // A dense and an MoE space: sharing tables by table key must not change a single figure.
+        let dense = spec(16, None);
+        let mut moe = spec(64, None);
+        moe.base.model = presets::model("qwen3-30b-a3b").unwrap();
+        for spec in [dense, moe] {
+            let shape = shape(&spec).unwrap();
+            let candidates = space::candidates(&shape, &spec.constraints);
+            let (shared, shared_rejections) = price_all(&spec, &candidates, true, &|_, _| {});
+            let (own, own_rejections) = price_all(&spec, &candidates, false, &|_, _| {});
+            assert!(shared.len() > 100, "{} kept", shared.len());
+            assert_eq!(shared.len(), own.len());
+            for (a, b) in shared.iter().zip(&own) {
+                assert_eq!(a.candidate, b.candidate);
+                assert_eq!((a.closed_form, a.bound, a.peak), (b.closed_form, b.bound, b.peak));
+            }
+            assert_eq!(shared_rejections, own_rejections);
         }
     }
 
