@@ -677,22 +677,22 @@ mod tests {
 
     #[test]
     fn memory_labels_name_the_sharding_and_the_recompute() {
-        assert_eq!(run(PlanSpec::default()).plan().memory_label(), "zero1");
+        assert_eq!(run(PlanSpec::default()).plan().memory_label(), "zero1 no-recompute");
         let fsdp = PlanSpec { fsdp: Some(true), ..PlanSpec::default() };
-        assert_eq!(run(fsdp).plan().memory_label(), "fsdp");
+        assert_eq!(run(fsdp).plan().memory_label(), "fsdp no-recompute");
         let hsdp = PlanSpec {
             fsdp: Some(true),
             hybrid_shard: Some(8),
             recompute: Some(RecomputeKind::Full),
             ..PlanSpec::default()
         };
-        assert_eq!(run(hsdp).plan().memory_label(), "hsdp8 full-recompute");
+        assert_eq!(run(hsdp).plan().memory_label(), "fsdp hsdp8 full32");
         let ddp = PlanSpec {
             zero: Some(0),
             recompute: Some(RecomputeKind::Selective),
             ..PlanSpec::default()
         };
-        assert_eq!(run(ddp).plan().memory_label(), "zero0 selective-recompute");
+        assert_eq!(run(ddp).plan().memory_label(), "ddp selective");
     }
 
     #[test]

@@ -3,7 +3,6 @@
 
 use anyhow::Context as _;
 use meshplan::export::{Engine, export};
-use meshplan::plan::{RecomputeKind, Sharding};
 use meshplan::report::Report;
 use meshplan::search::{Constraints, RankedPlan, SearchError, SearchReport, SearchSpec, search};
 use serde::Serialize;
@@ -138,26 +137,12 @@ fn html_report(
 
 fn describe(plan: &RankedPlan) -> String {
     let p = plan.run.plan();
-    let sharding = match (p.sharding(), p.fsdp()) {
-        (Sharding::None, _) => "ddp".to_owned(),
-        (Sharding::Optimizer, _) => "zero1".to_owned(),
-        (Sharding::OptimizerAndGradients, _) => "zero2".to_owned(),
-        (Sharding::Full, _) if p.shard_group() < p.dp() => format!("fsdp hsdp{}", p.shard_group()),
-        (Sharding::Full, _) => "fsdp".to_owned(),
-    };
-    let recompute = match p.recompute() {
-        RecomputeKind::None => "no-recompute".to_owned(),
-        RecomputeKind::Selective => "selective".to_owned(),
-        RecomputeKind::Op => "per-op".to_owned(),
-        RecomputeKind::Full => format!("full{}", p.recompute_num_layers()),
-    };
     format!(
-        "{} mbs{} {} {} {}",
+        "{} mbs{} {} {}",
         p.label(),
         plan.run.training().micro_batch(),
         p.schedule().name(),
-        sharding,
-        recompute
+        p.memory_label()
     )
 }
 

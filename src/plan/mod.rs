@@ -449,23 +449,24 @@ impl Plan {
         label
     }
 
-    /// How the plan shards data-parallel state and recomputes, compactly: `zero1`, `fsdp`,
-    /// `hsdp8 full-recompute`.
+    /// How the plan shards data-parallel state and recomputes, compactly, as `search` lists
+    /// plans: `zero1 no-recompute`, `fsdp hsdp8 full16` (full recompute of 16 layers per stage).
     pub fn memory_label(&self) -> String {
-        let sharding = match (self.fsdp, self.sharding) {
-            (true, _) if self.shard_group < self.dp => format!("hsdp{}", self.shard_group),
-            (true, Sharding::Full) => "fsdp".to_owned(),
-            (true, _) => "fsdp-grad-op".to_owned(),
-            (false, Sharding::None) => "zero0".to_owned(),
-            (false, Sharding::Optimizer) => "zero1".to_owned(),
-            (false, Sharding::OptimizerAndGradients) => "zero2".to_owned(),
-            (false, Sharding::Full) => "zero3".to_owned(),
+        let sharding = match self.sharding {
+            Sharding::None => "ddp".to_owned(),
+            Sharding::Optimizer => "zero1".to_owned(),
+            Sharding::OptimizerAndGradients => "zero2".to_owned(),
+            Sharding::Full if self.shard_group < self.dp => {
+                format!("fsdp hsdp{}", self.shard_group)
+            }
+            Sharding::Full => "fsdp".to_owned(),
         };
-        match self.recompute {
-            RecomputeKind::None => sharding,
-            RecomputeKind::Selective => format!("{sharding} selective-recompute"),
-            RecomputeKind::Full => format!("{sharding} full-recompute"),
-            RecomputeKind::Op => format!("{sharding} per-op-recompute"),
-        }
+        let recompute = match self.recompute {
+            RecomputeKind::None => "no-recompute".to_owned(),
+            RecomputeKind::Selective => "selective".to_owned(),
+            RecomputeKind::Op => "per-op".to_owned(),
+            RecomputeKind::Full => format!("full{}", self.recompute_num_layers),
+        };
+        format!("{sharding} {recompute}")
     }
 }
