@@ -186,10 +186,7 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
         + model.attention_output_width() as f64 * gemm_in / tp
         + h * gemm_in / sp;
     let masks = if model.dropout() { 2.0 * h / sp } else { 0.0 };
-    let mlp_width = match (dense_mlp, model.moe()) {
-        (false, Some(moe)) => moe.shared_ffn_hidden_size,
-        _ => model.ffn_hidden_size(),
-    };
+    let mlp_width = dense_mlp_width(run, dense_mlp);
     let mlp = if mlp_width > 0 {
         h * gemm_in / sp
             + (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp
@@ -210,6 +207,15 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
     tokens * (norms + attention + mlp + masks) + routed
 }
 
+/// Width of a layer's dense MLP: the model's FFN, or an MoE layer's shared experts (0 without).
+fn dense_mlp_width(run: &Run, dense_mlp: bool) -> u64 {
+    let model = run.model();
+    match (dense_mlp, model.moe()) {
+        (false, Some(moe)) => moe.shared_ffn_hidden_size,
+        _ => model.ffn_hidden_size(),
+    }
+}
+
 /// Activation bytes one layer stores for one micro-batch on one GPU under per-op selective
 /// checkpointing (torchtitan's `op` policy): its input, every other matmul output (half of all
 /// of them, counted by width), and the attention output; norms, activations and the other
@@ -221,21 +227,15 @@ pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> f64 {
     let sp = plan.sequence_split() as f64;
     let h = model.hidden_size() as f64;
     let act = Precision::ACTIVATION_BYTES;
+    // The output projection (the last attention GEMM) returns to the `h`-wide residual stream.
     let gemms = model.attention_gemms();
-    let attention_outputs: f64 = gemms
-        .iter()
-        .map(|gemm| {
-            if gemm.name == "proj" {
-                h / sp
-            } else {
-                gemm.output as f64 / if gemm.split_by_tp { tp } else { 1.0 }
-            }
-        })
-        .sum();
-    let mlp_width = match (dense_mlp, model.moe()) {
-        (false, Some(moe)) => moe.shared_ffn_hidden_size,
-        _ => model.ffn_hidden_size(),
-    };
+    let (_, inputs) = gemms.split_last().expect("attention has an output projection");
+    let attention_outputs = h / sp
+        + inputs
+            .iter()
+            .map(|gemm| gemm.output as f64 / if gemm.split_by_tp { tp } else { 1.0 })
+            .sum::<f64>();
+    let mlp_width = dense_mlp_width(run, dense_mlp);
     let mlp_outputs =
         if mlp_width > 0 { model.up_width(mlp_width) as f64 / tp + h / sp } else { 0.0 };
     let tokens = run.tokens_per_microbatch();
