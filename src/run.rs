@@ -653,26 +653,40 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
     (sharding, false)
 }
 
+/// A valid run of `model` on `gpus` H100 SXM in the default precision, for the crate's unit
+/// tests.
+#[cfg(test)]
+pub(crate) fn test_run(
+    model: crate::model::ModelSpec,
+    gpus: i64,
+    seq_len: i64,
+    global_batch: i64,
+    micro_batch: i64,
+    plan: PlanSpec,
+) -> Run {
+    let gpu = crate::presets::gpu("h100-sxm").unwrap();
+    Run::from_spec(&RunSpec {
+        model,
+        cluster: crate::hardware::ClusterSpec { gpu, num_gpus: gpus },
+        training: TrainingSpec {
+            seq_len,
+            global_batch,
+            micro_batch: Some(micro_batch),
+            precision: None,
+        },
+        plan,
+    })
+    .unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hardware::ClusterSpec;
     use crate::plan::{PlanSpec, RecomputeKind};
     use crate::presets;
 
     fn run(plan: PlanSpec) -> Run {
-        Run::from_spec(&RunSpec {
-            model: presets::model("llama3.1-8b").unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 16 },
-            training: TrainingSpec {
-                seq_len: 8192,
-                global_batch: 32,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan,
-        })
-        .unwrap()
+        test_run(presets::model("llama3.1-8b").unwrap(), 16, 8192, 32, 1, plan)
     }
 
     #[test]

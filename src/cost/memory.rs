@@ -448,40 +448,19 @@ fn breakdown(run: &Run, stage: u64, segment: &Segment) -> MemoryBreakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hardware::ClusterSpec;
-    use crate::plan::{PlanSpec, TrainingSpec};
-    use crate::{RunSpec, presets};
+    use crate::plan::PlanSpec;
+    use crate::presets;
+    use crate::run::test_run;
 
     fn run(plan: PlanSpec, gpus: i64) -> Run {
-        Run::from_spec(&RunSpec {
-            model: presets::model("llama3.1-70b").unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
-            training: TrainingSpec {
-                seq_len: 8192,
-                global_batch: 128,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan,
-        })
-        .unwrap()
+        test_run(presets::model("llama3.1-70b").unwrap(), gpus, 8192, 128, 1, plan)
     }
 
     #[test]
     fn per_op_checkpointing_stores_its_inputs_half_the_matmul_outputs_and_attention() {
         let llama8b = |recompute| {
-            Run::from_spec(&RunSpec {
-                model: presets::model("llama3.1-8b").unwrap(),
-                cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
-                training: TrainingSpec {
-                    seq_len: 8192,
-                    global_batch: 16,
-                    micro_batch: Some(2),
-                    precision: None,
-                },
-                plan: PlanSpec { recompute: Some(recompute), ..PlanSpec::default() },
-            })
-            .unwrap()
+            let plan = PlanSpec { recompute: Some(recompute), ..PlanSpec::default() };
+            test_run(presets::model("llama3.1-8b").unwrap(), 8, 8192, 16, 2, plan)
         };
         let run = llama8b(RecomputeKind::Op);
         // Per token: the layer input and attention output (4096 each) and half of the QKV (6144),
@@ -542,18 +521,7 @@ mod tests {
         model.ffn_hidden_size = 4 * model.hidden_size;
         model.num_kv_heads = Some(model.num_attention_heads);
         model.dropout = true;
-        let run = Run::from_spec(&RunSpec {
-            model,
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
-            training: TrainingSpec {
-                seq_len: 2048,
-                global_batch: 8,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan: PlanSpec { tp: Some(8), ..PlanSpec::default() },
-        })
-        .unwrap();
+        let run = test_run(model, 8, 2048, 8, 1, PlanSpec { tp: Some(8), ..PlanSpec::default() });
         let sbh = 2048.0 * 8192.0;
         assert!((layer_activation_bytes(&run, true) - 34.0 * sbh / 8.0).abs() < 1e-6);
     }

@@ -251,23 +251,12 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
 mod tests {
     use super::*;
     use crate::cost::memory::stage_params;
-    use crate::hardware::ClusterSpec;
-    use crate::plan::{PlanSpec, TrainingSpec};
-    use crate::{RunSpec, presets};
+    use crate::plan::PlanSpec;
+    use crate::presets;
+    use crate::run::test_run;
 
     fn run(plan: PlanSpec, gpus: i64, global_batch: i64) -> Run {
-        Run::from_spec(&RunSpec {
-            model: presets::model("llama3.1-8b").unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
-            training: TrainingSpec {
-                seq_len: 8192,
-                global_batch,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan,
-        })
-        .unwrap()
+        test_run(presets::model("llama3.1-8b").unwrap(), gpus, 8192, global_batch, 1, plan)
     }
 
     #[test]
