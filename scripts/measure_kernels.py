@@ -363,11 +363,10 @@ def grouped_mm(x, w_t, offsets):
     return torch.cat(outs)
 
 
-def grouped_section():
-    """Routed-expert grouped GEMMs (torch._grouped_mm, bf16) forward and backward, balanced
-    routing, tokens per expert padded to 16 rows as torchtitan does; and the same experts as a
-    loop of plain GEMMs for comparison."""
-    section = Section("grouped_gemm")
+def grouped_cases(section):
+    """The routed-expert GEMMs of `MOE_MODELS` one rank computes after a balanced dispatch, each
+    expert's rows padded to 16 as torchtitan does: (model, layer, ep, groups, tokens, rows per
+    group, rows, offsets, n, k) for each expert projection, until the section's time is spent."""
     token_counts = (4096, 8192) if not SMOKE else (64,)
     for model, h, ffn, experts, top_k, eps in MOE_MODELS:
         for ep in eps:
@@ -375,47 +374,57 @@ def grouped_section():
             for tokens in token_counts:
                 if section.over_budget():
                     continue
-                rows = tokens * top_k  # rows a rank computes after a balanced dispatch
+                rows = tokens * top_k
                 per_group = int(math.ceil(rows / groups / 16.0) * 16)
                 total = per_group * groups
                 offsets = torch.arange(1, groups + 1, device=DEVICE, dtype=torch.int32) * per_group
                 for layer, n, k in (("fc1", 2 * ffn, h), ("fc2", h, ffn)):
-                    try:
-                        x = randn(total, k).requires_grad_()
-                        w = randn(groups, n, k).requires_grad_()
-                        w_t = w.transpose(-2, -1)
-                        out = grouped_mm(x, w_t, offsets)
-                        grad = torch.randn_like(out)
+                    yield model, layer, ep, groups, tokens, per_group, total, offsets, n, k
 
-                        def forward():
-                            with torch.no_grad():
-                                grouped_mm(x, w_t, offsets)
 
-                        def both():
-                            grouped_mm(x, w_t, offsets).backward(grad)
+def grouped_section():
+    """Routed-expert grouped GEMMs (torch._grouped_mm, bf16) forward and backward, balanced
+    routing, tokens per expert padded to 16 rows as torchtitan does; and the same experts as a
+    loop of plain GEMMs for comparison."""
+    section = Section("grouped_gemm")
+    for case in grouped_cases(section):
+        model, layer, ep, groups, tokens, per_group, total, offsets, n, k = case
+        try:
+            x = randn(total, k).requires_grad_()
+            w = randn(groups, n, k).requires_grad_()
+            w_t = w.transpose(-2, -1)
+            out = grouped_mm(x, w_t, offsets)
+            grad = torch.randn_like(out)
 
-                        fwd = measure(forward)
-                        fb = measure(both)
-                        x_d, w_d = x.detach(), w.detach()
+            def forward():
+                with torch.no_grad():
+                    grouped_mm(x, w_t, offsets)
 
-                        def loop():
-                            for g in range(groups):
-                                torch.mm(x_d[g * per_group:(g + 1) * per_group], w_d[g].t())
+            def both():
+                grouped_mm(x, w_t, offsets).backward(grad)
 
-                        looped = measure(loop)
-                        flops = 2.0 * total * n * k
-                        section.record({
-                            "model": model, "layer": layer, "ep": ep, "groups": groups,
-                            "tokens": tokens, "rows_per_group": per_group, "n": n, "k": k,
-                            "forward_seconds": fwd, "backward_seconds": fb - fwd,
-                            "loop_forward_seconds": looped, "forward_flops": flops,
-                            "forward_tflops": flops / fwd / 1e12,
-                            "backward_tflops": 2.0 * flops / (fb - fwd) / 1e12,
-                            "loop_forward_tflops": flops / looped / 1e12,
-                        })
-                        del x, w, w_t, out, grad
-                    except Exception as exc:  # noqa: BLE001
-                        section.error(f"{model} {layer} ep{ep} t{tokens}", exc)
+            fwd = measure(forward)
+            fb = measure(both)
+            x_d, w_d = x.detach(), w.detach()
+
+            def loop():
+                for g in range(groups):
+                    torch.mm(x_d[g * per_group:(g + 1) * per_group], w_d[g].t())
+
+            looped = measure(loop)
+            flops = 2.0 * total * n * k
+            section.record({
+                "model": model, "layer": layer, "ep": ep, "groups": groups,
+                "tokens": tokens, "rows_per_group": per_group, "n": n, "k": k,
+                "forward_seconds": fwd, "backward_seconds": fb - fwd,
+                "loop_forward_seconds": looped, "forward_flops": flops,
+                "forward_tflops": flops / fwd / 1e12,
+                "backward_tflops": 2.0 * flops / (fb - fwd) / 1e12,
+                "loop_forward_tflops": flops / looped / 1e12,
+            })
+            del x, w, w_t, out, grad
+        except Exception as exc:  # noqa: BLE001
+            section.error(f"{model} {layer} ep{ep} t{tokens}", exc)
     return section.result()
 
 
@@ -446,53 +455,43 @@ def grouped_split_section():
     """Routed-expert grouped GEMMs with the backward split into the input gradient (only the
     tokens need a gradient) and the weight gradient (only the weights do)."""
     section = Section("grouped_split")
-    token_counts = (4096, 8192) if not SMOKE else (64,)
-    for model, h, ffn, experts, top_k, eps in MOE_MODELS:
-        for ep in eps:
-            groups = experts // ep
-            for tokens in token_counts:
-                if section.over_budget():
-                    continue
-                rows = tokens * top_k
-                per_group = int(math.ceil(rows / groups / 16.0) * 16)
-                total = per_group * groups
-                offsets = torch.arange(1, groups + 1, device=DEVICE, dtype=torch.int32) * per_group
-                for layer, n, k in (("fc1", 2 * ffn, h), ("fc2", h, ffn)):
-                    try:
-                        x = randn(total, k)
-                        w = randn(groups, n, k)
-                        grad = randn(total, n)
-                        times = {}
-                        for role, needs_x, needs_w in (("data_grad", True, False),
-                                                        ("weight_grad", False, True)):
-                            xr = x.clone().requires_grad_(needs_x)
-                            wr = w.clone().requires_grad_(needs_w)
+    for case in grouped_cases(section):
+        model, layer, ep, groups, tokens, per_group, total, offsets, n, k = case
+        try:
+            x = randn(total, k)
+            w = randn(groups, n, k)
+            grad = randn(total, n)
+            times = {}
+            for role, needs_x, needs_w in (("data_grad", True, False),
+                                            ("weight_grad", False, True)):
+                xr = x.clone().requires_grad_(needs_x)
+                wr = w.clone().requires_grad_(needs_w)
 
-                            def forward():
-                                with torch.no_grad():
-                                    grouped_mm(xr, wr.transpose(-2, -1), offsets)
+                def forward():
+                    with torch.no_grad():
+                        grouped_mm(xr, wr.transpose(-2, -1), offsets)
 
-                            def both():
-                                grouped_mm(xr, wr.transpose(-2, -1), offsets).backward(grad)
+                def both():
+                    grouped_mm(xr, wr.transpose(-2, -1), offsets).backward(grad)
 
-                            fwd = measure(forward)
-                            times["forward"] = fwd
-                            times[role] = measure(both) - fwd
-                            del xr, wr
-                        flops = 2.0 * total * n * k
-                        section.record({
-                            "model": model, "layer": layer, "ep": ep, "groups": groups,
-                            "tokens": tokens, "rows_per_group": per_group, "n": n, "k": k,
-                            "forward_seconds": times["forward"],
-                            "data_grad_seconds": times["data_grad"],
-                            "weight_grad_seconds": times["weight_grad"], "flops": flops,
-                            "forward_tflops": flops / times["forward"] / 1e12,
-                            "data_grad_tflops": flops / times["data_grad"] / 1e12,
-                            "weight_grad_tflops": flops / times["weight_grad"] / 1e12,
-                        })
-                        del x, w, grad
-                    except Exception as exc:  # noqa: BLE001
-                        section.error(f"{model} {layer} ep{ep} t{tokens}", exc)
+                fwd = measure(forward)
+                times["forward"] = fwd
+                times[role] = measure(both) - fwd
+                del xr, wr
+            flops = 2.0 * total * n * k
+            section.record({
+                "model": model, "layer": layer, "ep": ep, "groups": groups,
+                "tokens": tokens, "rows_per_group": per_group, "n": n, "k": k,
+                "forward_seconds": times["forward"],
+                "data_grad_seconds": times["data_grad"],
+                "weight_grad_seconds": times["weight_grad"], "flops": flops,
+                "forward_tflops": flops / times["forward"] / 1e12,
+                "data_grad_tflops": flops / times["data_grad"] / 1e12,
+                "weight_grad_tflops": flops / times["weight_grad"] / 1e12,
+            })
+            del x, w, grad
+        except Exception as exc:  # noqa: BLE001
+            section.error(f"{model} {layer} ep{ep} t{tokens}", exc)
     return section.result()
 
 
