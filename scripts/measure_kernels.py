@@ -181,6 +181,15 @@ def gemm_section():
     return section.result()
 
 
+def fp8_shapes():
+    """The linear layers the fp8 sections time: (model, layer, tp, m, n, k) at tp 1 and 8, for
+    4k and 16k tokens."""
+    for model, layer, tp, n, k in linear_shapes():
+        if tp in (1, 8):
+            for m in (4096, 16384):
+                yield model, layer, tp, m, n, k
+
+
 def fp8_section():
     """fp8 (e4m3) GEMMs through torch._scaled_mm with per-tensor and per-row scales."""
     section = Section("gemm_fp8")
@@ -188,37 +197,33 @@ def fp8_section():
         section.errors.append("fp8 needs a GPU")
         return section.result()
     fp8 = torch.float8_e4m3fn
-    tokens = (4096, 16384)
-    for model, layer, tp, n, k in linear_shapes():
-        if tp not in (1, 8):
+    for model, layer, tp, m, n, k in fp8_shapes():
+        if section.over_budget():
             continue
-        for m in tokens:
-            if section.over_budget():
-                continue
-            try:
-                a = randn(m, k).to(fp8)
-                w = randn(n, k).to(fp8)
-                one = torch.ones((), device=DEVICE, dtype=torch.float32)
-                row_a = torch.ones((m, 1), device=DEVICE, dtype=torch.float32)
-                row_w = torch.ones((1, n), device=DEVICE, dtype=torch.float32)
-                scalings = [
-                    ("tensorwise", lambda: torch._scaled_mm(a, w.t(), one, one, out_dtype=BF16)),
-                    ("rowwise", lambda: torch._scaled_mm(a, w.t(), row_a, row_w, out_dtype=BF16)),
-                ]
-                for scaling, fn in scalings:
-                    try:
-                        seconds = measure(fn)
-                    except Exception as exc:  # noqa: BLE001
-                        section.error(f"{scaling} {model} {layer} tp{tp} m{m}", exc)
-                        continue
-                    section.record({
-                        "model": model, "layer": layer, "tp": tp, "role": "forward",
-                        "scaling": scaling, "m": m, "n": n, "k": k, "seconds": seconds,
-                        "tflops": 2.0 * m * n * k / seconds / 1e12,
-                    })
-                del a, w
-            except Exception as exc:  # noqa: BLE001
-                section.error(f"{model} {layer} tp{tp} m{m}", exc)
+        try:
+            a = randn(m, k).to(fp8)
+            w = randn(n, k).to(fp8)
+            one = torch.ones((), device=DEVICE, dtype=torch.float32)
+            row_a = torch.ones((m, 1), device=DEVICE, dtype=torch.float32)
+            row_w = torch.ones((1, n), device=DEVICE, dtype=torch.float32)
+            scalings = [
+                ("tensorwise", lambda: torch._scaled_mm(a, w.t(), one, one, out_dtype=BF16)),
+                ("rowwise", lambda: torch._scaled_mm(a, w.t(), row_a, row_w, out_dtype=BF16)),
+            ]
+            for scaling, fn in scalings:
+                try:
+                    seconds = measure(fn)
+                except Exception as exc:  # noqa: BLE001
+                    section.error(f"{scaling} {model} {layer} tp{tp} m{m}", exc)
+                    continue
+                section.record({
+                    "model": model, "layer": layer, "tp": tp, "role": "forward",
+                    "scaling": scaling, "m": m, "n": n, "k": k, "seconds": seconds,
+                    "tflops": 2.0 * m * n * k / seconds / 1e12,
+                })
+            del a, w
+        except Exception as exc:  # noqa: BLE001
+            section.error(f"{model} {layer} tp{tp} m{m}", exc)
     return section.result()
 
 
@@ -233,8 +238,7 @@ def fp8_blockwise_section():
     from torch.nn.functional import ScalingType
 
     fp8 = torch.float8_e4m3fn
-    shapes = sorted({(m, n, k) for _, _, tp, n, k in linear_shapes() if tp in (1, 8)
-                     for m in (4096, 16384)})
+    shapes = sorted({(m, n, k) for _, _, _, m, n, k in fp8_shapes()})
     for m, n, k in shapes:
         if section.over_budget():
             continue
