@@ -118,6 +118,23 @@ fn find<'a>(
     })
 }
 
+/// Common short names of GPUs and the preset each means: the part a bare name usually refers to
+/// (the SXM board of the H100, the 80 GB A100).
+const GPU_ALIASES: [(&str, &str); 6] = [
+    ("h100", "h100-sxm"),
+    ("h100-80gb", "h100-sxm"),
+    ("h100-sxm5", "h100-sxm"),
+    ("a100", "a100-80gb"),
+    ("v100", "v100-sxm2"),
+    ("h200-sxm", "h200"),
+];
+
+/// The preset a short GPU name means, if it is one of [`GPU_ALIASES`].
+fn gpu_alias(name: &str) -> Option<&'static str> {
+    let wanted = name.trim().to_ascii_lowercase();
+    GPU_ALIASES.iter().find(|(alias, _)| *alias == wanted).map(|(_, preset)| *preset)
+}
+
 /// The model preset of that name.
 pub fn model(name: &str) -> Result<ModelSpec, PresetError> {
     let file = find(MODELS, "model", name)?;
@@ -130,7 +147,7 @@ pub fn model(name: &str) -> Result<ModelSpec, PresetError> {
 
 /// The GPU preset of that name.
 pub fn gpu(name: &str) -> Result<GpuSpec, PresetError> {
-    let file = find(GPUS, "gpu", name)?;
+    let file = find(GPUS, "gpu", gpu_alias(name).unwrap_or(name))?;
     toml::from_str(file.text).map_err(|err| PresetError::Malformed {
         kind: "gpu",
         name: file.name.to_owned(),
@@ -339,6 +356,15 @@ mod tests {
             ["b200", "b300", "gb200", "gb300"],
             "only Blackwell scales MX blocks"
         );
+    }
+
+    #[test]
+    fn short_gpu_names_resolve_to_their_preset() {
+        assert_eq!(gpu("h100").unwrap(), gpu("h100-sxm").unwrap());
+        assert_eq!(gpu("A100").unwrap(), gpu("a100-80gb").unwrap());
+        for (_, preset) in GPU_ALIASES {
+            assert!(gpu(preset).is_ok(), "{preset}");
+        }
     }
 
     #[test]

@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{
-    CpComm, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec, Precision,
-    RecomputeKind, Sharding, Training, TrainingSpec,
+    CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec,
+    Precision, RecomputeKind, Sharding, Training, TrainingSpec,
 };
 use crate::violation::{Collector, Violations};
 
@@ -57,7 +57,7 @@ fn positive_or(
         None => default,
         Some(v) if v > 0 => v as u64,
         Some(v) => {
-            collector.add(field, v, "must be a positive whole number", hint);
+            collector.add(field, v, POSITIVE, hint);
             default
         }
     }
@@ -184,6 +184,55 @@ fn balanced_layers(num_layers: u64, mtp: u64, positions: u64) -> Vec<u64> {
     layers
 }
 /// Checks the training setup on its own (also what a search validates before it has a plan).
+/// The rules of plan options that need nothing but the option itself: sizes are positive, the
+/// ZeRO stage is 0-3, counts are not negative, MoE ratios are at least 1. The search checks its
+/// pins with these before enumerating; [`Run::from_spec`] reports the same problems with the same
+/// words through the full validation.
+pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
+    let sizes = [
+        ("plan.tp", spec.tp),
+        ("plan.pp", spec.pp),
+        ("plan.vp", spec.vp),
+        ("plan.dp", spec.dp),
+        ("plan.cp", spec.cp),
+        ("plan.ep", spec.ep),
+        ("plan.etp", spec.etp),
+        ("plan.hybrid_shard", spec.hybrid_shard),
+    ];
+    for (field, value) in sizes {
+        if let Some(v) = value
+            && v <= 0
+        {
+            collector.add(field, v, POSITIVE, "a parallel size is 1 or more");
+        }
+    }
+    if let Some(stage) = spec.zero
+        && !(0..=3).contains(&stage)
+    {
+        collector.add("plan.zero", stage, ZERO_STAGES, "ZeRO stages are 0 (off) to 3");
+    }
+    if let Some(n) = spec.recompute_num_layers
+        && n < 0
+    {
+        collector.add("plan.recompute_num_layers", n, "must not be negative", "0 or more layers");
+    }
+    for (field, value) in [
+        ("plan.moe_imbalance", spec.moe_imbalance),
+        ("plan.moe_capacity_factor", spec.moe_capacity_factor),
+    ] {
+        if let Some(v) = value
+            && !(v.is_finite() && v >= 1.0)
+        {
+            collector.add(field, v, "must be at least 1", "1.0 is an even share per expert");
+        }
+    }
+}
+
+/// The message of a size that is not positive.
+const POSITIVE: &str = "must be a positive whole number";
+/// The message of a ZeRO stage out of range.
+const ZERO_STAGES: &str = "must be 0, 1, 2 or 3";
+
 pub(crate) fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
     let seq_len = positive_or(
         collector,
@@ -419,6 +468,7 @@ fn validate_plan(
         expert_dispatch: spec.expert_dispatch.unwrap_or(ExpertDispatch::AllToAll),
         moe_imbalance: experts.imbalance,
         moe_capacity_factor: experts.capacity_factor,
+        engine: spec.engine.unwrap_or(Engine::DEFAULT),
     })
 }
 
@@ -641,12 +691,7 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
         2 => Sharding::OptimizerAndGradients,
         3 => Sharding::Full,
         other => {
-            collector.add(
-                "plan.zero",
-                other,
-                "must be 0, 1, 2 or 3",
-                "ZeRO stages are 0 (off) to 3",
-            );
+            collector.add("plan.zero", other, ZERO_STAGES, "ZeRO stages are 0 (off) to 3");
             Sharding::Optimizer
         }
     };

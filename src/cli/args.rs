@@ -7,6 +7,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use meshplan::plan::{Engine, PlanSpec};
 
 /// Predict per-GPU memory and step time of a distributed LLM training plan before booking GPUs.
 #[derive(Debug, Parser)]
@@ -54,120 +55,15 @@ pub enum Format {
     Json,
 }
 
-/// `--fsdp-mode` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FsdpModeArg {
-    /// Shard parameters, gradients and optimizer state (ZeRO-3).
-    Full,
-    /// Shard gradients and optimizer state, keep parameters whole (ZeRO-2).
-    GradOp,
-}
-
-/// `--recompute` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum RecomputeArg {
-    /// Store every activation the backward needs.
-    None,
-    /// Recompute the attention core only.
-    Selective,
-    /// Store each layer's input and rerun its forward in the backward.
-    Full,
-    /// torchtitan's per-op selective checkpointing: store every other matmul output and the
-    /// attention output, rerun the rest.
-    Op,
-}
-
-/// `--pipeline-split` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum PipelineSplitArg {
-    /// Every stage gets the same number of layers.
-    Even,
-    /// The embedding and the loss count as one layer each (first and last stage hold one fewer).
-    EmbeddingAndLoss,
-    /// Any layer count: layers, embedding, loss and MTP modules spread evenly over the chunks
-    /// (a Megatron-LM --pipeline-model-parallel-layout).
-    Balanced,
-}
-
-/// `--cp-comm` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CpCommArg {
-    /// Ring attention: keys and values pass around the ring, overlapped with attention.
-    Ring,
-    /// Ulysses: all-to-alls re-shard the sequence into heads around attention.
-    AllToAll,
-    /// All-to-all inside an NVLink domain, ring across domains.
-    Hierarchical,
-}
-
-impl CpCommArg {
-    /// The plan's value.
-    pub fn kind(self) -> meshplan::plan::CpComm {
-        use meshplan::plan::CpComm;
-        match self {
-            CpCommArg::Ring => CpComm::Ring,
-            CpCommArg::AllToAll => CpComm::AllToAll,
-            CpCommArg::Hierarchical => CpComm::Hierarchical,
-        }
-    }
-}
-
-/// `--expert-dispatch` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ExpertDispatchArg {
-    /// One message per (token, expert) pair.
-    AllToAll,
-    /// One copy per destination node (network) and rank (NVLink), as DeepEP sends.
-    Deduplicated,
-}
-
-impl ExpertDispatchArg {
-    /// The plan's value.
-    pub fn kind(self) -> meshplan::plan::ExpertDispatch {
-        use meshplan::plan::ExpertDispatch;
-        match self {
-            ExpertDispatchArg::AllToAll => ExpertDispatch::AllToAll,
-            ExpertDispatchArg::Deduplicated => ExpertDispatch::Deduplicated,
-        }
-    }
-}
-
-/// `--schedule` values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ScheduleArg {
-    /// All forwards, then all backwards.
-    Gpipe,
-    /// One forward, one backward (PipeDream-Flush).
-    #[value(name = "1f1b")]
-    OneFOneB,
-    /// Megatron-LM's interleaved 1F1B over --vp chunks.
-    Interleaved,
-    /// ZB-H1: weight gradients deferred into the drain bubble.
-    ZeroBubble,
-    /// DeepSeek-V3's DualPipe: micro-batches from both ends, two stages per rank.
-    Dualpipe,
-}
-
-impl ScheduleArg {
-    /// The library's schedule.
-    pub fn schedule(self) -> meshplan::plan::PipelineSchedule {
-        use meshplan::plan::PipelineSchedule as S;
-        match self {
-            ScheduleArg::Gpipe => S::Gpipe,
-            ScheduleArg::OneFOneB => S::OneFOneB,
-            ScheduleArg::Interleaved => S::Interleaved,
-            ScheduleArg::ZeroBubble => S::ZeroBubble,
-            ScheduleArg::Dualpipe => S::Dualpipe,
-        }
-    }
-}
-
 /// `meshplan estimate` flags.
 #[derive(Debug, Args)]
 pub struct EstimateArgs {
     /// The run to price.
     #[command(flatten)]
     pub run: RunArgs,
+    /// Write the run's complete plan (every option explicit) as a plan file for --plan.
+    #[arg(long, value_name = "FILE.toml")]
+    pub save_plan: Option<PathBuf>,
     /// Output format; json is one object with units in its key names.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -191,33 +87,11 @@ pub struct SimulateArgs {
     pub format: Format,
 }
 
-/// A training engine.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum EngineArg {
-    /// Megatron-LM command-line arguments.
-    Megatron,
-    /// A torchtitan job config TOML.
-    Torchtitan,
-    /// A DeepSpeed JSON config.
-    Deepspeed,
-}
-
-impl EngineArg {
-    /// The library's engine.
-    pub fn engine(self) -> meshplan::export::Engine {
-        use meshplan::export::Engine;
-        match self {
-            EngineArg::Megatron => Engine::Megatron,
-            EngineArg::Torchtitan => Engine::Torchtitan,
-            EngineArg::Deepspeed => Engine::Deepspeed,
-        }
-    }
-}
-
 /// `meshplan search` flags.
 #[derive(Debug, Args)]
 pub struct SearchArgs {
-    /// Model, cluster and training setup; --tp, --pp, --cp and --micro-batch pin those choices.
+    /// Model, cluster and training setup; every plan flag given (and --micro-batch) pins that
+    /// choice, and --engine (megatron unless given) limits the search to plans that engine runs.
     #[command(flatten)]
     pub run: RunArgs,
     /// Largest tensor-parallel size. [default: the NVLink domain]
@@ -232,16 +106,17 @@ pub struct SearchArgs {
     /// Fraction of GPU memory to keep free. [default: 0.05]
     #[arg(long, value_name = "FRACTION", default_value_t = 0.05, help_heading = "Search")]
     pub memory_headroom: f64,
-    /// Only plans this engine can run. [default: any]
-    #[arg(long, value_enum, value_name = "ENGINE", help_heading = "Search")]
-    pub engine: Option<EngineArg>,
     /// How many plans to list. [default: 5]
     #[arg(long, value_name = "N", default_value_t = 5, help_heading = "Search")]
     pub top: usize,
     /// Print (or write with --output) the best plan as this engine's configuration instead of the
-    /// report.
+    /// report; implies --engine ENGINE.
     #[arg(long, value_enum, value_name = "ENGINE", help_heading = "Search")]
-    pub export_to: Option<EngineArg>,
+    pub export_to: Option<Engine>,
+    /// Write the best plan as a plan file (TOML, every option explicit) that `estimate`,
+    /// `simulate`, `export` and `compare` read with --plan.
+    #[arg(long, value_name = "FILE.toml", help_heading = "Search")]
+    pub save_plan: Option<PathBuf>,
     /// File for --export-to.
     #[arg(long, value_name = "FILE", help_heading = "Search")]
     pub output: Option<PathBuf>,
@@ -257,9 +132,10 @@ pub struct SearchArgs {
 /// `meshplan export` flags.
 #[derive(Debug, Args)]
 pub struct ExportArgs {
-    /// The engine.
+    /// The engine whose configuration to write (the same as --engine). [default: the plan's
+    /// engine: a plan file's, else megatron]
     #[arg(long, value_enum, value_name = "ENGINE")]
-    pub to: EngineArg,
+    pub to: Option<Engine>,
     /// The run and plan to export.
     #[command(flatten)]
     pub run: RunArgs,
@@ -286,6 +162,9 @@ pub struct ValidateArgs {
     /// and compare the best plan found with the published one (by meshplan's own model).
     #[arg(long)]
     pub search: bool,
+    /// With --search: only plans this engine runs. [default: megatron]
+    #[arg(long, value_enum, value_name = "ENGINE", requires = "search")]
+    pub engine: Option<Engine>,
     /// Output format; json is the whole report as one object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -303,31 +182,29 @@ pub struct CalibrateArgs {
 }
 
 /// Flags that describe one run; shared by every subcommand that prices a run.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct RunArgs {
+    /// A plan file (written by --save-plan): model, cluster, training and every plan option.
+    /// Flags given beside it override what it says.
+    #[arg(long, value_name = "FILE.toml", help_heading = "Model and cluster")]
+    pub plan: Option<PathBuf>,
     /// Model preset name, a TOML file with ModelSpec fields, or a Hugging Face config.json (a value
     /// ending in .toml or .json or containing a path separator is read as a file). [default:
     /// llama3.1-70b, the built-in example, whose plan tp 8 pp 4 vp 5 is then the base that plan
     /// flags override]
     #[arg(long, value_name = "NAME|FILE", help_heading = "Model and cluster")]
     pub model: Option<String>,
-    /// GPU preset name.
-    #[arg(
-        long,
-        value_name = "NAME",
-        default_value = "h100-sxm",
-        help_heading = "Model and cluster"
-    )]
-    pub gpu: String,
-    /// Total GPUs in the job.
+    /// GPU preset name (h100 means h100-sxm; `meshplan presets` lists them). [default: h100-sxm]
+    #[arg(long, value_name = "NAME", help_heading = "Model and cluster")]
+    pub gpu: Option<String>,
+    /// Total GPUs in the job. [default: 64]
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 64,
         allow_negative_numbers = true,
         help_heading = "Model and cluster"
     )]
-    pub gpus: i64,
+    pub gpus: Option<i64>,
     /// GPUs per server. [default: the GPU preset's, 8 for h100-sxm]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Interconnect")]
     pub gpus_per_node: Option<i64>,
@@ -348,123 +225,24 @@ pub struct RunArgs {
     #[arg(long, value_name = "TIME", help_heading = "Interconnect")]
     pub inter_node_latency: Option<String>,
 
-    /// Tokens per sequence.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 8192,
-        allow_negative_numbers = true,
-        help_heading = "Training"
-    )]
-    pub seq_len: i64,
-    /// Sequences per optimizer step, across all data-parallel ranks.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 128,
-        allow_negative_numbers = true,
-        help_heading = "Training"
-    )]
-    pub global_batch: i64,
+    /// Tokens per sequence. [default: 8192]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Training")]
+    #[arg(alias = "seq-length")]
+    pub seq_len: Option<i64>,
+    /// Sequences per optimizer step, across all data-parallel ranks. [default: 128]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Training")]
+    #[arg(alias = "global-batch-size")]
+    pub global_batch: Option<i64>,
     /// Sequences per micro-batch on one model replica. [default: 1]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Training")]
+    #[arg(alias = "micro-batch-size")]
     pub micro_batch: Option<i64>,
     /// Numeric recipe: bf16 fp16 fp8 fp8-delayed fp8-current fp8-blockwise mxfp8 nvfp4 (fp8 means
     /// fp8-delayed). [default: bf16]
     #[arg(long, value_name = "NAME", help_heading = "Training")]
     pub precision: Option<String>,
 
-    /// Tensor-parallel size. [default: 4 for the built-in example, else 1]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub tp: Option<i64>,
-    /// Pipeline-parallel size. [default: 8 for the built-in example, else 1]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub pp: Option<i64>,
-    /// Virtual pipeline chunks per rank (interleaved 1F1B). [default: 5 for the built-in
-    /// example, else 1]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub vp: Option<i64>,
-    /// Data-parallel size. [default: the GPUs left after tp x pp x cp]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub dp: Option<i64>,
-    /// Context-parallel size. [default: 1]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub cp: Option<i64>,
-    /// How context-parallel ranks exchange keys and values (Megatron-LM --cp-comm-type p2p, a2a,
-    /// a2a+p2p). [default: ring]
-    #[arg(long, value_enum, value_name = "KIND", help_heading = "Parallel plan")]
-    pub cp_comm: Option<CpCommArg>,
-    /// How layers are split over pipeline stages; embedding-and-loss is Megatron-LM's
-    /// --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split. [default: even]
-    #[arg(long, value_enum, value_name = "SPLIT", help_heading = "Parallel plan")]
-    pub pipeline_split: Option<PipelineSplitArg>,
-    /// Pipeline schedule. [default: interleaved when --vp > 1, else 1f1b, as Megatron-LM runs]
-    #[arg(long, value_enum, value_name = "SCHEDULE", help_heading = "Parallel plan")]
-    pub schedule: Option<ScheduleArg>,
-    /// ZeRO stage 0-3; 1 is Megatron's distributed optimizer. [default: 1]
-    #[arg(
-        long,
-        value_name = "0|1|2|3",
-        allow_negative_numbers = true,
-        help_heading = "Parallel plan"
-    )]
-    pub zero: Option<i64>,
-    /// Shard with PyTorch FSDP instead of ZeRO. [default: off]
-    #[arg(long, help_heading = "Parallel plan")]
-    pub fsdp: bool,
-    /// FSDP sharding mode (needs --fsdp). [default: full]
-    #[arg(long, value_enum, value_name = "MODE", help_heading = "Parallel plan")]
-    pub fsdp_mode: Option<FsdpModeArg>,
-    /// HSDP: shard inside groups of N data-parallel ranks, replicate across them (needs --fsdp).
-    /// [default: shard across all of dp]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub hybrid_shard: Option<i64>,
-    /// FSDP full shard: re-gather parameters for the backward instead of keeping the stage whole
-    /// (needs --fsdp). [default: true without pipeline parallelism, false with it (torchtitan)]
-    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
-    pub fsdp_reshard_after_forward: Option<bool>,
-    /// Megatron sequence parallelism. [default: true whenever tp > 1]
-    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
-    pub sequence_parallel: Option<bool>,
-    /// Activation recomputation granularity. [default: none]
-    #[arg(long, value_enum, value_name = "KIND", help_heading = "Parallel plan")]
-    pub recompute: Option<RecomputeArg>,
-    /// With --recompute full: layers per pipeline stage that recompute. [default: all of them]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Parallel plan")]
-    pub recompute_num_layers: Option<i64>,
-    /// Overlap the data-parallel gradient reduction with the backward. [default: true]
-    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
-    pub overlap_grad_reduce: Option<bool>,
-    /// Overlap the distributed optimizer's parameter all-gather with the forward.
-    /// [default: the value of --overlap-grad-reduce]
-    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
-    pub overlap_param_gather: Option<bool>,
-    /// Overlap tensor-parallel communication with GEMMs (only when tp > 1). [default: false]
-    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
-    pub tp_comm_overlap: Option<bool>,
-    /// Reduce gradients in fp32. [default: true]
-    #[arg(long, value_name = "BOOL", help_heading = "Parallel plan")]
-    pub grad_reduce_in_fp32: Option<bool>,
-    /// Expert-parallel size (MoE models). [default: 1]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Experts")]
-    pub ep: Option<i64>,
-    /// Expert-tensor-parallel size; experts are laid out over etp x ep ranks independently of
-    /// attention's tp x cp (MoE Parallel Folding). [default: 1]
-    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Experts")]
-    pub etp: Option<i64>,
-    /// How tokens reach their experts: one message per token and expert (Megatron-LM alltoall),
-    /// or one per destination node and rank (DeepEP, Megatron-LM flex). [default: all-to-all]
-    #[arg(long, value_enum, value_name = "KIND", help_heading = "Experts")]
-    pub expert_dispatch: Option<ExpertDispatchArg>,
-    /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe,
-    /// Megatron-LM --overlap-moe-expert-parallel-comm). [default: true under --schedule dualpipe,
-    /// else false]
-    #[arg(long, value_name = "BOOL", help_heading = "Experts")]
-    pub expert_comm_overlap: Option<bool>,
-    /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced]
-    #[arg(long, value_name = "RATIO", help_heading = "Experts")]
-    pub moe_imbalance: Option<f64>,
-    /// Expert capacity factor; tokens above it are dropped. [default: dropless]
-    #[arg(long, value_name = "FACTOR", help_heading = "Experts")]
-    pub moe_capacity_factor: Option<f64>,
+    /// The parallel plan: one flag per plan option.
+    #[command(flatten)]
+    pub plan_options: PlanSpec,
 }

@@ -3,8 +3,8 @@
 
 use anyhow::Context as _;
 
-use super::CliError;
 use super::args::{EstimateArgs, Format};
+use super::{CliError, write_atomically};
 use super::{inputs, render};
 
 /// Builds the run from the flags, prices it and renders the result.
@@ -14,6 +14,13 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
+    if let Some(path) = &args.save_plan {
+        let spec = meshplan::plan_file::resolved_spec(&inputs.spec, &inputs.run);
+        let text = meshplan::plan_file::to_toml(&spec)
+            .context("cannot write the plan file")
+            .map_err(CliError::Other)?;
+        write_atomically(path, "save_plan", &text)?;
+    }
     match args.format {
         Format::Text => Ok(render::estimate_text(&inputs, &estimate)),
         Format::Json => render::estimate_json(&inputs, &estimate)

@@ -9,11 +9,15 @@ use super::{CliError, inputs, write_atomically};
 
 /// Builds the run and writes its configuration to stdout or `--output`.
 pub fn run(args: &ExportArgs) -> Result<String, CliError> {
-    let inputs = inputs::build_run(&args.run)?;
-    let text = export(args.to.engine(), &inputs.run).map_err(|unsupported| {
+    let mut run_args = args.run.clone();
+    let engine_flag = &mut run_args.plan_options.engine;
+    *engine_flag = args.to.or(*engine_flag);
+    let inputs = inputs::build_run(&run_args)?;
+    let engine = inputs.run.plan().engine();
+    let text = export(engine, &inputs.run).map_err(|unsupported| {
         CliError::Input(Violations::one(Violation::new(
             "to",
-            args.to.engine().name(),
+            engine.name(),
             unsupported.to_string(),
             "change the plan (see `meshplan search --engine`), or export to another engine",
         )))
@@ -21,7 +25,7 @@ pub fn run(args: &ExportArgs) -> Result<String, CliError> {
     match &args.output {
         Some(path) => {
             write_atomically(path, "output", &text)?;
-            Ok(format!("{} configuration written to {}", args.to.engine().name(), path.display()))
+            Ok(format!("{} configuration written to {}", engine.name(), path.display()))
         }
         None => Ok(text),
     }

@@ -9,18 +9,23 @@ use std::path::Path;
 
 use meshplan::hardware::{ClusterSpec, GpuSpec};
 use meshplan::model::ModelSpec;
-use meshplan::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
+use meshplan::plan_file::{self, MAX_PLAN_FILE_BYTES};
 use meshplan::presets::{self, PresetError};
 use meshplan::units::{parse_bandwidth, parse_seconds};
 use meshplan::violation::{Collector, Violations};
 use meshplan::{Run, RunSpec};
 
-use super::args::{
-    CpCommArg, ExpertDispatchArg, FsdpModeArg, PipelineSplitArg, RecomputeArg, RunArgs, ScheduleArg,
-};
+use super::args::RunArgs;
 
 /// The built-in example's model preset, used when `--model` is not given.
 pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
+/// The built-in example's GPU preset, used when `--gpu` is not given.
+const EXAMPLE_GPU: &str = "h100-sxm";
+/// The built-in example's GPU count, sequence length and global batch.
+const EXAMPLE_GPUS: i64 = 64;
+const EXAMPLE_SEQ_LEN: i64 = 8192;
+const EXAMPLE_GLOBAL_BATCH: i64 = 128;
 
 /// The built-in example's plan: tensor parallelism inside each 8-GPU node and an interleaved
 /// pipeline across nodes (tp 8, pp 4, vp 5, so dp 2 on 64 GPUs), which fits BF16 activations.
@@ -33,28 +38,31 @@ pub fn example_plan() -> PlanSpec {
 pub struct Inputs {
     /// The run to price.
     pub run: Run,
-    /// Whether the built-in example (no `--model`) was used.
+    /// Whether the built-in example (no `--model`, no `--plan`) was used.
     pub example: bool,
+    /// The spec the run was built from (model and cluster inline), for `--save-plan`.
+    pub spec: RunSpec,
 }
 
 /// Builds the run from the flags, reporting every problem at once.
 pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
     let mut problems = Collector::default();
-    let example = args.model.is_none();
-    let spec = build_spec(&mut problems, args);
-    let run = spec.and_then(|spec| problems.take(Run::from_spec(&spec)));
+    let example = args.model.is_none() && args.plan.is_none();
+    let spec = build_spec(&mut problems, args, true);
+    let run = spec.as_ref().and_then(|spec| problems.take(Run::from_spec(spec)));
     problems.finish()?;
-    let Some(run) = run else {
+    let (Some(run), Some(spec)) = (run, spec) else {
         unreachable!("no problem was recorded, so the run was built");
     };
-    Ok(Inputs { run, example })
+    Ok(Inputs { run, example, spec })
 }
 
 /// The run as specified by the flags, before the checks that tie its parts together (what a
-/// search starts from).
+/// search starts from). Its plan holds only the plan flags given, which the search takes as pins:
+/// neither the built-in example's plan nor a plan file's plan constrains a search.
 pub fn build_run_spec(args: &RunArgs) -> Result<RunSpec, Violations> {
     let mut problems = Collector::default();
-    let spec = build_spec(&mut problems, args);
+    let spec = build_spec(&mut problems, args, false);
     problems.finish()?;
     let Some(spec) = spec else {
         unreachable!("no problem was recorded, so the spec was built");
@@ -62,28 +70,95 @@ pub fn build_run_spec(args: &RunArgs) -> Result<RunSpec, Violations> {
     Ok(spec)
 }
 
-fn build_spec(problems: &mut Collector, args: &RunArgs) -> Option<RunSpec> {
-    let example = args.model.is_none();
-    let model = model_spec(problems, args.model.as_deref().unwrap_or(EXAMPLE_MODEL));
-    let gpu = gpu_spec(problems, args);
-    let precision = args.precision.as_deref().and_then(|name| precision(problems, name));
+/// The run the flags describe: a plan file (or the built-in example) with the flags given
+/// beside it on top. `with_base_plan` keeps the file's or the example's plan under the plan flags;
+/// without it only the plan flags make up the plan.
+fn build_spec(problems: &mut Collector, args: &RunArgs, with_base_plan: bool) -> Option<RunSpec> {
+    let file = match &args.plan {
+        Some(path) => Some(plan_file(problems, path)?),
+        None => None,
+    };
+    let model = match (&args.model, &file) {
+        (Some(value), _) => model_spec(problems, value),
+        (None, Some(file)) => Some(file.model.clone()),
+        (None, None) => model_spec(problems, EXAMPLE_MODEL),
+    };
+    let gpu = match (&args.gpu, &file) {
+        (Some(name), _) => preset(problems, "cluster.gpu", name, presets::gpu(name), ""),
+        (None, Some(file)) => Some(file.cluster.gpu.clone()),
+        (None, None) => preset(problems, "cluster.gpu", EXAMPLE_GPU, presets::gpu(EXAMPLE_GPU), ""),
+    }
+    .map(|gpu| with_interconnect_flags(problems, args, gpu));
+    let precision = match &args.precision {
+        Some(name) => precision(problems, name),
+        None => file.as_ref().and_then(|f| f.training.precision),
+    };
+    let file_training = file.as_ref().map(|f| &f.training);
     let training = TrainingSpec {
-        seq_len: args.seq_len,
-        global_batch: args.global_batch,
-        micro_batch: args.micro_batch,
+        seq_len: args.seq_len.or(file_training.map(|t| t.seq_len)).unwrap_or(EXAMPLE_SEQ_LEN),
+        global_batch: args
+            .global_batch
+            .or(file_training.map(|t| t.global_batch))
+            .unwrap_or(EXAMPLE_GLOBAL_BATCH),
+        micro_batch: args.micro_batch.or(file_training.and_then(|t| t.micro_batch)),
         precision,
     };
-    let base = if example { example_plan() } else { PlanSpec::default() };
-    let plan = plan_spec(args, base);
-    match (model, gpu) {
-        (Some(model), Some(gpu)) => Some(RunSpec {
-            model,
-            cluster: ClusterSpec { gpu, num_gpus: args.gpus },
-            training,
-            plan,
-        }),
-        _ => None,
+    let num_gpus = args.gpus.or(file.as_ref().map(|f| f.cluster.num_gpus)).unwrap_or(EXAMPLE_GPUS);
+    let base = match (&file, args.model.is_none()) {
+        (_, _) if !with_base_plan => PlanSpec::default(),
+        (Some(file), _) => without_stale_dp(&file.plan, &args.plan_options),
+        (None, true) => example_plan(),
+        (None, false) => PlanSpec::default(),
+    };
+    let plan = base.overridden_by(&args.plan_options);
+    Some(RunSpec { model: model?, cluster: ClusterSpec { gpu: gpu?, num_gpus }, training, plan })
+}
+
+/// A plan file's plan under flags that change tp, pp or cp without --dp: its dp, which followed
+/// from the old sizes, is dropped so that it follows the new ones.
+fn without_stale_dp(file: &PlanSpec, flags: &PlanSpec) -> PlanSpec {
+    let resized = flags.tp.is_some() || flags.pp.is_some() || flags.cp.is_some();
+    if resized && flags.dp.is_none() { PlanSpec { dp: None, ..file.clone() } } else { file.clone() }
+}
+
+/// Reads a plan file, naming the path in every problem.
+fn plan_file(problems: &mut Collector, path: &Path) -> Option<RunSpec> {
+    let shown = path.display().to_string();
+    let text = match read_bounded(path) {
+        Ok(text) => text,
+        Err(message) => {
+            problems.add("plan", &shown, message, "pass a file written by --save-plan");
+            return None;
+        }
+    };
+    match plan_file::from_toml(&text) {
+        Ok(spec) => Some(spec),
+        Err(err) => {
+            problems.add(
+                "plan",
+                &shown,
+                format!("{shown}: {err}"),
+                "plan files take the keys `meshplan estimate --save-plan` writes",
+            );
+            None
+        }
     }
+}
+
+/// A file's text, refused past [`MAX_PLAN_FILE_BYTES`] so that a device or a huge file is not
+/// read into memory.
+fn read_bounded(path: &Path) -> Result<String, String> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let file = std::fs::File::open(path).map_err(|err| format!("cannot read {shown}: {err}"))?;
+    let mut text = String::new();
+    file.take(MAX_PLAN_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|err| format!("cannot read {shown}: {err}"))?;
+    if text.len() as u64 > MAX_PLAN_FILE_BYTES {
+        return Err(format!("{shown} is larger than {MAX_PLAN_FILE_BYTES} bytes"));
+    }
+    Ok(text)
 }
 
 /// Whether a `--model` value names a file rather than a preset.
@@ -180,8 +255,7 @@ fn alternative_suffix(alternative: &str) -> String {
     if alternative.is_empty() { String::new() } else { format!("; {alternative}") }
 }
 
-fn gpu_spec(problems: &mut Collector, args: &RunArgs) -> Option<GpuSpec> {
-    let mut gpu = preset(problems, "cluster.gpu", &args.gpu, presets::gpu(&args.gpu), "")?;
+fn with_interconnect_flags(problems: &mut Collector, args: &RunArgs, mut gpu: GpuSpec) -> GpuSpec {
     let links = &mut gpu.interconnect;
     if let Some(n) = args.gpus_per_node {
         links.gpus_per_node = n;
@@ -242,7 +316,7 @@ fn gpu_spec(problems: &mut Collector, args: &RunArgs) -> Option<GpuSpec> {
             ),
         }
     }
-    Some(gpu)
+    gpu
 }
 
 fn precision(problems: &mut Collector, name: &str) -> Option<Precision> {
@@ -260,60 +334,6 @@ fn precision(problems: &mut Collector, name: &str) -> Option<Precision> {
         );
     }
     parsed
-}
-
-fn plan_spec(args: &RunArgs, base: PlanSpec) -> PlanSpec {
-    PlanSpec {
-        tp: args.tp.or(base.tp),
-        pp: args.pp.or(base.pp),
-        vp: args.vp.or(base.vp),
-        dp: args.dp.or(base.dp),
-        cp: args.cp.or(base.cp),
-        cp_comm: args.cp_comm.map(CpCommArg::kind).or(base.cp_comm),
-        pipeline_split: args
-            .pipeline_split
-            .map(|split| match split {
-                PipelineSplitArg::Even => PipelineSplit::Even,
-                PipelineSplitArg::EmbeddingAndLoss => PipelineSplit::EmbeddingAndLoss,
-                PipelineSplitArg::Balanced => PipelineSplit::Balanced,
-            })
-            .or(base.pipeline_split),
-        schedule: args.schedule.map(ScheduleArg::schedule).or(base.schedule),
-        sequence_parallel: args.sequence_parallel.or(base.sequence_parallel),
-        zero: args.zero.or(base.zero),
-        fsdp: if args.fsdp { Some(true) } else { base.fsdp },
-        fsdp_mode: args
-            .fsdp_mode
-            .map(|mode| match mode {
-                FsdpModeArg::Full => FsdpMode::Full,
-                FsdpModeArg::GradOp => FsdpMode::GradOp,
-            })
-            .or(base.fsdp_mode),
-        hybrid_shard: args.hybrid_shard.or(base.hybrid_shard),
-        fsdp_reshard_after_forward: args
-            .fsdp_reshard_after_forward
-            .or(base.fsdp_reshard_after_forward),
-        recompute: args
-            .recompute
-            .map(|kind| match kind {
-                RecomputeArg::None => RecomputeKind::None,
-                RecomputeArg::Selective => RecomputeKind::Selective,
-                RecomputeArg::Op => RecomputeKind::Op,
-                RecomputeArg::Full => RecomputeKind::Full,
-            })
-            .or(base.recompute),
-        recompute_num_layers: args.recompute_num_layers.or(base.recompute_num_layers),
-        overlap_grad_reduce: args.overlap_grad_reduce.or(base.overlap_grad_reduce),
-        overlap_param_gather: args.overlap_param_gather.or(base.overlap_param_gather),
-        tp_comm_overlap: args.tp_comm_overlap.or(base.tp_comm_overlap),
-        grad_reduce_in_fp32: args.grad_reduce_in_fp32.or(base.grad_reduce_in_fp32),
-        ep: args.ep.or(base.ep),
-        etp: args.etp.or(base.etp),
-        expert_comm_overlap: args.expert_comm_overlap.or(base.expert_comm_overlap),
-        expert_dispatch: args.expert_dispatch.map(ExpertDispatchArg::kind).or(base.expert_dispatch),
-        moe_imbalance: args.moe_imbalance.or(base.moe_imbalance),
-        moe_capacity_factor: args.moe_capacity_factor.or(base.moe_capacity_factor),
-    }
 }
 
 #[cfg(test)]

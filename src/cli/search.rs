@@ -2,37 +2,54 @@
 //! candidates counted by reason, and optionally the best plan exported for an engine.
 
 use anyhow::Context as _;
+use std::path::Path;
+
 use meshplan::export::{Engine, export};
+use meshplan::plan_file;
 use meshplan::report::Report;
 use meshplan::search::{Constraints, RankedPlan, SearchError, SearchReport, SearchSpec, search};
+use meshplan::violation::{Violation, Violations};
 use serde::Serialize;
 
-use super::args::{EngineArg, Format, SearchArgs};
+use super::args::{Format, SearchArgs};
 use super::{CliError, Progress, inputs, render, write_atomically};
 
-fn positive(value: Option<i64>) -> Option<u64> {
-    value.filter(|v| *v > 0).map(|v| v as u64)
+/// The engine a search is for: `--engine`, else the one `--export-to` names, else Megatron-LM.
+/// Two different engines are a contradiction, refused with both named.
+pub(super) fn engine(
+    pinned: Option<Engine>,
+    export_to: Option<Engine>,
+) -> Result<Engine, CliError> {
+    match (pinned, export_to) {
+        (Some(pinned), Some(target)) if pinned != target => {
+            Err(CliError::Input(Violations::one(Violation::new(
+                "export_to",
+                target.name(),
+                format!("differs from --engine {}", pinned.name()),
+                "--export-to implies --engine: give one of the two, or the same engine to both",
+            ))))
+        }
+        (Some(engine), _) | (None, Some(engine)) => Ok(engine),
+        (None, None) => Ok(Engine::DEFAULT),
+    }
 }
 
 /// Runs the search and renders its report.
 pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     let base = inputs::build_run_spec(&args.run)?;
-    // Plan flags pin those choices; when --model is absent the example's plan is not a constraint.
-    let pinned =
-        |value: Option<i64>| if args.run.model.is_some() || value.is_some() { value } else { None };
+    let engine = engine(base.plan.engine, args.export_to)?;
     let constraints = Constraints {
-        tp: positive(pinned(args.run.tp)),
-        pp: positive(pinned(args.run.pp)),
-        cp: positive(pinned(args.run.cp)),
         max_tp: args.max_tp,
         max_pp: args.max_pp,
         max_cp: args.max_cp,
-        micro_batch: positive(args.run.micro_batch),
-        ep: positive(pinned(args.run.ep)),
-        etp: positive(pinned(args.run.etp)),
+        micro_batch: base
+            .training
+            .micro_batch
+            .filter(|_| args.run.micro_batch.is_some())
+            .map(|m| m.max(0) as u64),
         extra_micro_batch: None,
     };
-    let engine = args.engine.map(EngineArg::engine);
+    let engine = Some(engine);
     let spec = SearchSpec {
         base,
         constraints,
@@ -59,8 +76,18 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     if let Some(path) = &args.report {
         write_atomically(path, "report", &html_report(&spec, &report, engine)?)?;
     }
-    if let (Some(target), Some(best)) = (args.export_to, report.plans.first()) {
-        let text = export(target.engine(), &best.run)
+    if let Some(path) = &args.save_plan {
+        let best = report.plans.first().ok_or_else(|| no_plan("save_plan", path))?;
+        let file = plan_file::to_toml(&plan_file::resolved_spec(&spec.base, &best.run))
+            .context("cannot write the best plan")
+            .map_err(CliError::Other)?;
+        write_atomically(path, "save_plan", &file)?;
+    }
+    if let Some(target) = args.export_to {
+        let Some(best) = report.plans.first() else {
+            return Err(no_plan("export_to", args.output.as_deref().unwrap_or(Path::new("-"))));
+        };
+        let text = export(target, &best.run)
             .context("cannot export the best plan")
             .map_err(CliError::Other)?;
         match &args.output {
@@ -83,6 +110,16 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             .context("cannot serialize the search report")
             .map_err(CliError::Other),
     }
+}
+
+/// The error of a command that needs a best plan when no plan fits: nothing is written.
+fn no_plan(field: &str, path: &Path) -> CliError {
+    CliError::Input(Violations::one(Violation::new(
+        field,
+        path.display().to_string(),
+        "no plan fits, so there is no best plan to write",
+        "see the rejections (run without --export-to / --save-plan), relax the pins, or add GPUs",
+    )))
 }
 
 /// The HTML report: the best plan's charts, every fitting candidate and the rejections.

@@ -51,9 +51,12 @@ fn input(value: String, message: String, hint: &str) -> CliError {
 /// `validate --search`: the search's best plan against each published plan.
 fn compare(args: &ValidateArgs, text: &str) -> Result<String, CliError> {
     let progress = Progress::on_terminal("searching", "cases");
-    let summary =
-        meshplan::validate::compare_search_csv(text, &|done, total| progress.update(done, total))
-            .map_err(|err| malformed(&args.file, err))?;
+    let summary = meshplan::validate::compare_search_csv(
+        text,
+        Some(args.engine.unwrap_or(meshplan::plan::Engine::DEFAULT)),
+        &|done, total| progress.update(done, total),
+    )
+    .map_err(|err| malformed(&args.file, err))?;
     progress.finish();
     match args.format {
         Format::Json => serde_json::to_string_pretty(&summary)

@@ -9,35 +9,9 @@ mod deepspeed;
 mod megatron;
 mod torchtitan;
 
-use serde::{Deserialize, Serialize};
-
 use crate::run::Run;
 
-/// A training engine meshplan exports to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Engine {
-    /// NVIDIA Megatron-LM (`pretrain_gpt.py` arguments, megatron-core).
-    Megatron,
-    /// PyTorch torchtitan (job config TOML).
-    Torchtitan,
-    /// Microsoft DeepSpeed (JSON config).
-    Deepspeed,
-}
-
-impl Engine {
-    /// Every engine.
-    pub const ALL: [Engine; 3] = [Engine::Megatron, Engine::Torchtitan, Engine::Deepspeed];
-
-    /// The name used on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            Engine::Megatron => "megatron",
-            Engine::Torchtitan => "torchtitan",
-            Engine::Deepspeed => "deepspeed",
-        }
-    }
-}
+pub use crate::plan::Engine;
 
 /// Why an engine cannot run a plan.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -5,14 +5,16 @@
 //! Names follow Megatron-LM (`tp`, `pp`, `vp`, `dp`, `cp`, `--sequence-parallel`,
 //! `--use-distributed-optimizer`, `--recompute-granularity`, `--overlap-grad-reduce`).
 
+mod engine;
 mod precision;
 
 use serde::{Deserialize, Serialize};
 
+pub use engine::Engine;
 pub use precision::Precision;
 
 /// Activation recomputation granularity (`--recompute-granularity`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum RecomputeKind {
     /// Store every activation the backward needs.
@@ -28,7 +30,7 @@ pub enum RecomputeKind {
 }
 
 /// How FSDP shards (PyTorch `ShardingStrategy`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum FsdpMode {
     /// Parameters, gradients and optimizer state sharded (ZeRO-3).
@@ -38,7 +40,19 @@ pub enum FsdpMode {
 }
 
 /// The pipeline schedule: the order in which each stage runs forward and backward work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PipelineSchedule {
     /// All forwards, then all backwards (Huang et al. 2019).
@@ -46,6 +60,7 @@ pub enum PipelineSchedule {
     /// One forward, one backward, after a warm-up of `pp - stage - 1` forwards (PipeDream-Flush,
     /// Megatron-LM's default without interleaving).
     #[serde(rename = "1f1b")]
+    #[value(name = "1f1b")]
     OneFOneB,
     /// Megatron-LM's interleaved 1F1B over `vp` virtual chunks per rank (Narayanan et al. 2021).
     Interleaved,
@@ -79,7 +94,19 @@ impl PipelineSchedule {
 }
 
 /// How transformer layers are assigned to pipeline stages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum PipelineSplit {
     /// Every stage (and virtual chunk) gets the same number of layers; pp x vp must divide them.
@@ -97,18 +124,44 @@ pub enum PipelineSplit {
     Balanced,
 }
 
+impl PipelineSplit {
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            PipelineSplit::Even => "even",
+            PipelineSplit::EmbeddingAndLoss => "embedding-and-loss",
+            PipelineSplit::Balanced => "balanced",
+        }
+    }
+}
+
 /// How context-parallel ranks exchange what attention needs (Megatron-LM `--cp-comm-type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum CpComm {
     /// Ring attention (`p2p`): keys and values pass around the ring, each step overlapped with
     /// the attention block it feeds (Liu et al. 2023; Megatron-LM's default).
+    #[value(alias = "p2p")]
     Ring,
     /// Ulysses (`a2a`): all-to-alls re-shard Q, K and V from sequence to heads before attention
     /// and the output back after it; heads / tp must divide by cp (Jacobs et al. 2023).
+    #[value(alias = "a2a")]
     AllToAll,
     /// `a2a+p2p`: all-to-all inside an NVLink domain, ring across domains (USP / Megatron-LM's
     /// `--hierarchical-context-parallel-sizes`).
+    #[value(alias = "a2a+p2p")]
     Hierarchical,
 }
 
@@ -127,14 +180,28 @@ impl CpComm {
 }
 
 /// How tokens reach their experts across the expert-parallel group.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExpertDispatch {
     /// One message per (token, expert) pair: Megatron-LM's `alltoall` dispatcher and
     /// torchtitan's standard backend.
+    #[value(alias = "alltoall")]
     AllToAll,
     /// One copy per destination node over the network and per destination rank over NVLink
     /// (DeepEP; Megatron-LM's `flex` dispatcher, torchtitan's `deepep` backend).
+    #[value(alias = "flex", alias = "deepep")]
     Deduplicated,
 }
 
@@ -161,71 +228,165 @@ pub enum Sharding {
     Full,
 }
 
-/// The parallel plan as written by the user; every field is optional and has a documented default.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+/// The parallel plan as written by the user: the one declaration of every plan option.
+///
+/// Each field is declared once, here: its doc comment is the flag's help and the documentation,
+/// its name is the key of plan files (`[plan]`), of model-run TOML and of the JSON outputs, and
+/// its `#[arg]` is the command-line flag (with Megatron-LM's long name as an alias where one
+/// exists). Every field is optional; the default is stated in its help and applied, with the
+/// checks, by [`crate::Run::from_spec`]. [`Plan::to_spec`] writes a validated plan back with every
+/// default made explicit, which is what a plan file holds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, clap::Args)]
 #[serde(deny_unknown_fields)]
 pub struct PlanSpec {
-    /// Tensor-parallel size (default 1).
+    /// Tensor-parallel size. [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    #[arg(alias = "tensor-model-parallel-size")]
     pub tp: Option<i64>,
-    /// Pipeline-parallel size (default 1).
+    /// Pipeline-parallel size. [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    #[arg(alias = "pipeline-model-parallel-size")]
     pub pp: Option<i64>,
-    /// Virtual pipeline chunks per rank, interleaved 1F1B (default 1 = not interleaved).
+    /// Virtual pipeline chunks per rank (interleaved 1F1B). [default: 1, not interleaved]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    #[arg(alias = "virtual-pipeline-model-parallel-size")]
     pub vp: Option<i64>,
-    /// Data-parallel size (default: what the GPU count leaves after tp x pp x cp).
+    /// Data-parallel size. [default: the GPUs left after tp x pp x cp]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    #[arg(alias = "data-parallel-size")]
     pub dp: Option<i64>,
-    /// Context-parallel size (default 1).
+    /// Context-parallel size. [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    #[arg(alias = "context-parallel-size")]
     pub cp: Option<i64>,
-    /// How context-parallel ranks exchange keys and values (default ring).
+    /// How context-parallel ranks exchange keys and values (Megatron-LM --cp-comm-type p2p, a2a,
+    /// a2a+p2p are accepted too). [default: ring]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = PLAN, alias = "cp-comm-type")]
     pub cp_comm: Option<CpComm>,
-    /// How layers are split across pipeline stages (default even).
+    /// How layers are split over pipeline stages; embedding-and-loss is Megatron-LM's
+    /// --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split.
+    /// [default: even]
+    #[arg(long, value_enum, value_name = "SPLIT", help_heading = PLAN)]
     pub pipeline_split: Option<PipelineSplit>,
-    /// Pipeline schedule (default: interleaved when vp > 1, else 1F1B, as Megatron-LM runs).
+    /// Pipeline schedule. [default: interleaved when vp > 1, else 1f1b, as Megatron-LM runs]
+    #[arg(long, value_enum, value_name = "SCHEDULE", help_heading = PLAN)]
     pub schedule: Option<PipelineSchedule>,
-    /// Megatron sequence parallelism (default: on whenever tp > 1).
+    /// Megatron sequence parallelism. [default: true whenever tp > 1]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
     pub sequence_parallel: Option<bool>,
-    /// ZeRO stage 0-3 (default 1, Megatron's distributed optimizer).
+    /// ZeRO stage 0-3; 1 is Megatron's distributed optimizer. [default: 1]
+    #[arg(long, value_name = "0|1|2|3", allow_negative_numbers = true, help_heading = PLAN)]
     pub zero: Option<i64>,
-    /// PyTorch FSDP instead of ZeRO (default off).
+    /// Shard with PyTorch FSDP instead of ZeRO (`--fsdp` alone means true). [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
     pub fsdp: Option<bool>,
-    /// FSDP sharding mode (default full).
+    /// FSDP sharding mode (needs --fsdp). [default: full]
+    #[arg(long, value_enum, value_name = "MODE", help_heading = PLAN)]
     pub fsdp_mode: Option<FsdpMode>,
-    /// HSDP: shard inside groups of this many DP ranks, replicate across them (default: all dp).
+    /// HSDP: shard inside groups of N data-parallel ranks, replicate across them (needs --fsdp).
+    /// [default: shard across all of dp]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
     pub hybrid_shard: Option<i64>,
     /// FSDP full shard: free gathered parameters after each layer's forward and gather them again
-    /// for its backward (default: yes without pipeline parallelism, no with it, as torchtitan's
-    /// `fsdp_reshard_after_forward = "default"` does). Without resharding a stage keeps its whole
-    /// 16-bit parameters and accumulates unsharded FP32 gradients until the step's reduce-scatter.
+    /// for its backward; without, a stage keeps its whole 16-bit parameters and accumulates
+    /// unsharded FP32 gradients until the step's reduce-scatter (needs --fsdp). [default: true
+    /// without pipeline parallelism, false with it, as torchtitan's "default" does]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
     pub fsdp_reshard_after_forward: Option<bool>,
-    /// Recompute granularity (default none).
+    /// Activation recomputation granularity (Megatron-LM --recompute-granularity). [default: none]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = PLAN)]
+    #[arg(alias = "recompute-granularity")]
     pub recompute: Option<RecomputeKind>,
-    /// With full recompute: how many layers per pipeline stage recompute (default all).
+    /// With --recompute full: layers per pipeline stage that recompute. [default: all of them]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
     pub recompute_num_layers: Option<i64>,
-    /// Overlap the DP gradient reduction with the backward (default on).
+    /// Overlap the data-parallel gradient reduction with the backward. [default: true]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
     pub overlap_grad_reduce: Option<bool>,
-    /// Overlap the distributed optimizer's parameter all-gather with the forward (default: as
-    /// `overlap_grad_reduce`).
+    /// Overlap the distributed optimizer's parameter all-gather with the forward.
+    /// [default: the value of overlap-grad-reduce]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
     pub overlap_param_gather: Option<bool>,
-    /// Overlap TP communication with GEMMs, `--tp-comm-overlap` (default off).
+    /// Overlap tensor-parallel communication with GEMMs (only when tp > 1). [default: false;
+    /// the search turns it on for engines that have it]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
     pub tp_comm_overlap: Option<bool>,
-    /// Reduce gradients in fp32 (default on, as Megatron-LM does with `--bf16`).
+    /// Reduce gradients in fp32. [default: true]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN, alias = "accumulate-allreduce-grads-in-fp32")]
     pub grad_reduce_in_fp32: Option<bool>,
-    /// Expert-parallel size: routed experts split across this many ranks (default 1).
+    /// Expert-parallel size (MoE models). [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = EXPERTS)]
+    #[arg(alias = "expert-model-parallel-size")]
     pub ep: Option<i64>,
-    /// Expert-tensor-parallel size: each expert's FFN split across this many ranks (default 1;
-    /// MoE Parallel Folding lays experts out over `etp x ep` ranks independently of attention's
-    /// `tp x cp`).
+    /// Expert-tensor-parallel size; experts are laid out over etp x ep ranks independently of
+    /// attention's tp x cp (MoE Parallel Folding). [default: 1]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = EXPERTS)]
+    #[arg(alias = "expert-tensor-parallel-size")]
     pub etp: Option<i64>,
-    /// How tokens reach their experts (default all-to-all).
+    /// How tokens reach their experts: one message per token and expert (Megatron-LM alltoall),
+    /// or one per destination node and rank (DeepEP, Megatron-LM flex). [default: all-to-all]
+    #[arg(long, value_enum, value_name = "KIND", help_heading = EXPERTS)]
     pub expert_dispatch: Option<ExpertDispatch>,
-    /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe /
-    /// Megatron-LM `--overlap-moe-expert-parallel-comm`; default: on under DualPipe, else off).
+    /// Overlap the expert-parallel all-to-all with another micro-batch's compute (DualPipe,
+    /// Megatron-LM --overlap-moe-expert-parallel-comm). [default: true under the dualpipe
+    /// schedule, else false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = EXPERTS, alias = "overlap-moe-expert-parallel-comm")]
     pub expert_comm_overlap: Option<bool>,
-    /// Routed tokens on the busiest expert-parallel rank over the mean (default 1.0: balanced, as
-    /// published benchmarks force it).
+    /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced,
+    /// as published benchmarks force it]
+    #[arg(long, value_name = "RATIO", allow_negative_numbers = true, help_heading = EXPERTS)]
     pub moe_imbalance: Option<f64>,
-    /// Expert capacity factor: tokens beyond `capacity x mean` per expert are dropped (default:
-    /// dropless).
+    /// Expert capacity factor; tokens beyond capacity x mean per expert are dropped.
+    /// [default: dropless]
+    #[arg(long, value_name = "FACTOR", allow_negative_numbers = true, help_heading = EXPERTS)]
+    #[arg(alias = "moe-expert-capacity-factor")]
     pub moe_capacity_factor: Option<f64>,
+    /// The engine that runs the plan: what it cannot run is refused, and export writes its
+    /// configuration. [default: megatron]
+    #[arg(long, value_enum, value_name = "ENGINE", help_heading = PLAN)]
+    pub engine: Option<Engine>,
+}
+
+/// Help heading of the parallel-plan flags.
+const PLAN: &str = "Parallel plan";
+/// Help heading of the expert flags.
+const EXPERTS: &str = "Experts";
+
+impl PlanSpec {
+    /// This plan with every option `over` sets replacing this plan's: flags over a plan file, a
+    /// plan file over the built-in example. Options are merged by their file keys, so an option
+    /// added to the struct is merged without being named here.
+    pub fn overridden_by(&self, over: &PlanSpec) -> PlanSpec {
+        let (Ok(serde_json::Value::Object(mut base)), Ok(serde_json::Value::Object(set))) =
+            (serde_json::to_value(self), serde_json::to_value(over))
+        else {
+            return over.clone();
+        };
+        for (key, value) in set {
+            if !value.is_null() {
+                base.insert(key, value);
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(base)).unwrap_or_else(|_| over.clone())
+    }
+
+    /// The file keys of the options this spec sets, in alphabetical order.
+    pub fn set_options(&self) -> Vec<String> {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::Object(map)) => {
+                map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The training setup as written by the user.
@@ -305,9 +466,67 @@ pub struct Plan {
     pub(crate) expert_dispatch: ExpertDispatch,
     pub(crate) moe_imbalance: f64,
     pub(crate) moe_capacity_factor: Option<f64>,
+    pub(crate) engine: Engine,
 }
 
 impl Plan {
+    /// The plan written back as a spec with every default made explicit: building a run from it
+    /// (with the same model, cluster and training) gives this plan again. This is what a plan file
+    /// holds. Options that only apply to another setting (the FSDP mode without FSDP, the
+    /// recompute layer count without full recompute) stay unset, as validation asks.
+    pub fn to_spec(&self) -> PlanSpec {
+        let zero = match self.sharding {
+            _ if self.fsdp => None,
+            Sharding::None => Some(0),
+            Sharding::Optimizer => Some(1),
+            Sharding::OptimizerAndGradients => Some(2),
+            Sharding::Full => Some(3),
+        };
+        let fsdp_mode = self.fsdp.then_some(if self.sharding == Sharding::Full {
+            FsdpMode::Full
+        } else {
+            FsdpMode::GradOp
+        });
+        let whole = |n: u64| Some(n as i64);
+        PlanSpec {
+            tp: whole(self.tp),
+            pp: whole(self.pp),
+            vp: whole(self.vp),
+            dp: whole(self.dp),
+            cp: whole(self.cp),
+            cp_comm: Some(self.cp_comm),
+            pipeline_split: Some(self.pipeline_split),
+            schedule: Some(self.schedule),
+            sequence_parallel: Some(self.sequence_parallel),
+            zero,
+            fsdp: Some(self.fsdp),
+            fsdp_mode,
+            hybrid_shard: if self.fsdp { whole(self.shard_group) } else { None },
+            fsdp_reshard_after_forward: Some(self.reshard_after_forward),
+            recompute: Some(self.recompute),
+            recompute_num_layers: if self.recompute == RecomputeKind::Full {
+                whole(self.recompute_num_layers)
+            } else {
+                None
+            },
+            overlap_grad_reduce: Some(self.overlap_grad_reduce),
+            overlap_param_gather: Some(self.overlap_param_gather),
+            tp_comm_overlap: Some(self.tp_comm_overlap),
+            grad_reduce_in_fp32: Some(self.grad_reduce_in_fp32),
+            ep: whole(self.ep),
+            etp: whole(self.etp),
+            expert_dispatch: Some(self.expert_dispatch),
+            expert_comm_overlap: Some(self.expert_comm_overlap),
+            moe_imbalance: Some(self.moe_imbalance),
+            moe_capacity_factor: self.moe_capacity_factor,
+            engine: Some(self.engine),
+        }
+    }
+
+    /// The engine that runs the plan.
+    pub fn engine(&self) -> Engine {
+        self.engine
+    }
     /// Tensor-parallel size.
     pub fn tp(&self) -> u64 {
         self.tp
@@ -445,6 +664,12 @@ impl Plan {
         }
         if self.ep > 1 || self.etp > 1 {
             label += &format!(" ep{} etp{}", self.ep, self.etp);
+        }
+        if self.pipeline_split != PipelineSplit::Even {
+            label += &format!(" split-{}", self.pipeline_split.name());
+        }
+        if self.tp_comm_overlap {
+            label += " tp-overlap";
         }
         label
     }

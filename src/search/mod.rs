@@ -26,6 +26,7 @@ use crate::estimate::{Estimate, estimate_simulated_with};
 use crate::export::{Engine, check};
 use crate::hardware::Cluster;
 use crate::model::Model;
+use crate::plan::PlanSpec;
 use crate::run::{Run, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions, lower_bound_with};
 use crate::units::Bytes;
@@ -41,13 +42,15 @@ const SIMULATION_BATCH: usize = 16;
 /// What to search for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchSpec {
-    /// Model, cluster and training setup; its plan is ignored.
+    /// Model, cluster and training setup; every option its plan sets is pinned: explored options
+    /// to that one value, the others (overlaps, the MoE workload) carried into every candidate.
     pub base: RunSpec,
     /// Limits on the space.
     pub constraints: Constraints,
     /// Fraction of GPU memory to keep free (0.1 keeps 10%).
     pub memory_headroom: f64,
-    /// Only plans this engine can run.
+    /// Only plans this engine can run (`None`: any engine, for comparing schedules no one
+    /// engine runs). The plans found name it as their engine.
     pub engine: Option<Engine>,
     /// How many plans to return.
     pub top: usize,
@@ -196,6 +199,17 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             "the share of GPU memory to keep free, e.g. 0.05",
         );
     }
+    crate::run::check_plan_fields(&mut problems, &spec.base.plan);
+    if let (Some(pinned), Some(engine)) = (spec.base.plan.engine, spec.engine)
+        && pinned != engine
+    {
+        problems.add(
+            "plan.engine",
+            pinned.name(),
+            format!("differs from the engine searched for, {}", engine.name()),
+            "name one engine",
+        );
+    }
     problems.finish().map_err(SearchError::Input)?;
     let (Some(model), Some(cluster)) = (model, cluster) else {
         unreachable!("no problem was recorded, so model and cluster were built");
@@ -220,21 +234,33 @@ fn tp_comm_overlap(engine: Option<Engine>) -> bool {
     engine != Some(Engine::Deepspeed)
 }
 
-/// The run of a candidate.
-pub fn candidate_run(spec: &SearchSpec, candidate: &Candidate) -> Result<Run, Violations> {
+/// The options every candidate shares: what the search turns on because it only removes exposed
+/// time (sequence parallelism, the DP overlaps, TP overlap where the engine has it), the engine,
+/// and every pin on top. How gradients are reduced and the MoE workload (routing imbalance,
+/// token dropping, dispatch, all-to-all overlap) are not searched: they come from the pins or
+/// their defaults.
+pub fn template(spec: &SearchSpec) -> PlanSpec {
+    let searched = PlanSpec {
+        sequence_parallel: Some(true),
+        overlap_grad_reduce: Some(true),
+        overlap_param_gather: Some(true),
+        tp_comm_overlap: Some(tp_comm_overlap(spec.engine)),
+        engine: spec.engine,
+        ..PlanSpec::default()
+    };
+    searched.overridden_by(&spec.base.plan)
+}
+
+/// The run of a candidate (`template` from [`template`]).
+pub fn candidate_run(
+    spec: &SearchSpec,
+    template: &PlanSpec,
+    candidate: &Candidate,
+) -> Result<Run, Violations> {
     let mut run_spec = spec.base.clone();
     let layers = run_spec.model.num_layers.max(1) as u64;
     let stage_layers = space::stage_layers(layers, candidate.pp, candidate.split);
-    let base = run_spec.plan.clone();
-    run_spec.plan = candidate.plan_spec(stage_layers, tp_comm_overlap(spec.engine));
-    // How gradients are reduced is the training recipe's choice, and routing imbalance, token
-    // dropping and all-to-all overlap describe the workload and the MoE implementation: they
-    // carry over from the base plan rather than being searched.
-    run_spec.plan.grad_reduce_in_fp32 = base.grad_reduce_in_fp32;
-    run_spec.plan.moe_imbalance = base.moe_imbalance;
-    run_spec.plan.moe_capacity_factor = base.moe_capacity_factor;
-    run_spec.plan.expert_comm_overlap = base.expert_comm_overlap;
-    run_spec.plan.expert_dispatch = base.expert_dispatch;
+    run_spec.plan = candidate.plan_spec(stage_layers, template);
     run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
     Run::from_spec(&run_spec)
 }
@@ -264,11 +290,12 @@ fn table_key(c: &Candidate) -> TableKey {
 /// asks for it: a search rejects millions of candidates and shows one example per reason.
 fn price(
     spec: &SearchSpec,
+    template: &PlanSpec,
     candidate: Candidate,
     shared: Option<&mut Option<Tables>>,
     explain: bool,
 ) -> Priced {
-    let run = match candidate_run(spec, &candidate) {
+    let run = match candidate_run(spec, template, &candidate) {
         Ok(run) => run,
         Err(violations) => {
             let first = violations
@@ -333,6 +360,7 @@ fn layout_key(c: &Candidate) -> LayoutKey {
 /// kind pricing would give.
 fn model_states_by_layout(
     spec: &SearchSpec,
+    template: &PlanSpec,
     candidates: &[Candidate],
 ) -> BTreeMap<LayoutKey, Option<String>> {
     let mut representatives: BTreeMap<LayoutKey, Candidate> = BTreeMap::new();
@@ -343,7 +371,7 @@ fn model_states_by_layout(
     layouts
         .par_iter()
         .map(|(key, candidate)| {
-            let Ok(run) = candidate_run(spec, candidate) else { return (*key, None) };
+            let Ok(run) = candidate_run(spec, template, candidate) else { return (*key, None) };
             let states = crate::cost::memory::model_states_peak(&run);
             let capacity = run.cluster().gpu().memory();
             let reason = (!fits_in(states, capacity, spec.memory_headroom)).then(|| {
@@ -372,7 +400,8 @@ fn price_all(
 ) -> (Vec<Kept>, Rejections) {
     let done = AtomicUsize::new(0);
     let total = candidates.len();
-    let states = model_states_by_layout(spec, candidates);
+    let template = template(spec);
+    let states = model_states_by_layout(spec, &template, candidates);
     // Rejections are priced without their reasons; the first of each kind is explained below.
     let explained = |index: usize, tables: Option<&mut Option<Tables>>, explain: bool| {
         let candidate = &candidates[index];
@@ -381,7 +410,7 @@ fn price_all(
                 Rejection::DoesNotFit,
                 if explain { reason.clone() } else { String::new() },
             ),
-            _ => price(spec, *candidate, tables, explain),
+            _ => price(spec, &template, *candidate, tables, explain),
         }
     };
     let price_one = |index: usize, tables: Option<&mut Option<Tables>>| {
@@ -435,10 +464,11 @@ fn price_all(
 
 fn simulate_candidate(
     spec: &SearchSpec,
+    template: &PlanSpec,
     candidate: Candidate,
     closed_form: Seconds,
 ) -> Result<RankedPlan, SearchError> {
-    let run = candidate_run(spec, &candidate).map_err(SearchError::Input)?;
+    let run = candidate_run(spec, template, &candidate).map_err(SearchError::Input)?;
     let (estimate, _) = estimate_simulated_with(&run, SimOptions { timeline: false })?;
     Ok(RankedPlan { candidate, run, estimate, closed_form })
 }
@@ -503,7 +533,8 @@ pub fn search(
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
-    let candidates = space::candidates(&shape, &spec.constraints);
+    let template = template(spec);
+    let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
     let (kept, mut rejections) = price_all(spec, &candidates, true, progress);
     let top = spec.top.max(1);
     let batch = SIMULATION_BATCH;
@@ -521,8 +552,10 @@ pub fn search(
         pruned += skip.len();
         simulated += run.len();
         points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
-        let results: Vec<Result<RankedPlan, SearchError>> =
-            run.par_iter().map(|k| simulate_candidate(spec, k.candidate, k.closed_form)).collect();
+        let results: Vec<Result<RankedPlan, SearchError>> = run
+            .par_iter()
+            .map(|k| simulate_candidate(spec, &template, k.candidate, k.closed_form))
+            .collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         best.extend(keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points));
         best.sort_by(better);
@@ -543,11 +576,12 @@ pub fn search(
 /// The reference: simulates every candidate that prices and fits, without bounds.
 pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
-    let candidates = space::candidates(&shape, &spec.constraints);
+    let template = template(spec);
+    let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
     let (kept, mut rejections) = price_all(spec, &candidates, false, &|_, _| {});
     let results = kept
         .iter()
-        .map(|k| simulate_candidate(spec, k.candidate, k.closed_form))
+        .map(|k| simulate_candidate(spec, &template, k.candidate, k.closed_form))
         .collect::<Result<Vec<_>, _>>()?;
     let mut points = Vec::with_capacity(kept.len());
     let mut plans = keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points);
@@ -600,7 +634,7 @@ mod tests {
         moe.base.model = presets::model("qwen3-30b-a3b").unwrap();
         for spec in [dense, moe] {
             let shape = shape(&spec).unwrap();
-            let candidates = space::candidates(&shape, &spec.constraints);
+            let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
             let (shared, shared_rejections) = price_all(&spec, &candidates, true, &|_, _| {});
             let (own, own_rejections) = price_all(&spec, &candidates, false, &|_, _| {});
             assert!(shared.len() > 100, "{} kept", shared.len());

@@ -4,7 +4,9 @@
 //! context-parallel exchange, the expert layout (ep x etp over the same ranks, MoE Parallel
 //! Folding), the virtual chunks and pipeline schedule, how layers split, data-parallel sharding,
 //! recomputation and the micro-batch size. Sequence parallelism, DP and parameter-gather overlap and (for engines
-//! that have it) TP communication overlap are always on, since they only remove exposed time.
+//! that have it) TP communication overlap are on unless pinned off, since they only remove
+//! exposed time. Every option the user pins (a plan flag given to `search`) narrows its dimension
+//! to that one value, so every plan the search returns carries every pin.
 //! Divisibility that the enumeration does not guarantee is left to `Run::from_spec`, so a rejected
 //! candidate carries the same reason a user would see.
 
@@ -21,6 +23,11 @@ pub enum ShardingChoice {
     Zero2,
     /// FSDP full shard over groups of this many DP ranks (dp = no replication).
     Fsdp(u64),
+    /// ZeRO-3 (DeepSpeed's parameter sharding), only when pinned with `--zero 3`.
+    Zero3,
+    /// FSDP shard-grad-op over groups of this many DP ranks, only when pinned with
+    /// `--fsdp-mode grad-op`.
+    FsdpGradOp(u64),
 }
 
 /// Recomputation of a candidate.
@@ -37,6 +44,9 @@ pub enum RecomputeChoice {
     HalfFull,
     /// Full recompute of every layer.
     Full,
+    /// Full recompute of this many layers per stage, only when pinned with
+    /// `--recompute-num-layers`.
+    Layers(u64),
 }
 
 /// One point of the space. Field order is the tie-break order of equal predictions.
@@ -71,12 +81,6 @@ pub struct Candidate {
 /// Limits on the space, from the user.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Constraints {
-    /// Fixed tensor-parallel size.
-    pub tp: Option<u64>,
-    /// Fixed pipeline-parallel size.
-    pub pp: Option<u64>,
-    /// Fixed context-parallel size.
-    pub cp: Option<u64>,
     /// Largest tensor-parallel size (default: the NVLink domain).
     pub max_tp: Option<u64>,
     /// Largest pipeline-parallel size.
@@ -85,10 +89,6 @@ pub struct Constraints {
     pub max_cp: Option<u64>,
     /// Fixed micro-batch size.
     pub micro_batch: Option<u64>,
-    /// Fixed expert-parallel size (MoE models).
-    pub ep: Option<u64>,
-    /// Fixed expert-tensor-parallel size (MoE models).
-    pub etp: Option<u64>,
     /// A micro-batch size to try beside the space's (powers of the batch up to 16), such as the
     /// one a published plan uses.
     pub extra_micro_batch: Option<u64>,
@@ -146,33 +146,50 @@ fn allowed(value: u64, fixed: Option<u64>, max: Option<u64>) -> bool {
     fixed.is_none_or(|f| f == value) && max.is_none_or(|m| value <= m)
 }
 
-/// Every candidate, in a fixed order.
-pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
+/// A pinned size as the enumeration compares it (validation has already refused non-positive
+/// pins; one that slips through matches no candidate).
+fn size(pin: Option<i64>) -> Option<u64> {
+    pin.map(|value| u64::try_from(value).unwrap_or(0))
+}
+
+/// Whether a pinned choice, if any, is this one.
+fn agrees<T: PartialEq>(pin: Option<T>, value: T) -> bool {
+    pin.is_none_or(|pinned| pinned == value)
+}
+
+/// Every candidate that carries every pin, in a fixed order.
+pub fn candidates(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<Candidate> {
     let mut out = Vec::new();
     let max_tp = constraints.max_tp.unwrap_or(shape.nvlink_domain);
     for tp in divisors(shape.gpus).filter(|tp| {
-        allowed(*tp, constraints.tp, Some(max_tp))
+        allowed(*tp, size(pins.tp), Some(max_tp))
             && shape.heads.is_multiple_of(*tp)
             && shape.kv_heads.is_multiple_of(*tp)
     }) {
         for cp in divisors(shape.gpus / tp).filter(|cp| {
-            allowed(*cp, constraints.cp, constraints.max_cp) && shape.seq_len.is_multiple_of(2 * cp)
-                || (*cp == 1 && allowed(1, constraints.cp, constraints.max_cp))
+            allowed(*cp, size(pins.cp), constraints.max_cp) && shape.seq_len.is_multiple_of(2 * cp)
+                || (*cp == 1 && allowed(1, size(pins.cp), constraints.max_cp))
         }) {
             for pp in divisors(shape.gpus / (tp * cp))
-                .filter(|pp| allowed(*pp, constraints.pp, constraints.max_pp))
+                .filter(|pp| allowed(*pp, size(pins.pp), constraints.max_pp))
             {
                 let dp = shape.gpus / (tp * cp * pp);
-                if !shape.global_batch.is_multiple_of(dp) {
+                if !shape.global_batch.is_multiple_of(dp) || !agrees(size(pins.dp), dp) {
                     continue;
                 }
-                let layouts = pipelines(shape.layers, pp);
-                let exchanges = cp_exchanges(shape, tp, cp);
+                let layouts: Vec<_> = pipelines(shape.layers, pp, pins.pipeline_split)
+                    .into_iter()
+                    .filter(|&(vp, _, schedule)| {
+                        agrees(size(pins.vp), vp) && agrees(pins.schedule, schedule)
+                    })
+                    .collect();
+                let exchanges: Vec<CpComm> = cp_exchanges(shape, tp, cp)
+                    .into_iter()
+                    .filter(|exchange| agrees(pins.cp_comm, *exchange))
+                    .collect();
                 let experts: Vec<(u64, u64)> = expert_layouts(shape, tp, tp * cp * dp)
                     .into_iter()
-                    .filter(|&(ep, etp)| {
-                        allowed(ep, constraints.ep, None) && allowed(etp, constraints.etp, None)
-                    })
+                    .filter(|&(ep, etp)| agrees(size(pins.ep), ep) && agrees(size(pins.etp), etp))
                     .collect();
                 let micro_batches: Vec<u64> = divisors(shape.global_batch / dp)
                     .filter(|mbs| match constraints.micro_batch {
@@ -183,17 +200,9 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                     })
                     .collect();
                 for &(vp, split, schedule) in &layouts {
-                    for sharding in shardings(shape, tp, cp, dp) {
-                        // Half of a one-layer stage is no layer: the same plan as no recompute.
-                        let half_full = stage_layers(shape.layers, pp, split) >= 2;
-                        let recomputes = RECOMPUTE.into_iter().filter_map(|r| match r {
-                            RecomputeChoice::HalfFull if !half_full => None,
-                            RecomputeChoice::Selective if shape.per_op_recompute => {
-                                Some(RecomputeChoice::Op)
-                            }
-                            other => Some(other),
-                        });
-                        for recompute in recomputes {
+                    for sharding in shardings(shape, tp, cp, dp, pins) {
+                        let layers = stage_layers(shape.layers, pp, split);
+                        for recompute in recomputes(shape, layers, pins) {
                             for &micro_batch in &micro_batches {
                                 for &cp_comm in &exchanges {
                                     for &(ep, etp) in &experts {
@@ -239,6 +248,52 @@ const RECOMPUTE: [RecomputeChoice; 4] = [
     RecomputeChoice::Full,
 ];
 
+/// The recompute choices for stages of `stage_layers` layers: the pinned kind (and layer count)
+/// alone, else every kind, with the engine's selective kind.
+fn recomputes(shape: &Shape, stage_layers: u64, pins: &PlanSpec) -> Vec<RecomputeChoice> {
+    if let Some(layers) = pins.recompute_num_layers {
+        let full = agrees(pins.recompute, RecomputeKind::Full);
+        return if full {
+            vec![RecomputeChoice::Layers(size(Some(layers)).unwrap_or(0))]
+        } else {
+            Vec::new()
+        };
+    }
+    RECOMPUTE
+        .into_iter()
+        .filter_map(|r| match r {
+            // Half of a one-layer stage is no layer: the same plan as no recompute.
+            RecomputeChoice::HalfFull if stage_layers < 2 => None,
+            RecomputeChoice::Selective if shape.per_op_recompute => Some(RecomputeChoice::Op),
+            other => Some(other),
+        })
+        .chain(
+            // A pinned kind the engine's default would not try (per-op under Megatron-LM, the
+            // attention core under torchtitan) is tried as pinned.
+            match (pins.recompute, shape.per_op_recompute) {
+                (Some(RecomputeKind::Op), false) => Some(RecomputeChoice::Op),
+                (Some(RecomputeKind::Selective), true) => Some(RecomputeChoice::Selective),
+                _ => None,
+            },
+        )
+        .filter(|choice| agrees(pins.recompute, choice.kind()))
+        .collect()
+}
+
+impl RecomputeChoice {
+    /// The recompute kind of this choice.
+    pub fn kind(self) -> RecomputeKind {
+        match self {
+            RecomputeChoice::None => RecomputeKind::None,
+            RecomputeChoice::Selective => RecomputeKind::Selective,
+            RecomputeChoice::Op => RecomputeKind::Op,
+            RecomputeChoice::HalfFull | RecomputeChoice::Full | RecomputeChoice::Layers(_) => {
+                RecomputeKind::Full
+            }
+        }
+    }
+}
+
 /// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
 /// divides the heads per TP rank, the hierarchical mix when the CP group spans NVLink domains.
 fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
@@ -276,12 +331,18 @@ fn expert_layouts(shape: &Shape, tp: u64, stage_ranks: u64) -> Vec<(u64, u64)> {
 
 /// Pipeline layouts of `pp` stages: (vp, split, schedule). The even split is preferred, the
 /// embedding-and-loss split where the even one fails, and the balanced split (chunks differing
-/// by one layer) where both fail.
-fn pipelines(layers: u64, pp: u64) -> Vec<(u64, PipelineSplit, PipelineSchedule)> {
+/// by one layer) where both fail; a pinned split is used as pinned.
+fn pipelines(
+    layers: u64,
+    pp: u64,
+    pinned: Option<PipelineSplit>,
+) -> Vec<(u64, PipelineSplit, PipelineSchedule)> {
     if pp == 1 {
-        return vec![(1, PipelineSplit::Even, PipelineSchedule::OneFOneB)];
+        return vec![(1, pinned.unwrap_or(PipelineSplit::Even), PipelineSchedule::OneFOneB)];
     }
-    let split = if layers.is_multiple_of(pp) {
+    let split = if let Some(split) = pinned {
+        split
+    } else if layers.is_multiple_of(pp) {
         PipelineSplit::Even
     } else if (layers + 2).is_multiple_of(pp) {
         PipelineSplit::EmbeddingAndLoss
@@ -312,34 +373,68 @@ fn pipelines(layers: u64, pp: u64) -> Vec<(u64, PipelineSplit, PipelineSchedule)
     out
 }
 
-fn shardings(shape: &Shape, tp: u64, cp: u64, dp: u64) -> Vec<ShardingChoice> {
+/// Data-parallel sharding choices: every ZeRO stage the search tries and FSDP over all of dp or
+/// inside a node, narrowed by the pinned ZeRO stage, FSDP switch, mode and shard group.
+fn shardings(shape: &Shape, tp: u64, cp: u64, dp: u64, pins: &PlanSpec) -> Vec<ShardingChoice> {
+    let mut groups = vec![dp];
+    // Hybrid sharding inside a node, replicated across nodes.
+    let in_node = (shape.gpus_per_node / (tp * cp)).max(1);
+    if in_node > 1 && in_node < dp && dp.is_multiple_of(in_node) {
+        groups.push(in_node);
+    }
+    if let Some(group) = size(pins.hybrid_shard) {
+        groups = vec![group];
+    }
+    let fsdp = |mode: FsdpMode| {
+        groups.iter().map(move |&group| match mode {
+            FsdpMode::Full => ShardingChoice::Fsdp(group),
+            FsdpMode::GradOp => ShardingChoice::FsdpGradOp(group),
+        })
+    };
+    if pins.fsdp == Some(true) || pins.fsdp_mode.is_some() || pins.hybrid_shard.is_some() {
+        return fsdp(pins.fsdp_mode.unwrap_or(FsdpMode::Full)).collect();
+    }
+    let zero = |stage: i64| match stage {
+        0 => Some(ShardingChoice::Zero0),
+        1 => Some(ShardingChoice::Zero1),
+        2 => Some(ShardingChoice::Zero2),
+        3 => Some(ShardingChoice::Zero3),
+        _ => None,
+    };
+    if let Some(stage) = pins.zero {
+        return zero(stage).into_iter().collect();
+    }
     let mut out = vec![ShardingChoice::Zero0];
     if dp * cp > 1 {
-        out.extend([ShardingChoice::Zero1, ShardingChoice::Zero2, ShardingChoice::Fsdp(dp)]);
-        // Hybrid sharding inside a node, replicated across nodes.
-        let in_node = (shape.gpus_per_node / (tp * cp)).max(1);
-        if in_node > 1 && in_node < dp && dp.is_multiple_of(in_node) {
-            out.push(ShardingChoice::Fsdp(in_node));
+        out.extend([ShardingChoice::Zero1, ShardingChoice::Zero2]);
+        if pins.fsdp != Some(false) {
+            out.extend(fsdp(FsdpMode::Full));
         }
     }
     out
 }
 
 impl Candidate {
-    /// The candidate as a plan spec (with every overlap on).
-    pub fn plan_spec(&self, stage_layers: u64, tp_comm_overlap: bool) -> PlanSpec {
-        let (zero, fsdp, hybrid_shard) = match self.sharding {
-            ShardingChoice::Zero0 => (Some(0), None, None),
-            ShardingChoice::Zero1 => (Some(1), None, None),
-            ShardingChoice::Zero2 => (Some(2), None, None),
-            ShardingChoice::Fsdp(group) => (None, Some(true), Some(group as i64)),
+    /// The candidate as a plan spec: its explored choices set on `template`, which holds the
+    /// options the search does not explore (overlaps, the engine, the MoE workload) with every
+    /// pin applied.
+    pub fn plan_spec(&self, stage_layers: u64, template: &PlanSpec) -> PlanSpec {
+        let (zero, fsdp, fsdp_mode, hybrid_shard) = match self.sharding {
+            ShardingChoice::Zero0 => (Some(0), None, None, None),
+            ShardingChoice::Zero1 => (Some(1), None, None, None),
+            ShardingChoice::Zero2 => (Some(2), None, None, None),
+            ShardingChoice::Zero3 => (Some(3), None, None, None),
+            ShardingChoice::Fsdp(group) => {
+                (None, Some(true), Some(FsdpMode::Full), Some(group as i64))
+            }
+            ShardingChoice::FsdpGradOp(group) => {
+                (None, Some(true), Some(FsdpMode::GradOp), Some(group as i64))
+            }
         };
-        let (recompute, recompute_num_layers) = match self.recompute {
-            RecomputeChoice::None => (RecomputeKind::None, None),
-            RecomputeChoice::Selective => (RecomputeKind::Selective, None),
-            RecomputeChoice::Op => (RecomputeKind::Op, None),
-            RecomputeChoice::HalfFull => (RecomputeKind::Full, Some((stage_layers / 2) as i64)),
-            RecomputeChoice::Full => (RecomputeKind::Full, None),
+        let recompute_num_layers = match self.recompute {
+            RecomputeChoice::HalfFull => Some((stage_layers / 2) as i64),
+            RecomputeChoice::Layers(layers) => Some(layers as i64),
+            _ => None,
         };
         PlanSpec {
             tp: Some(self.tp as i64),
@@ -351,17 +446,13 @@ impl Candidate {
             etp: Some(self.etp as i64),
             pipeline_split: Some(self.split),
             schedule: Some(self.schedule),
-            sequence_parallel: Some(true),
             zero,
             fsdp,
-            fsdp_mode: fsdp.map(|_| FsdpMode::Full),
+            fsdp_mode,
             hybrid_shard,
-            recompute: Some(recompute),
+            recompute: Some(self.recompute.kind()),
             recompute_num_layers,
-            overlap_grad_reduce: Some(true),
-            overlap_param_gather: Some(true),
-            tp_comm_overlap: Some(tp_comm_overlap),
-            ..PlanSpec::default()
+            ..template.clone()
         }
     }
 }
@@ -394,7 +485,7 @@ mod tests {
 
     #[test]
     fn the_space_covers_every_factorization_and_respects_constraints() {
-        let all = candidates(&shape(), &Constraints::default());
+        let all = candidates(&shape(), &Constraints::default(), &PlanSpec::default());
         let factorizations: std::collections::BTreeSet<_> =
             all.iter().map(|c| (c.tp, c.cp, c.pp)).collect();
         // tp <= 8 (NVLink domain), and every tp x cp x pp dividing 16.
@@ -403,7 +494,8 @@ mod tests {
         assert!(all.iter().all(|c| 16 % (c.tp * c.cp * c.pp) == 0));
         let limited = candidates(
             &shape(),
-            &Constraints { max_pp: Some(2), tp: Some(4), ..Constraints::default() },
+            &Constraints { max_pp: Some(2), ..Constraints::default() },
+            &PlanSpec { tp: Some(4), ..PlanSpec::default() },
         );
         assert!(!limited.is_empty() && limited.iter().all(|c| c.pp <= 2 && c.tp == 4));
         let mut sorted = all.clone();
@@ -415,7 +507,10 @@ mod tests {
     #[test]
     fn a_torchtitan_search_tries_per_op_checkpointing_instead_of_the_attention_core() {
         let kinds = |shape: &Shape| -> std::collections::BTreeSet<RecomputeChoice> {
-            candidates(shape, &Constraints::default()).iter().map(|c| c.recompute).collect()
+            candidates(shape, &Constraints::default(), &PlanSpec::default())
+                .iter()
+                .map(|c| c.recompute)
+                .collect()
         };
         let megatron = kinds(&shape());
         assert!(megatron.contains(&RecomputeChoice::Selective));
@@ -430,10 +525,10 @@ mod tests {
         // 32 layers over pp 16 leave two per stage (half is one layer); over pp 32 (on 32 GPUs),
         // one, whose half would be no recompute again.
         let half = |c: &Candidate| c.recompute == RecomputeChoice::HalfFull;
-        let all = candidates(&shape(), &Constraints::default());
+        let all = candidates(&shape(), &Constraints::default(), &PlanSpec::default());
         assert!(all.iter().any(|c| c.pp == 16 && half(c)));
         let wide = Shape { gpus: 32, global_batch: 64, ..shape() };
-        let all = candidates(&wide, &Constraints::default());
+        let all = candidates(&wide, &Constraints::default(), &PlanSpec::default());
         assert!(all.iter().any(|c| c.pp == 32 && c.recompute == RecomputeChoice::None));
         assert!(!all.iter().any(|c| c.pp == 32 && c.split == PipelineSplit::Even && half(c)));
     }

@@ -13,7 +13,8 @@ use super::mapping::map_row;
 use super::row::{CalibrationRow, parse_rows};
 use super::summary::percentile;
 use crate::estimate::estimate_simulated_with;
-use crate::run::Run;
+use crate::plan::{Engine, PlanSpec};
+use crate::run::{Run, RunSpec};
 use crate::search::{Constraints, SearchSpec, search};
 use crate::sim::SimOptions;
 
@@ -75,6 +76,7 @@ fn key(run: &Run) -> String {
 /// Compares every priceable row's published plan with the search's best plan.
 pub fn compare_search_csv(
     text: &str,
+    engine: Option<Engine>,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> Result<ComparisonSummary, ValidateError> {
     let rows: Vec<CalibrationRow> = parse_rows(text)?;
@@ -105,14 +107,26 @@ pub fn compare_search_csv(
     let mut comparisons = Vec::with_capacity(total);
     for (index, (_, (row_ids, spec, run, published, fits))) in cases.into_iter().enumerate() {
         progress(index, total);
+        // Only the workload carries over from the published plan: how gradients are reduced and
+        // the MoE routing. Everything the search explores is left free, and the engine is the
+        // one asked for.
+        let workload = &spec.plan;
+        let pins = PlanSpec {
+            grad_reduce_in_fp32: workload.grad_reduce_in_fp32,
+            moe_imbalance: workload.moe_imbalance,
+            moe_capacity_factor: workload.moe_capacity_factor,
+            expert_comm_overlap: workload.expert_comm_overlap,
+            expert_dispatch: workload.expert_dispatch,
+            ..PlanSpec::default()
+        };
         let search_spec = SearchSpec {
-            base: spec,
+            base: RunSpec { plan: pins, ..spec },
             constraints: Constraints {
                 extra_micro_batch: Some(run.training().micro_batch()),
                 ..Constraints::default()
             },
             memory_headroom: 0.0,
-            engine: None,
+            engine,
             top: 1,
         };
         let best = search(&search_spec, &|_, _| {})

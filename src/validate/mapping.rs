@@ -703,7 +703,7 @@ mod tests {
         let uneven = CalibrationRow { pp: "3".into(), num_gpus: "24".into(), ..moe_row() };
         let result = evaluate_row(&uneven, &Calibration::new());
         assert_eq!(result.skipped_reason, None);
-        assert_eq!(result.plan.as_deref(), Some("tp1 pp3 vp1 cp1 dp8 ep8 etp1"));
+        assert_eq!(result.plan.as_deref(), Some("tp1 pp3 vp1 cp1 dp8 ep8 etp1 split-balanced"));
         let assumptions = result.assumptions.join("\n");
         assert!(assumptions.contains("experts: 8 routed (top-2"), "{assumptions}");
         assert!(assumptions.contains("spread evenly (a custom pipeline layout)"), "{assumptions}");
