@@ -501,8 +501,8 @@ fn search_pins_the_plan_flags_it_is_given() {
         " --global-batch 32 --tp 2 --max-pp 2 --format json"
     )));
     for plan in value["plans"].as_array().unwrap() {
-        assert_eq!(plan["tp"], 2);
-        assert!(plan["pp"].as_u64().unwrap() <= 2);
+        assert_eq!(plan["plan"]["tp"], 2);
+        assert!(plan["plan"]["pp"].as_u64().unwrap() <= 2);
     }
 }
 

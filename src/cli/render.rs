@@ -58,24 +58,6 @@ fn sharding_label(plan: &Plan) -> String {
     }
 }
 
-fn zero_stage(sharding: Sharding) -> u8 {
-    match sharding {
-        Sharding::None => 0,
-        Sharding::Optimizer => 1,
-        Sharding::OptimizerAndGradients => 2,
-        Sharding::Full => 3,
-    }
-}
-
-fn recompute_name(kind: RecomputeKind) -> &'static str {
-    match kind {
-        RecomputeKind::None => "none",
-        RecomputeKind::Selective => "selective",
-        RecomputeKind::Full => "full",
-        RecomputeKind::Op => "op",
-    }
-}
-
 fn recompute_label(plan: &Plan, layers_per_stage: u64) -> String {
     match plan.recompute() {
         RecomputeKind::None => "no recompute".to_owned(),
@@ -265,26 +247,32 @@ struct RunJson<'a> {
     plan: PlanJson,
 }
 
+/// A plan in JSON: its label, every option under its file key (the resolved plan, as a plan file
+/// holds it, so the JSON names what the plan file names), and what validation derived.
 #[derive(Serialize)]
-struct PlanJson {
+pub(super) struct PlanJson {
     label: String,
-    tp: u64,
-    pp: u64,
-    vp: u64,
-    cp: u64,
-    dp: u64,
-    sequence_parallel: bool,
-    zero_stage: u8,
-    fsdp: bool,
+    #[serde(flatten)]
+    options: meshplan::plan::PlanSpec,
+    /// DP ranks one shard group spans (dp unless hybrid sharding).
     shard_group: u64,
-    recompute: &'static str,
-    recompute_num_layers: u64,
-    overlap_grad_reduce: bool,
-    overlap_param_gather: bool,
-    tp_comm_overlap: bool,
-    grad_reduce_in_fp32: bool,
+    /// Expert-data-parallel size.
+    edp: u64,
+    /// Micro-batches per pipeline per step.
     num_microbatches: u64,
-    schedule: &'static str,
+}
+
+impl PlanJson {
+    /// The JSON of a validated plan.
+    pub(super) fn of(plan: &meshplan::plan::Plan) -> PlanJson {
+        PlanJson {
+            label: plan.label(),
+            options: plan.to_spec(),
+            shard_group: plan.shard_group(),
+            edp: plan.edp(),
+            num_microbatches: plan.num_microbatches(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -376,26 +364,7 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
             global_batch: training.global_batch(),
             micro_batch: training.micro_batch(),
             precision: training.precision().name(),
-            plan: PlanJson {
-                label: plan.label(),
-                tp: plan.tp(),
-                pp: plan.pp(),
-                vp: plan.vp(),
-                cp: plan.cp(),
-                dp: plan.dp(),
-                sequence_parallel: plan.sequence_parallel(),
-                zero_stage: zero_stage(plan.sharding()),
-                fsdp: plan.fsdp(),
-                shard_group: plan.shard_group(),
-                recompute: recompute_name(plan.recompute()),
-                recompute_num_layers: plan.recompute_num_layers(),
-                overlap_grad_reduce: plan.overlap_grad_reduce(),
-                overlap_param_gather: plan.overlap_param_gather(),
-                tp_comm_overlap: plan.tp_comm_overlap(),
-                grad_reduce_in_fp32: plan.grad_reduce_in_fp32(),
-                num_microbatches: plan.num_microbatches(),
-                schedule: plan.schedule().name(),
-            },
+            plan: PlanJson::of(plan),
         },
         memory: MemoryJson {
             stage: peak.stage,

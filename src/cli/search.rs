@@ -235,16 +235,13 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
 }
 
 #[derive(Serialize)]
-struct PlanJson {
+struct RankedJson {
     rank: usize,
-    plan: String,
-    tp: u64,
-    pp: u64,
-    vp: u64,
-    cp: u64,
-    dp: u64,
+    /// The compact description of the text table.
+    description: String,
+    /// Every plan option under its plan-file key.
+    plan: render::PlanJson,
     micro_batch: u64,
-    schedule: &'static str,
     step_time_s: f64,
     closed_form_step_time_s: f64,
     tokens_per_sec_per_gpu: f64,
@@ -268,7 +265,7 @@ struct SearchJson {
     simulated: usize,
     pruned: usize,
     rejected: Vec<RejectionJson>,
-    plans: Vec<PlanJson>,
+    plans: Vec<RankedJson>,
 }
 
 fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<String> {
@@ -279,16 +276,11 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
         .map(|(rank, plan)| {
             let p = plan.run.plan();
             let e = &plan.estimate;
-            PlanJson {
+            RankedJson {
                 rank: rank + 1,
-                plan: describe(plan),
-                tp: p.tp(),
-                pp: p.pp(),
-                vp: p.vp(),
-                cp: p.cp(),
-                dp: p.dp(),
+                description: describe(plan),
+                plan: render::PlanJson::of(p),
                 micro_batch: plan.run.training().micro_batch(),
-                schedule: p.schedule().name(),
                 step_time_s: e.time.step_time().value(),
                 closed_form_step_time_s: plan.closed_form.value(),
                 tokens_per_sec_per_gpu: e.throughput.tokens_per_sec_per_gpu,
