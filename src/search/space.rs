@@ -115,9 +115,10 @@ pub struct Shape {
     pub global_batch: u64,
     /// Routed experts per MoE layer (0 for a dense model).
     pub experts: u64,
-    /// Whether the selective recompute tried is per-op checkpointing (torchtitan's) rather than
-    /// the attention core (Megatron-LM's).
-    pub per_op_recompute: bool,
+    /// The selective recompute tried: the attention core ([`RecomputeKind::Selective`],
+    /// Megatron-LM's) or per-op checkpointing ([`RecomputeKind::Op`], torchtitan's), as the
+    /// target engine's capabilities say.
+    pub selective_recompute: RecomputeKind,
 }
 
 /// Largest micro-batch size the space tries.
@@ -188,7 +189,9 @@ pub fn candidates(shape: &Shape, constraints: &Constraints) -> Vec<Candidate> {
                         let half_full = stage_layers(shape.layers, pp, split) >= 2;
                         let recomputes = RECOMPUTE.into_iter().filter_map(|r| match r {
                             RecomputeChoice::HalfFull if !half_full => None,
-                            RecomputeChoice::Selective if shape.per_op_recompute => {
+                            RecomputeChoice::Selective
+                                if shape.selective_recompute == RecomputeKind::Op =>
+                            {
                                 Some(RecomputeChoice::Op)
                             }
                             other => Some(other),
@@ -381,7 +384,7 @@ mod tests {
             seq_len: 4096,
             global_batch: 32,
             experts: 0,
-            per_op_recompute: false,
+            selective_recompute: RecomputeKind::Selective,
         }
     }
 
@@ -420,7 +423,7 @@ mod tests {
         let megatron = kinds(&shape());
         assert!(megatron.contains(&RecomputeChoice::Selective));
         assert!(!megatron.contains(&RecomputeChoice::Op));
-        let torchtitan = kinds(&Shape { per_op_recompute: true, ..shape() });
+        let torchtitan = kinds(&Shape { selective_recompute: RecomputeKind::Op, ..shape() });
         assert!(torchtitan.contains(&RecomputeChoice::Op));
         assert!(!torchtitan.contains(&RecomputeChoice::Selective));
     }
