@@ -554,6 +554,36 @@ fn export_writes_an_engine_config_or_refuses_with_the_reason() {
 }
 
 #[test]
+fn export_refuses_a_plan_over_gpu_memory_unless_told_to_write_it_anyway() {
+    // Llama 3.1 70B unsharded over 8 GPUs: its weights alone are over 80 GB per GPU.
+    let line = "export --to megatron --model llama3.1-70b --gpus 8";
+    let output = run(&words(line));
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    assert!(output.stdout.is_empty(), "{}", output.stdout);
+    let stderr = &output.stderr;
+    assert!(
+        stderr.contains("the plan needs ")
+            && stderr.contains(" GiB per GPU (stage ")
+            && stderr.contains("but the GPU has 79.")
+            && stderr.contains("--allow-over-capacity writes it anyway"),
+        "{stderr}"
+    );
+    let output = run(&words(&format!("{line} --allow-over-capacity")));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(output.stdout.contains("--num-layers 80\n"), "{}", output.stdout);
+    // Both refusals at once: an engine that cannot run the plan, and the memory.
+    let output = run(&words("export --to torchtitan --model llama3.1-70b --gpus 8"));
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.starts_with("error: 2 problems in the input:")
+            && output.stderr.contains("torchtitan cannot run this plan")
+            && output.stderr.contains("the plan needs "),
+        "{}",
+        output.stderr
+    );
+}
+
+#[test]
 fn search_output_is_byte_identical_across_runs() {
     let args = words("search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32");
     let first = run(&args);

@@ -142,6 +142,10 @@ pub struct ExportArgs {
     /// Write to this file (whole or not at all) instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub output: Option<PathBuf>,
+    /// Write the configuration even when the plan's predicted peak memory per GPU is over the
+    /// GPU's capacity (refused otherwise).
+    #[arg(long)]
+    pub allow_over_capacity: bool,
 }
 
 /// `meshplan presets` flags.

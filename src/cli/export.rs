@@ -1,11 +1,22 @@
 //! `meshplan export --to ENGINE`: a given plan as the launch configuration of the engine that
-//! runs it, refused with the reason when the engine cannot run it.
+//! runs it, refused with every reason when the engine cannot run it, and refused when the plan is
+//! predicted over the GPU's memory unless `--allow-over-capacity` asks for it anyway.
 
-use meshplan::export::export;
+use anyhow::Context as _;
+use meshplan::export::{Engine, Unsupported, check, check_memory, export};
 use meshplan::violation::{Violation, Violations};
 
 use super::args::ExportArgs;
 use super::{CliError, inputs, write_atomically};
+
+fn unsupported(engine: Engine, unsupported: &Unsupported) -> Violation {
+    Violation::new(
+        "to",
+        engine.name(),
+        unsupported.to_string(),
+        "change the plan (see `meshplan search --engine`), or export to another engine",
+    )
+}
 
 /// Builds the run and writes its configuration to stdout or `--output`.
 pub fn run(args: &ExportArgs) -> Result<String, CliError> {
@@ -14,14 +25,30 @@ pub fn run(args: &ExportArgs) -> Result<String, CliError> {
     *engine_flag = args.to.or(*engine_flag);
     let inputs = inputs::build_run(&run_args)?;
     let engine = inputs.run.plan().engine();
-    let text = export(engine, &inputs.run).map_err(|unsupported| {
-        CliError::Input(Violations::one(Violation::new(
-            "to",
-            engine.name(),
-            unsupported.to_string(),
-            "change the plan (see `meshplan search --engine`), or export to another engine",
-        )))
-    })?;
+    let mut problems = Vec::new();
+    if let Err(refused) = check(engine, &inputs.run) {
+        problems.push(unsupported(engine, &refused));
+    }
+    if !args.allow_over_capacity {
+        // The peak `meshplan estimate` reports: the simulated one.
+        let options = meshplan::sim::SimOptions { timeline: false };
+        let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
+            .context("cannot simulate the pipeline schedule")
+            .map_err(CliError::Other)?;
+        if let Err(over) = check_memory(&estimate) {
+            problems.push(Violation::new(
+                "memory",
+                format!("{:.2} GiB", over.needed.as_gib()),
+                over.to_string(),
+                "shard more (--zero, --fsdp), recompute (--recompute), raise --tp or --pp, or \
+                 lower --micro-batch (`meshplan search` finds plans that fit); \
+                 --allow-over-capacity writes it anyway",
+            ));
+        }
+    }
+    Violations::check(problems)?;
+    let text = export(engine, &inputs.run)
+        .map_err(|refused| CliError::Input(Violations::one(unsupported(engine, &refused))))?;
     match &args.output {
         Some(path) => {
             write_atomically(path, "output", &text)?;

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 
-use crate::plan::{PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 
 fn stage(sharding: Sharding) -> u8 {
@@ -13,38 +13,6 @@ fn stage(sharding: Sharding) -> u8 {
         Sharding::Optimizer => 1,
         Sharding::OptimizerAndGradients => 2,
         Sharding::Full => 3,
-    }
-}
-
-/// What DeepSpeed cannot run, if anything.
-pub fn unsupported(run: &Run) -> Option<String> {
-    let plan = run.plan();
-    if plan.pp() > 1 && stage(plan.sharding()) >= 2 {
-        return Some("pipeline parallelism is not compatible with ZeRO-2 and ZeRO-3".into());
-    }
-    if plan.pp() > 1 && plan.schedule() != PipelineSchedule::OneFOneB {
-        return Some(format!("its pipeline engine runs 1F1B, not {}", plan.schedule().name()));
-    }
-    if plan.cp() > 1 {
-        return Some(
-            "context parallelism is Ulysses sequence parallelism there, not ring attention".into(),
-        );
-    }
-    if plan.ep() > 1 && plan.expert_dispatch() == crate::plan::ExpertDispatch::Deduplicated {
-        return Some("its AutoEP dispatches one message per token and expert, not DeepEP's deduplicated dispatch".into());
-    }
-    if plan.etp() > 1 {
-        return Some("its AutoEP splits experts over ranks, not inside an expert (etp > 1)".into());
-    }
-    if plan.pipeline_split() == PipelineSplit::Balanced {
-        return Some("its PipelineModule partitions by parameters or uniformly, not by an explicit uneven layout".into());
-    }
-    if matches!(plan.recompute(), RecomputeKind::Selective | RecomputeKind::Op) {
-        return Some("its activation checkpointing is per layer (full); selective recompute is not available".into());
-    }
-    match run.training().precision() {
-        Precision::Bf16 | Precision::Fp16 => None,
-        other => Some(format!("its JSON config has no {} recipe", other.name())),
     }
 }
 

@@ -2,48 +2,8 @@
 //! core_v0.15.0, reference section 2), one flag per line, ready for a launch script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
-use crate::plan::{
-    CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding,
-};
+use crate::plan::{CpComm, ExpertDispatch, PipelineSplit, Precision, RecomputeKind, Sharding};
 use crate::run::Run;
-
-/// What Megatron-LM cannot run, if anything.
-pub fn unsupported(run: &Run) -> Option<String> {
-    let plan = run.plan();
-    match plan.schedule() {
-        PipelineSchedule::OneFOneB | PipelineSchedule::Interleaved => {}
-        other => {
-            return Some(format!(
-                "its pipeline schedules are 1F1B and interleaved 1F1B, not {}",
-                other.name()
-            ));
-        }
-    }
-    if plan.pp() > 1 && matches!(plan.sharding(), Sharding::Full | Sharding::OptimizerAndGradients)
-    {
-        return Some("FSDP / ZeRO-2/3 sharding (Megatron-FSDP, FSDP2) does not combine with pipeline parallelism".into());
-    }
-    if plan.overlap_param_gather()
-        && !plan.overlap_grad_reduce()
-        && plan.sharding() == Sharding::Optimizer
-        && plan.dp() * plan.cp() > 1
-    {
-        return Some(
-            "--overlap-param-gather needs --overlap-grad-reduce (Megatron-LM's argument check); \
-             set both overlaps on, or --overlap-param-gather false"
-                .into(),
-        );
-    }
-    if plan.recompute() == RecomputeKind::Op {
-        return Some("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's".into());
-    }
-    if plan.shard_group() != plan.dp() {
-        return Some(
-            "hybrid sharding (an FSDP shard group smaller than dp) is not exported".into(),
-        );
-    }
-    None
-}
 
 fn precision_flags(precision: Precision) -> Vec<String> {
     let fp8 = |recipe: &str| {
@@ -223,9 +183,9 @@ pub fn arguments(run: &Run) -> String {
         }
     }
     match plan.recompute() {
-        RecomputeKind::None => {}
+        // Per-op checkpointing is refused by the capability table before this is written.
+        RecomputeKind::None | RecomputeKind::Op => {}
         RecomputeKind::Selective => args.push("--recompute-granularity selective".into()),
-        RecomputeKind::Op => unreachable!("refused by `unsupported`"),
         RecomputeKind::Full => {
             args.push("--recompute-granularity full".into());
             args.push("--recompute-method block".into());

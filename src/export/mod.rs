@@ -2,38 +2,87 @@
 //! arguments (`megatron.rs`), a torchtitan job TOML (`torchtitan.rs`) and a DeepSpeed JSON config
 //! (`deepspeed.rs`), with exactly the option names of `reference/formats-and-hardware.md`.
 //!
-//! Each engine also says which plans it cannot run ([`check`]); the search uses the same check to
-//! reject candidates for a target engine, and an export of such a plan is refused with the reason.
+//! What each engine runs is one table (`capability.rs`): [`check`] returns every reason an engine
+//! refuses a plan; the search uses the same check to reject candidates for a target engine, and an
+//! export of such a plan is refused with all the reasons. [`check_memory`] is the export's other
+//! refusal: a plan predicted over the GPU's memory.
 
+pub mod capability;
 mod deepspeed;
 mod megatron;
 mod torchtitan;
 
+use std::fmt;
+
+use crate::estimate::Estimate;
 use crate::run::Run;
+use crate::units::Bytes;
+
+pub use capability::{Capabilities, Refusal, refusals};
 
 pub use crate::plan::Engine;
 
-/// Why an engine cannot run a plan.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{engine} cannot run this plan: {reason}")]
+/// Why an engine cannot run a plan: every reason, in the table's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Unsupported {
     /// The engine.
-    pub engine: &'static str,
-    /// What it lacks.
-    pub reason: String,
+    pub engine: Engine,
+    /// Everything it lacks (never empty).
+    pub refusals: Vec<Refusal>,
 }
 
-/// Whether an engine can run the plan of a run.
-pub fn check(engine: Engine, run: &Run) -> Result<(), Unsupported> {
-    let reason = match engine {
-        Engine::Megatron => megatron::unsupported(run),
-        Engine::Torchtitan => torchtitan::unsupported(run),
-        Engine::Deepspeed => deepspeed::unsupported(run),
-    };
-    match reason {
-        None => Ok(()),
-        Some(reason) => Err(Unsupported { engine: engine.name(), reason }),
+impl fmt::Display for Unsupported {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} cannot run this plan: ", self.engine.name())?;
+        match self.refusals.as_slice() {
+            [one] => write!(f, "{one}"),
+            all => {
+                write!(f, "{} reasons", all.len())?;
+                for (index, refusal) in all.iter().enumerate() {
+                    write!(f, "\n  {}. {refusal}", index + 1)?;
+                }
+                Ok(())
+            }
+        }
     }
+}
+
+impl std::error::Error for Unsupported {}
+
+/// Whether an engine can run the plan of a run: every reason it cannot, from the capability
+/// table ([`capability::refusals`]).
+pub fn check(engine: Engine, run: &Run) -> Result<(), Unsupported> {
+    let refusals = refusals(engine, run);
+    if refusals.is_empty() { Ok(()) } else { Err(Unsupported { engine, refusals }) }
+}
+
+/// A plan's predicted peak memory per GPU over the GPU's capacity.
+#[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
+#[error(
+    "the plan needs {:.2} GiB per GPU (stage {stage}, the peak) but the GPU has {:.2} GiB",
+    needed.as_gib(),
+    available.as_gib()
+)]
+pub struct OverCapacity {
+    /// Predicted peak memory of the worst stage.
+    pub needed: Bytes,
+    /// Usable memory of one GPU.
+    pub available: Bytes,
+    /// The stage with that peak.
+    pub stage: u64,
+}
+
+/// Whether an estimate's worst stage fits in GPU memory; an export of a plan that does not is
+/// refused unless the user asks for it anyway.
+pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
+    if estimate.fits() {
+        return Ok(());
+    }
+    Err(OverCapacity {
+        needed: estimate.peak_memory.breakdown.total(),
+        available: estimate.memory_capacity,
+        stage: estimate.peak_memory.stage,
+    })
 }
 
 /// The plan of a run as the engine's launch configuration.

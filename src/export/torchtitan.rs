@@ -6,85 +6,9 @@
 use std::fmt::Write as _;
 
 use crate::plan::{
-    CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding,
+    ExpertDispatch, PipelineSchedule, PipelineSplit, Precision, RecomputeKind, Sharding,
 };
 use crate::run::Run;
-
-/// What torchtitan cannot run, if anything.
-pub fn unsupported(run: &Run) -> Option<String> {
-    let plan = run.plan();
-    match plan.sharding() {
-        Sharding::None | Sharding::Full => {}
-        _ => return Some(
-            "it shards data-parallel state with FSDP2 only (no ZeRO-1/2); use --fsdp or --zero 0"
-                .into(),
-        ),
-    }
-    // parallelize_llama (every model) raises "DDP has not supported > 1D parallelism" when data
-    // parallelism without FSDP (or CP, which folds into the FSDP mesh) is not the whole job.
-    if plan.sharding() == Sharding::None
-        && plan.dp() > 1
-        && plan.cp() == 1
-        && plan.tp() * plan.pp() > 1
-    {
-        return Some("its DDP (no FSDP) runs only when data parallelism is the only parallelism; use --fsdp (HSDP with --hybrid-shard) with tp or pp".into());
-    }
-    // parallelize_llama applies FSDP over the `dp_shard_cp` mesh whenever cp > 1, so the cp
-    // ranks shard the parameters even without --fsdp: not the unsharded plan that was priced.
-    if plan.sharding() == Sharding::None && plan.cp() > 1 {
-        return Some("with context parallelism it shards parameters over the cp ranks (FSDP2 over dp_shard x cp); use --fsdp".into());
-    }
-    if plan.recompute() == RecomputeKind::Selective {
-        return Some("its selective checkpointing is per op (--recompute op) or per layer; recomputing only the attention core is Megatron-LM's".into());
-    }
-    // `training.mixed_precision_reduce` is `Literal["float32"]` in v0.2.2.
-    if !plan.grad_reduce_in_fp32() {
-        return Some(
-            "it reduces gradients in float32 only (training.mixed_precision_reduce); use --grad-reduce-in-fp32 true"
-                .into(),
-        );
-    }
-    match plan.schedule() {
-        PipelineSchedule::ZeroBubble => {
-            return Some("its zero-bubble schedules are multi-stage (InterleavedZeroBubble, ZBVZeroBubble), not ZB-H1 with one stage per rank".into());
-        }
-        PipelineSchedule::Dualpipe => {
-            return Some("it runs DualPipeV (one copy of the weights in a V), not DualPipe".into());
-        }
-        _ => {}
-    }
-    if plan.cp() > 1 && plan.cp_comm() != CpComm::Ring {
-        return Some(format!(
-            "its context parallelism passes keys and values around a ring; {} is Megatron-LM's",
-            plan.cp_comm().name()
-        ));
-    }
-    if plan.pipeline_split() == PipelineSplit::Balanced {
-        return Some("its stages hold the same number of layers (first/last one less at most); an uneven balanced split is not expressible".into());
-    }
-    if plan.etp() != 1 && plan.etp() != plan.tp() {
-        return Some(format!(
-            "its expert tensor parallelism is 1 or tp ({}), not {}",
-            plan.tp(),
-            plan.etp()
-        ));
-    }
-    if plan.moe_capacity_factor().is_some() {
-        return Some("its MoE layers are dropless; a capacity factor is not available".into());
-    }
-    if plan.recompute() == RecomputeKind::Full
-        && plan.recompute_num_layers() < run.stage_layers(0).min(run.stage_layers(plan.pp() - 1))
-    {
-        return Some("full activation checkpointing applies to every layer; partial recompute is not available".into());
-    }
-    match run.training().precision() {
-        Precision::Bf16 | Precision::Fp8Current | Precision::Mxfp8 => None,
-        other => Some(format!(
-            "its low-precision recipes are torchao float8 tensorwise and MXFP8, not {}",
-            other.name()
-        )),
-    }
-}
 
 /// The job TOML.
 pub fn job_config(run: &Run) -> String {
@@ -162,9 +86,9 @@ pub fn job_config(run: &Run) -> String {
     let _ = writeln!(out, "[activation_checkpoint]");
     let mode = match plan.recompute() {
         RecomputeKind::None => "none",
-        RecomputeKind::Op => "selective",
+        // The attention-core kind is refused by the capability table before this is written.
+        RecomputeKind::Op | RecomputeKind::Selective => "selective",
         RecomputeKind::Full => "full",
-        RecomputeKind::Selective => unreachable!("refused by `unsupported`"),
     };
     let _ = writeln!(out, "mode = \"{mode}\"");
     if plan.recompute() == RecomputeKind::Op {

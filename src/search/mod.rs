@@ -26,7 +26,7 @@ use crate::estimate::{Estimate, estimate_simulated_with};
 use crate::export::{Engine, check};
 use crate::hardware::Cluster;
 use crate::model::Model;
-use crate::plan::PlanSpec;
+use crate::plan::{PlanSpec, RecomputeKind};
 use crate::run::{Run, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions, lower_bound_with};
 use crate::units::Bytes;
@@ -224,14 +224,19 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         seq_len: training.seq_len(),
         global_batch: training.global_batch(),
         experts: model.moe().map_or(0, |moe| moe.num_experts),
-        per_op_recompute: spec.engine == Some(Engine::Torchtitan),
+        // The target engine's selective recompute; with no target, or one without selective
+        // recompute (whose candidates the engine check then rejects), the attention core.
+        selective_recompute: spec
+            .engine
+            .and_then(|engine| engine.capabilities().selective_recompute)
+            .unwrap_or(RecomputeKind::Selective),
     })
 }
 
+/// Whether candidates overlap TP communication: always, unless the target engine has no overlap
+/// (the capability table).
 fn tp_comm_overlap(engine: Option<Engine>) -> bool {
-    // DeepSpeed's AutoTP has no GEMM/communication overlap; Megatron-LM and torchtitan (async TP)
-    // do.
-    engine != Some(Engine::Deepspeed)
+    engine.is_none_or(|engine| engine.capabilities().tp_comm_overlap)
 }
 
 /// The options every candidate shares: what the search turns on because it only removes exposed
@@ -309,7 +314,11 @@ fn price(
     if let Some(engine) = spec.engine
         && let Err(unsupported) = check(engine, &run)
     {
-        let reason = if explain { unsupported.to_string() } else { String::new() };
+        // The example shows the first reason, as one line.
+        let reason = match unsupported.refusals.first() {
+            Some(first) if explain => format!("{} cannot run this plan: {first}", engine.name()),
+            _ => String::new(),
+        };
         return Priced::Rejected(Rejection::UnsupportedByEngine, reason);
     }
     // Memory first: a candidate that does not fit needs no step time.

@@ -115,9 +115,10 @@ pub struct Shape {
     pub global_batch: u64,
     /// Routed experts per MoE layer (0 for a dense model).
     pub experts: u64,
-    /// Whether the selective recompute tried is per-op checkpointing (torchtitan's) rather than
-    /// the attention core (Megatron-LM's).
-    pub per_op_recompute: bool,
+    /// The selective recompute tried: the attention core ([`RecomputeKind::Selective`],
+    /// Megatron-LM's) or per-op checkpointing ([`RecomputeKind::Op`], torchtitan's), as the
+    /// target engine's capabilities say.
+    pub selective_recompute: RecomputeKind,
 }
 
 /// Largest micro-batch size the space tries.
@@ -264,13 +265,15 @@ fn recomputes(shape: &Shape, stage_layers: u64, pins: &PlanSpec) -> Vec<Recomput
         .filter_map(|r| match r {
             // Half of a one-layer stage is no layer: the same plan as no recompute.
             RecomputeChoice::HalfFull if stage_layers < 2 => None,
-            RecomputeChoice::Selective if shape.per_op_recompute => Some(RecomputeChoice::Op),
+            RecomputeChoice::Selective if shape.selective_recompute == RecomputeKind::Op => {
+                Some(RecomputeChoice::Op)
+            }
             other => Some(other),
         })
         .chain(
             // A pinned kind the engine's default would not try (per-op under Megatron-LM, the
             // attention core under torchtitan) is tried as pinned.
-            match (pins.recompute, shape.per_op_recompute) {
+            match (pins.recompute, shape.selective_recompute == RecomputeKind::Op) {
                 (Some(RecomputeKind::Op), false) => Some(RecomputeChoice::Op),
                 (Some(RecomputeKind::Selective), true) => Some(RecomputeChoice::Selective),
                 _ => None,
@@ -472,7 +475,7 @@ mod tests {
             seq_len: 4096,
             global_batch: 32,
             experts: 0,
-            per_op_recompute: false,
+            selective_recompute: RecomputeKind::Selective,
         }
     }
 
@@ -515,7 +518,7 @@ mod tests {
         let megatron = kinds(&shape());
         assert!(megatron.contains(&RecomputeChoice::Selective));
         assert!(!megatron.contains(&RecomputeChoice::Op));
-        let torchtitan = kinds(&Shape { per_op_recompute: true, ..shape() });
+        let torchtitan = kinds(&Shape { selective_recompute: RecomputeKind::Op, ..shape() });
         assert!(torchtitan.contains(&RecomputeChoice::Op));
         assert!(!torchtitan.contains(&RecomputeChoice::Selective));
     }

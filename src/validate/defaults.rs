@@ -3,7 +3,11 @@
 //! A published table rarely states every setting. Each family below fills the gaps with what its
 //! software or its published recipe does by default, with the source of the rule. The rule depends
 //! only on the family, never on the row, and every use of it is listed in the row's assumptions.
+//! A family that is one engine's ([`Family::engine`]) never defaults to a feature that engine's
+//! capabilities ([`crate::export::Capabilities`]) lack; a default may leave a feature off that the
+//! engine has when the published recipe does.
 
+use crate::export::Engine;
 use crate::plan::{Precision, RecomputeKind};
 
 /// The software that produced a row, which decides its defaults.
@@ -77,8 +81,37 @@ impl Family {
         }
     }
 
-    /// The family's defaults.
+    /// The engine every row of this family ran on, where it is one engine: its capabilities
+    /// bound the family's defaults.
+    pub fn engine(self) -> Option<Engine> {
+        match self {
+            Family::Megatron2020 | Family::Megatron2021 | Family::MegatronCore | Family::Nemo => {
+                Some(Engine::Megatron)
+            }
+            Family::Torchtitan => Some(Engine::Torchtitan),
+            // NeMo AutoModel, Composer and metaseq are other trainers; FlagPerf mixes Megatron-LM
+            // and DeepSpeed runs; Megatron-DeepSpeed runs Megatron-LM's model code on DeepSpeed.
+            Family::AutoModel
+            | Family::Composer
+            | Family::FlagPerf
+            | Family::MegatronDeepSpeed
+            | Family::Other => None,
+        }
+    }
+
+    /// The family's defaults: its published ones, with no feature its engine lacks.
     pub fn defaults(self) -> FamilyDefaults {
+        let published = self.published();
+        let caps = self.engine().map(Engine::capabilities);
+        FamilyDefaults {
+            tp_comm_overlap: published.tp_comm_overlap
+                && caps.is_none_or(|caps| caps.tp_comm_overlap),
+            ..published
+        }
+    }
+
+    /// What the family's software or recipe does by default.
+    fn published(self) -> FamilyDefaults {
         match self {
             Family::Megatron2020 => FamilyDefaults {
                 recompute: RecomputeKind::Full,
@@ -128,6 +161,9 @@ impl Family {
                 recompute: RecomputeKind::Op,
                 zero: 3,
                 sequence_parallel: true,
+                // torchtitan has async TP (the capability table says so, and the search turns it
+                // on), but `parallelism.enable_async_tensor_parallel` defaults to false and needs
+                // torch.compile: a benchmark that does not mention it ran without it.
                 tp_comm_overlap: false,
                 overlap_grad_reduce: true,
                 precision: Precision::Bf16,
@@ -169,5 +205,48 @@ impl Family {
                 source: "Megatron-DeepSpeed (BigScience tr11): ZeRO-1 BF16Optimizer, full checkpointing",
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FAMILIES: [Family; 10] = [
+        Family::Megatron2020,
+        Family::Megatron2021,
+        Family::MegatronCore,
+        Family::Nemo,
+        Family::AutoModel,
+        Family::Torchtitan,
+        Family::Composer,
+        Family::FlagPerf,
+        Family::MegatronDeepSpeed,
+        Family::Other,
+    ];
+
+    #[test]
+    fn a_family_never_defaults_to_what_its_engine_lacks() {
+        for family in FAMILIES {
+            let Some(engine) = family.engine() else { continue };
+            // The published defaults already agree with the table, without the bound.
+            assert_eq!(family.published(), family.defaults(), "{family:?}");
+            let (defaults, caps) = (family.published(), engine.capabilities());
+            assert!(!defaults.tp_comm_overlap || caps.tp_comm_overlap, "{family:?}");
+            if matches!(defaults.recompute, RecomputeKind::Selective | RecomputeKind::Op) {
+                assert_eq!(Some(defaults.recompute), caps.selective_recompute, "{family:?}");
+            }
+            for precision in [defaults.precision, defaults.fp8] {
+                assert!(caps.precisions.contains(&precision), "{family:?} {precision:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn torchtitan_rows_checkpoint_per_op_and_leave_async_tp_off_as_its_config_does() {
+        let (defaults, caps) = (Family::Torchtitan.defaults(), Engine::Torchtitan.capabilities());
+        assert_eq!(Some(defaults.recompute), caps.selective_recompute);
+        // Off by the published default, though the engine has it.
+        assert!(caps.tp_comm_overlap && !defaults.tp_comm_overlap);
     }
 }

@@ -1,0 +1,632 @@
+//! The one table of what each training engine runs, and every reason it refuses a plan.
+//!
+//! [`Capabilities`] holds each engine's facts (schedules, sharding, recompute kinds, context and
+//! expert parallelism, precisions, TP communication overlap, ...); [`refusals`] compares a plan
+//! with them and returns every mismatch as a typed [`Refusal`], whose `Display` says what the
+//! engine lacks and what to change. The exporters, the search (TP overlap, which selective
+//! recompute to try) and the calibration defaults read these facts instead of keeping copies.
+
+use std::fmt;
+
+use crate::plan::{CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision};
+use crate::plan::{RecomputeKind, Sharding};
+use crate::run::Run;
+
+use super::Engine;
+
+/// Which expert-tensor-parallel sizes an engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertTensorParallel {
+    /// Any etp (MoE Parallel Folding).
+    Any,
+    /// 1, or the attention's tp.
+    OneOrTp,
+    /// Experts are never split inside (etp 1 only).
+    One,
+}
+
+/// What one engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Capabilities {
+    /// The engine.
+    pub engine: Engine,
+    /// The pipeline schedules it runs.
+    pub schedules: &'static [PipelineSchedule],
+    /// Whether a plan without a pipeline (pp 1) is held to `schedules` too. DeepSpeed's schedule
+    /// belongs to its pipeline engine, which a one-stage plan does not use.
+    pub schedule_without_pipeline: bool,
+    /// The data-parallel shardings it runs.
+    pub shardings: &'static [Sharding],
+    /// The shardings it runs together with pipeline parallelism (pp > 1).
+    pub shardings_with_pipeline: &'static [Sharding],
+    /// Whether it runs an FSDP shard group smaller than dp (HSDP).
+    pub hybrid_shard: bool,
+    /// Whether plain data parallelism (no sharding) combines with tp or pp.
+    pub ddp_with_model_parallel: bool,
+    /// Whether context parallelism leaves parameters unsharded when the plan shards nothing.
+    pub unsharded_context_parallel: bool,
+    /// Whether the parameter all-gather overlap needs the gradient-reduce overlap (distributed
+    /// optimizer, dp x cp > 1).
+    pub param_gather_needs_grad_reduce: bool,
+    /// Whether it reduces gradients in bf16 (else in float32 only).
+    pub bf16_grad_reduce: bool,
+    /// Whether it overlaps tensor-parallel communication with GEMMs.
+    pub tp_comm_overlap: bool,
+    /// The selective recompute it runs, if any: the attention core ([`RecomputeKind::Selective`])
+    /// or per-op checkpointing ([`RecomputeKind::Op`]).
+    pub selective_recompute: Option<RecomputeKind>,
+    /// Whether full recompute may cover only some layers of a stage.
+    pub partial_recompute: bool,
+    /// The context-parallel exchanges it runs; empty when it has no context parallelism.
+    pub cp_comms: &'static [CpComm],
+    /// Whether it runs the deduplicated (DeepEP) expert dispatch.
+    pub deduplicated_dispatch: bool,
+    /// The expert-tensor-parallel sizes it runs.
+    pub expert_tensor_parallel: ExpertTensorParallel,
+    /// Whether its MoE layers take a capacity factor (else they are dropless).
+    pub capacity_factor: bool,
+    /// Whether it runs the balanced (uneven) pipeline split.
+    pub balanced_split: bool,
+    /// The precisions it has a recipe for.
+    pub precisions: &'static [Precision],
+}
+
+const ALL_SHARDINGS: &[Sharding] =
+    &[Sharding::None, Sharding::Optimizer, Sharding::OptimizerAndGradients, Sharding::Full];
+
+const MEGATRON: Capabilities = Capabilities {
+    engine: Engine::Megatron,
+    schedules: &[PipelineSchedule::OneFOneB, PipelineSchedule::Interleaved],
+    schedule_without_pipeline: true,
+    shardings: ALL_SHARDINGS,
+    shardings_with_pipeline: &[Sharding::None, Sharding::Optimizer],
+    hybrid_shard: false,
+    ddp_with_model_parallel: true,
+    unsharded_context_parallel: true,
+    param_gather_needs_grad_reduce: true,
+    bf16_grad_reduce: true,
+    tp_comm_overlap: true,
+    selective_recompute: Some(RecomputeKind::Selective),
+    partial_recompute: true,
+    cp_comms: &CpComm::ALL,
+    deduplicated_dispatch: true,
+    expert_tensor_parallel: ExpertTensorParallel::Any,
+    capacity_factor: true,
+    balanced_split: true,
+    precisions: &Precision::ALL,
+};
+
+const TORCHTITAN: Capabilities = Capabilities {
+    engine: Engine::Torchtitan,
+    schedules: &[
+        PipelineSchedule::Gpipe,
+        PipelineSchedule::OneFOneB,
+        PipelineSchedule::Interleaved,
+    ],
+    schedule_without_pipeline: true,
+    shardings: &[Sharding::None, Sharding::Full],
+    shardings_with_pipeline: &[Sharding::None, Sharding::Full],
+    hybrid_shard: true,
+    // parallelize_llama (every model) raises "DDP has not supported > 1D parallelism".
+    ddp_with_model_parallel: false,
+    // parallelize_llama applies FSDP over the `dp_shard_cp` mesh whenever cp > 1.
+    unsharded_context_parallel: false,
+    param_gather_needs_grad_reduce: false,
+    // `training.mixed_precision_reduce` is `Literal["float32"]` in v0.2.2.
+    bf16_grad_reduce: false,
+    // Async TP (`enable_async_tensor_parallel`, with torch.compile).
+    tp_comm_overlap: true,
+    selective_recompute: Some(RecomputeKind::Op),
+    partial_recompute: false,
+    cp_comms: &[CpComm::Ring],
+    deduplicated_dispatch: true,
+    expert_tensor_parallel: ExpertTensorParallel::OneOrTp,
+    capacity_factor: false,
+    balanced_split: false,
+    precisions: &[Precision::Bf16, Precision::Fp8Current, Precision::Mxfp8],
+};
+
+const DEEPSPEED: Capabilities = Capabilities {
+    engine: Engine::Deepspeed,
+    schedules: &[PipelineSchedule::OneFOneB],
+    schedule_without_pipeline: false,
+    shardings: ALL_SHARDINGS,
+    shardings_with_pipeline: &[Sharding::None, Sharding::Optimizer],
+    hybrid_shard: true,
+    ddp_with_model_parallel: true,
+    unsharded_context_parallel: true,
+    param_gather_needs_grad_reduce: false,
+    bf16_grad_reduce: true,
+    // AutoTP has no GEMM/communication overlap.
+    tp_comm_overlap: false,
+    selective_recompute: None,
+    partial_recompute: true,
+    cp_comms: &[],
+    deduplicated_dispatch: false,
+    expert_tensor_parallel: ExpertTensorParallel::One,
+    capacity_factor: true,
+    balanced_split: false,
+    precisions: &[Precision::Bf16, Precision::Fp16],
+};
+
+impl Engine {
+    /// What this engine runs.
+    pub fn capabilities(self) -> &'static Capabilities {
+        match self {
+            Engine::Megatron => &MEGATRON,
+            Engine::Torchtitan => &TORCHTITAN,
+            Engine::Deepspeed => &DEEPSPEED,
+        }
+    }
+}
+
+/// One reason an engine cannot run a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The pipeline schedule is not one the engine runs.
+    Schedule {
+        /// The engine.
+        engine: Engine,
+        /// The plan's schedule.
+        schedule: PipelineSchedule,
+    },
+    /// The data-parallel sharding is not one the engine runs at all.
+    Sharding {
+        /// The plan's sharding.
+        sharding: Sharding,
+    },
+    /// The sharding does not combine with pipeline parallelism.
+    ShardingWithPipeline {
+        /// The engine.
+        engine: Engine,
+        /// The plan's sharding.
+        sharding: Sharding,
+        /// Pipeline stages.
+        pp: u64,
+    },
+    /// An FSDP shard group smaller than dp.
+    HybridShard {
+        /// The shard group.
+        group: u64,
+        /// Data-parallel size.
+        dp: u64,
+    },
+    /// Plain data parallelism beside tp or pp.
+    DdpWithModelParallel,
+    /// No sharding with context parallelism, which the engine shards over anyway.
+    UnshardedContextParallel,
+    /// The parameter all-gather overlapped without the gradient-reduce overlap.
+    ParamGatherWithoutGradReduce,
+    /// Gradients reduced in bf16 where the engine reduces in float32 only.
+    Bf16GradReduce,
+    /// TP communication overlap where the engine has none.
+    TpCommOverlap,
+    /// A recompute kind the engine does not run.
+    RecomputeKind {
+        /// The plan's kind.
+        kind: RecomputeKind,
+        /// The selective recompute the engine runs, if any.
+        runs: Option<RecomputeKind>,
+    },
+    /// Full recompute of only some of a stage's layers.
+    PartialRecompute {
+        /// Layers per stage that recompute.
+        layers: u64,
+    },
+    /// Context parallelism where the engine has none of its kind.
+    ContextParallel {
+        /// Context-parallel size.
+        cp: u64,
+    },
+    /// A context-parallel exchange the engine does not run.
+    CpComm {
+        /// The plan's exchange.
+        comm: CpComm,
+    },
+    /// The deduplicated (DeepEP) expert dispatch.
+    DeduplicatedDispatch,
+    /// An expert-tensor-parallel size the engine does not run.
+    ExpertTensorParallel {
+        /// The plan's etp.
+        etp: u64,
+        /// The plan's tp.
+        tp: u64,
+        /// The sizes the engine runs.
+        runs: ExpertTensorParallel,
+    },
+    /// An MoE capacity factor on a dropless engine.
+    CapacityFactor,
+    /// The balanced (uneven) pipeline split.
+    BalancedSplit {
+        /// The engine.
+        engine: Engine,
+    },
+    /// A precision the engine has no recipe for.
+    Precision {
+        /// The engine.
+        engine: Engine,
+        /// The plan's precision.
+        precision: Precision,
+    },
+}
+
+fn sharding_flag(sharding: Sharding) -> &'static str {
+    match sharding {
+        Sharding::None => "--zero 0",
+        Sharding::Optimizer => "--zero 1",
+        Sharding::OptimizerAndGradients => "--zero 2",
+        Sharding::Full => "--fsdp",
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Refusal::Schedule { engine, schedule } => {
+                let explanation = match (engine, schedule) {
+                    (Engine::Torchtitan, PipelineSchedule::ZeroBubble) => "its zero-bubble schedules are multi-stage (InterleavedZeroBubble, ZBVZeroBubble), not ZB-H1 with one stage per rank".to_owned(),
+                    (Engine::Torchtitan, PipelineSchedule::Dualpipe) => {
+                        "it runs DualPipeV (one copy of the weights in a V), not DualPipe".to_owned()
+                    }
+                    (Engine::Megatron, _) => format!(
+                        "its pipeline schedules are 1F1B and interleaved 1F1B, not {}",
+                        schedule.name()
+                    ),
+                    (Engine::Deepspeed, _) => {
+                        format!("its pipeline engine runs 1F1B, not {}", schedule.name())
+                    }
+                    (Engine::Torchtitan, _) => format!(
+                        "its pipeline schedules are GPipe, 1F1B and interleaved 1F1B, not {}",
+                        schedule.name()
+                    ),
+                };
+                let runs: Vec<&str> =
+                    engine.capabilities().schedules.iter().map(|s| s.name()).collect();
+                write!(f, "{explanation}; use --schedule {}", runs.join(" or "))
+            }
+            Refusal::Sharding { .. } => f.write_str(
+                "it shards data-parallel state with FSDP2 only (no ZeRO-1/2); use --fsdp or --zero 0",
+            ),
+            Refusal::ShardingWithPipeline { engine, sharding, pp } => {
+                let explanation = match engine {
+                    Engine::Deepspeed => "pipeline parallelism is not compatible with ZeRO-2 and ZeRO-3",
+                    _ => "FSDP / ZeRO-2/3 sharding (Megatron-FSDP, FSDP2) does not combine with pipeline parallelism",
+                };
+                write!(
+                    f,
+                    "{explanation}; use --zero 0 or --zero 1 instead of {} with pp {pp}, or --pp 1",
+                    sharding_flag(sharding)
+                )
+            }
+            Refusal::HybridShard { group, dp } => write!(
+                f,
+                "hybrid sharding (an FSDP shard group smaller than dp) is not exported; drop --hybrid-shard {group} (dp is {dp})"
+            ),
+            Refusal::DdpWithModelParallel => f.write_str("its DDP (no FSDP) runs only when data parallelism is the only parallelism; use --fsdp (HSDP with --hybrid-shard) with tp or pp"),
+            Refusal::UnshardedContextParallel => f.write_str("with context parallelism it shards parameters over the cp ranks (FSDP2 over dp_shard x cp); use --fsdp"),
+            Refusal::ParamGatherWithoutGradReduce => f.write_str(
+                "--overlap-param-gather needs --overlap-grad-reduce (Megatron-LM's argument check); \
+                 set both overlaps on, or --overlap-param-gather false",
+            ),
+            Refusal::Bf16GradReduce => f.write_str(
+                "it reduces gradients in float32 only (training.mixed_precision_reduce); use --grad-reduce-in-fp32 true",
+            ),
+            Refusal::TpCommOverlap => f.write_str(
+                "its AutoTP does not overlap tensor-parallel communication with GEMMs; use --tp-comm-overlap false",
+            ),
+            Refusal::RecomputeKind { runs, .. } => match runs {
+                Some(RecomputeKind::Op) => f.write_str("its selective checkpointing is per op (--recompute op) or per layer; recomputing only the attention core is Megatron-LM's"),
+                Some(_) => f.write_str("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's"),
+                None => f.write_str("its activation checkpointing is per layer (full); selective recompute is not available; use --recompute full or none"),
+            },
+            Refusal::PartialRecompute { layers } => write!(
+                f,
+                "full activation checkpointing applies to every layer; partial recompute is not available; drop --recompute-num-layers {layers}"
+            ),
+            Refusal::ContextParallel { .. } => f.write_str(
+                "context parallelism is Ulysses sequence parallelism there, not ring attention; use --cp 1",
+            ),
+            Refusal::CpComm { comm } => write!(
+                f,
+                "its context parallelism passes keys and values around a ring; {} is Megatron-LM's; use --cp-comm ring",
+                comm.name()
+            ),
+            Refusal::DeduplicatedDispatch => f.write_str("its AutoEP dispatches one message per token and expert, not DeepEP's deduplicated dispatch; use --expert-dispatch all-to-all"),
+            Refusal::ExpertTensorParallel { etp, tp, runs } => match runs {
+                ExpertTensorParallel::One => f.write_str(
+                    "its AutoEP splits experts over ranks, not inside an expert (etp > 1); use --etp 1",
+                ),
+                _ => write!(
+                    f,
+                    "its expert tensor parallelism is 1 or tp ({tp}), not {etp}; use --etp 1 or --etp {tp}"
+                ),
+            },
+            Refusal::CapacityFactor => f.write_str(
+                "its MoE layers are dropless; a capacity factor is not available; drop --moe-capacity-factor",
+            ),
+            Refusal::BalancedSplit { engine } => {
+                let explanation = match engine {
+                    Engine::Deepspeed => "its PipelineModule partitions by parameters or uniformly, not by an explicit uneven layout",
+                    _ => "its stages hold the same number of layers (first/last one less at most); an uneven balanced split is not expressible",
+                };
+                write!(f, "{explanation}; use --pipeline-split even or embedding-and-loss with a pp that divides the layers")
+            }
+            Refusal::Precision { engine, precision } => {
+                let explanation = match engine {
+                    Engine::Deepspeed => format!("its JSON config has no {} recipe", precision.name()),
+                    _ => format!(
+                        "its low-precision recipes are torchao float8 tensorwise and MXFP8, not {}",
+                        precision.name()
+                    ),
+                };
+                let runs: Vec<&str> =
+                    engine.capabilities().precisions.iter().map(|p| p.name()).collect();
+                write!(f, "{explanation}; use --precision {}", runs.join(" or "))
+            }
+        }
+    }
+}
+
+/// Every reason `engine` cannot run the plan of `run`, in a fixed order; empty when it can.
+pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
+    let caps = engine.capabilities();
+    let plan = run.plan();
+    let (tp, pp, cp, dp) = (plan.tp(), plan.pp(), plan.cp(), plan.dp());
+    let mut out = Vec::new();
+    let schedule = plan.schedule();
+    if (pp > 1 || caps.schedule_without_pipeline) && !caps.schedules.contains(&schedule) {
+        out.push(Refusal::Schedule { engine, schedule });
+    }
+    let sharding = plan.sharding();
+    if !caps.shardings.contains(&sharding) {
+        out.push(Refusal::Sharding { sharding });
+    } else if pp > 1 && !caps.shardings_with_pipeline.contains(&sharding) {
+        out.push(Refusal::ShardingWithPipeline { engine, sharding, pp });
+    }
+    if !caps.hybrid_shard && plan.shard_group() != dp {
+        out.push(Refusal::HybridShard { group: plan.shard_group(), dp });
+    }
+    if !caps.ddp_with_model_parallel
+        && sharding == Sharding::None
+        && dp > 1
+        && cp == 1
+        && tp * pp > 1
+    {
+        out.push(Refusal::DdpWithModelParallel);
+    }
+    if !caps.unsharded_context_parallel && sharding == Sharding::None && cp > 1 {
+        out.push(Refusal::UnshardedContextParallel);
+    }
+    if caps.param_gather_needs_grad_reduce
+        && plan.overlap_param_gather()
+        && !plan.overlap_grad_reduce()
+        && sharding == Sharding::Optimizer
+        && dp * cp > 1
+    {
+        out.push(Refusal::ParamGatherWithoutGradReduce);
+    }
+    if !caps.bf16_grad_reduce && !plan.grad_reduce_in_fp32() {
+        out.push(Refusal::Bf16GradReduce);
+    }
+    if !caps.tp_comm_overlap && plan.tp_comm_overlap() {
+        out.push(Refusal::TpCommOverlap);
+    }
+    let kind = plan.recompute();
+    if matches!(kind, RecomputeKind::Selective | RecomputeKind::Op)
+        && caps.selective_recompute != Some(kind)
+    {
+        out.push(Refusal::RecomputeKind { kind, runs: caps.selective_recompute });
+    }
+    if !caps.partial_recompute
+        && kind == RecomputeKind::Full
+        && plan.recompute_num_layers() < run.stage_layers(0).min(run.stage_layers(pp - 1))
+    {
+        out.push(Refusal::PartialRecompute { layers: plan.recompute_num_layers() });
+    }
+    if cp > 1 && caps.cp_comms.is_empty() {
+        out.push(Refusal::ContextParallel { cp });
+    } else if cp > 1 && !caps.cp_comms.contains(&plan.cp_comm()) {
+        out.push(Refusal::CpComm { comm: plan.cp_comm() });
+    }
+    if !caps.deduplicated_dispatch
+        && plan.ep() > 1
+        && plan.expert_dispatch() == ExpertDispatch::Deduplicated
+    {
+        out.push(Refusal::DeduplicatedDispatch);
+    }
+    let etp = plan.etp();
+    let etp_runs = match caps.expert_tensor_parallel {
+        ExpertTensorParallel::Any => true,
+        ExpertTensorParallel::OneOrTp => etp == 1 || etp == tp,
+        ExpertTensorParallel::One => etp == 1,
+    };
+    if !etp_runs {
+        out.push(Refusal::ExpertTensorParallel { etp, tp, runs: caps.expert_tensor_parallel });
+    }
+    if !caps.capacity_factor && plan.moe_capacity_factor().is_some() {
+        out.push(Refusal::CapacityFactor);
+    }
+    if !caps.balanced_split && plan.pipeline_split() == PipelineSplit::Balanced {
+        out.push(Refusal::BalancedSplit { engine });
+    }
+    let precision = run.training().precision();
+    if !caps.precisions.contains(&precision) {
+        out.push(Refusal::Precision { engine, precision });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::export::{check, export};
+    use crate::hardware::ClusterSpec;
+    use crate::plan::{PlanSpec, TrainingSpec};
+    use crate::run::RunSpec;
+
+    fn run(gpus: i64, precision: Precision, plan: PlanSpec) -> Run {
+        Run::from_spec(&RunSpec {
+            model: crate::presets::model("llama3.1-8b").unwrap(),
+            cluster: ClusterSpec { gpu: crate::presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
+            training: TrainingSpec {
+                seq_len: 4096,
+                global_batch: 32,
+                micro_batch: Some(1),
+                precision: Some(precision),
+            },
+            plan,
+        })
+        .unwrap()
+    }
+
+    /// ZeRO-1, the attention-core recompute, ZB-H1, Ulysses CP, a balanced split, bf16
+    /// gradient reduction and delayed-scaling FP8 in one plan.
+    fn troubled() -> Run {
+        let plan = PlanSpec {
+            tp: Some(2),
+            pp: Some(4),
+            cp: Some(2),
+            cp_comm: Some(CpComm::AllToAll),
+            schedule: Some(PipelineSchedule::ZeroBubble),
+            pipeline_split: Some(PipelineSplit::Balanced),
+            zero: Some(1),
+            recompute: Some(RecomputeKind::Selective),
+            grad_reduce_in_fp32: Some(false),
+            ..PlanSpec::default()
+        };
+        run(32, Precision::Fp8Delayed, plan)
+    }
+
+    #[test]
+    fn a_plan_with_several_problems_gets_every_refusal() {
+        let run = troubled();
+        assert_eq!(
+            refusals(Engine::Torchtitan, &run),
+            [
+                Refusal::Schedule {
+                    engine: Engine::Torchtitan,
+                    schedule: PipelineSchedule::ZeroBubble
+                },
+                Refusal::Sharding { sharding: Sharding::Optimizer },
+                Refusal::Bf16GradReduce,
+                Refusal::RecomputeKind {
+                    kind: RecomputeKind::Selective,
+                    runs: Some(RecomputeKind::Op)
+                },
+                Refusal::CpComm { comm: CpComm::AllToAll },
+                Refusal::BalancedSplit { engine: Engine::Torchtitan },
+                Refusal::Precision { engine: Engine::Torchtitan, precision: Precision::Fp8Delayed },
+            ]
+        );
+        assert_eq!(
+            refusals(Engine::Deepspeed, &run),
+            [
+                Refusal::Schedule {
+                    engine: Engine::Deepspeed,
+                    schedule: PipelineSchedule::ZeroBubble
+                },
+                Refusal::RecomputeKind { kind: RecomputeKind::Selective, runs: None },
+                Refusal::ContextParallel { cp: 2 },
+                Refusal::BalancedSplit { engine: Engine::Deepspeed },
+                Refusal::Precision { engine: Engine::Deepspeed, precision: Precision::Fp8Delayed },
+            ]
+        );
+        assert_eq!(
+            refusals(Engine::Megatron, &run),
+            [Refusal::Schedule {
+                engine: Engine::Megatron,
+                schedule: PipelineSchedule::ZeroBubble
+            }]
+        );
+        // The error lists them all, each saying what to change.
+        let err = check(Engine::Torchtitan, &run).unwrap_err().to_string();
+        assert!(err.starts_with("torchtitan cannot run this plan: 7 reasons\n  1. "), "{err}");
+        assert!(err.contains("\n  7. its low-precision recipes"), "{err}");
+        assert!(err.contains("use --schedule gpipe or 1f1b or interleaved"), "{err}");
+        assert!(err.contains("use --cp-comm ring"), "{err}");
+        assert!(export(Engine::Torchtitan, &run).is_err());
+    }
+
+    #[test]
+    fn one_refusal_reads_as_one_sentence() {
+        let err = check(Engine::Megatron, &troubled()).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "megatron cannot run this plan: its pipeline schedules are 1F1B and interleaved 1F1B, \
+             not zero-bubble; use --schedule 1f1b or interleaved"
+        );
+    }
+
+    #[test]
+    fn tp_comm_overlap_is_exported_exactly_where_the_table_has_it() {
+        let plan = PlanSpec {
+            tp: Some(2),
+            fsdp: Some(true),
+            tp_comm_overlap: Some(true),
+            ..PlanSpec::default()
+        };
+        let run = run(8, Precision::Bf16, plan);
+        for engine in Engine::ALL {
+            let caps = engine.capabilities();
+            match export(engine, &run) {
+                Ok(text) => {
+                    assert!(caps.tp_comm_overlap, "{engine:?}");
+                    let written = match engine {
+                        Engine::Megatron => "--tp-comm-overlap",
+                        Engine::Torchtitan => "enable_async_tensor_parallel = true",
+                        Engine::Deepspeed => unreachable!("DeepSpeed has no TP overlap"),
+                    };
+                    assert!(text.contains(written), "{engine:?}: {text}");
+                }
+                Err(err) => {
+                    assert!(!caps.tp_comm_overlap, "{engine:?}: {err}");
+                    assert_eq!(err.refusals, [Refusal::TpCommOverlap]);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn the_selective_recompute_exported_is_the_tables() {
+        for kind in [RecomputeKind::Selective, RecomputeKind::Op] {
+            let plan = PlanSpec { fsdp: Some(true), recompute: Some(kind), ..PlanSpec::default() };
+            let run = run(8, Precision::Bf16, plan);
+            for engine in Engine::ALL {
+                let runs = engine.capabilities().selective_recompute == Some(kind);
+                match export(engine, &run) {
+                    Ok(text) => {
+                        assert!(runs, "{engine:?} {kind:?}");
+                        let written = match engine {
+                            Engine::Megatron => "--recompute-granularity selective",
+                            Engine::Torchtitan => "selective_ac_option = \"op\"",
+                            Engine::Deepspeed => unreachable!("DeepSpeed has no selective kind"),
+                        };
+                        assert!(text.contains(written), "{engine:?}: {text}");
+                    }
+                    Err(err) => assert!(!runs, "{engine:?} {kind:?}: {err}"),
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn every_schedule_is_refused_exactly_where_the_table_lacks_it() {
+        for schedule in PipelineSchedule::ALL {
+            let vp = if schedule == PipelineSchedule::Interleaved { 2 } else { 1 };
+            let plan = PlanSpec {
+                pp: Some(4),
+                vp: Some(vp),
+                schedule: Some(schedule),
+                ..PlanSpec::default()
+            };
+            let run = run(8, Precision::Bf16, plan);
+            for engine in Engine::ALL {
+                let refused = refusals(engine, &run)
+                    .iter()
+                    .any(|refusal| matches!(refusal, Refusal::Schedule { .. }));
+                let runs = engine.capabilities().schedules.contains(&schedule);
+                assert_eq!(refused, !runs, "{engine:?} {schedule:?}");
+            }
+        }
+    }
+}
