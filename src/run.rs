@@ -9,8 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{
-    CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec,
-    Precision, RecomputeKind, Sharding, Training, TrainingSpec,
+    AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan,
+    PlanSpec, Precision, RecomputeKind, Sharding, Training, TrainingSpec,
 };
 use crate::violation::{Collector, Violations};
 
@@ -461,6 +461,7 @@ fn validate_plan(
             .unwrap_or(spec.overlap_grad_reduce.unwrap_or(true)),
         tp_comm_overlap: tp > 1 && spec.tp_comm_overlap.unwrap_or(false),
         grad_reduce_in_fp32: spec.grad_reduce_in_fp32.unwrap_or(true),
+        adam_moments: spec.adam_moments.unwrap_or(AdamMoments::Fp32),
         num_microbatches,
         ep: experts.ep,
         etp: experts.etp,

@@ -22,7 +22,7 @@ const WEIGHT_BYTES: f64 = 2.0;
 /// Bytes per parameter of the FP32 gradient (main-grad) buffer.
 const GRADIENT_BYTES: f64 = 4.0;
 /// Bytes per parameter of FP32 master weights plus Adam's two moments.
-const OPTIMIZER_BYTES: f64 = 12.0;
+const MASTER_WEIGHT_BYTES: f64 = 4.0;
 /// CUDA, cuBLAS and NCCL workspaces that every rank holds (about 1 GiB in PyTorch jobs).
 const RUNTIME_WORKSPACE_GIB: f64 = 1.0;
 /// Allocator fragmentation allowance: the PyTorch caching allocator typically reserves 5-10% more
@@ -385,6 +385,12 @@ pub fn shard_counts(run: &Run) -> [(f64, f64); 3] {
     }
 }
 
+/// Optimizer state per parameter: the FP32 master weight and Adam's two moments at the plan's
+/// precision (12 bytes with FP32 moments, 8 with BF16 ones).
+pub fn optimizer_bytes_per_param(run: &Run) -> f64 {
+    MASTER_WEIGHT_BYTES + 2.0 * run.plan().adam_moments().bytes()
+}
+
 /// Model states, workspaces and FSDP buffers of a rank holding `params` parameters in `layers`
 /// layers: everything but activations and logits, before fragmentation.
 pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreakdown {
@@ -407,7 +413,7 @@ pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreak
     MemoryBreakdown {
         weights: Bytes::new(sharded(weight_shard) * WEIGHT_BYTES),
         gradients: Bytes::new(sharded(gradient_shard) * GRADIENT_BYTES),
-        optimizer_states: Bytes::new(sharded(optimizer_shard) * OPTIMIZER_BYTES),
+        optimizer_states: Bytes::new(sharded(optimizer_shard) * optimizer_bytes_per_param(run)),
         buffers: Bytes::new(buffers),
         ..MemoryBreakdown::default()
     }
@@ -454,6 +460,26 @@ mod tests {
 
     fn run(plan: PlanSpec, gpus: i64) -> Run {
         test_run(presets::model("llama3.1-70b").unwrap(), gpus, 8192, 128, 1, plan)
+    }
+
+    #[test]
+    fn bf16_adam_moments_keep_eight_bytes_of_optimizer_state_per_parameter() {
+        // Mixed-precision Adam: FP32 master weight and moments, 12 bytes per parameter
+        // (Rajbhandari et al. 2020, ZeRO, section 3.1: K = 12); BF16 moments make it 4 + 2 + 2.
+        let with = |moments| {
+            let plan = PlanSpec { pp: Some(4), adam_moments: Some(moments), ..PlanSpec::default() };
+            let run = run(plan, 64);
+            let segment = stage_segments(&run)[0];
+            let params = segment_params(&run, &segment);
+            let states = model_state_memory(&run, params, segment.layers).optimizer_states;
+            (optimizer_bytes_per_param(&run), states.value(), params.total())
+        };
+        let (fp32, fp32_states, params) = with(crate::plan::AdamMoments::Fp32);
+        let (bf16, bf16_states, _) = with(crate::plan::AdamMoments::Bf16);
+        assert_eq!((fp32, bf16), (12.0, 8.0));
+        // ZeRO-1 over dp 16: the states of a stage's parameters, sharded 16 ways.
+        assert!((fp32_states - params * 12.0 / 16.0).abs() < 1.0);
+        assert!((bf16_states / fp32_states - 8.0 / 12.0).abs() < 1e-12);
     }
 
     #[test]

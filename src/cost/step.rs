@@ -21,9 +21,11 @@ use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
 
-/// HBM traffic of an Adam step per parameter of the shard being updated: read the FP32 gradient,
-/// master weight and two moments (16 bytes), write the last three (12) and the 16-bit weight (2).
-const ADAM_BYTES_PER_SHARD_PARAM: f64 = 30.0;
+/// HBM traffic of an Adam step per parameter of the shard being updated, besides the moments:
+/// read the FP32 gradient and master weight (8 bytes), write the master weight (4) and the 16-bit
+/// weight (2). Each moment is read and written once more at its own precision (30 bytes in all
+/// with FP32 moments).
+const ADAM_BYTES_PER_SHARD_PARAM: f64 = 14.0;
 /// HBM traffic per parameter of the whole gradient buffer: the gradient-norm read and the zeroing
 /// write of the FP32 buffer.
 const GRADIENT_BUFFER_BYTES_PER_PARAM: f64 = 8.0;
@@ -210,7 +212,8 @@ pub fn optimizer_time_for(run: &Run, params: Params) -> Seconds {
         _ => (dense_shard, expert_shard),
     };
     let shard_params = params.dense / dense_shard + params.expert / expert_shard;
-    let bytes = shard_params * ADAM_BYTES_PER_SHARD_PARAM
+    let moments = 2.0 * 2.0 * plan.adam_moments().bytes();
+    let bytes = shard_params * (ADAM_BYTES_PER_SHARD_PARAM + moments)
         + params.total() * GRADIENT_BUFFER_BYTES_PER_PARAM;
     memory_time(run.cluster().gpu(), Bytes::new(bytes))
 }

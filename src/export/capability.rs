@@ -8,7 +8,9 @@
 
 use std::fmt;
 
-use crate::plan::{CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision};
+use crate::plan::{
+    AdamMoments, CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision,
+};
 use crate::plan::{RecomputeKind, Sharding};
 use crate::run::Run;
 
@@ -69,6 +71,8 @@ pub struct Capabilities {
     pub balanced_split: bool,
     /// The precisions it has a recipe for.
     pub precisions: &'static [Precision],
+    /// The Adam moment precisions its optimizer stores.
+    pub adam_moments: &'static [AdamMoments],
 }
 
 const ALL_SHARDINGS: &[Sharding] =
@@ -94,6 +98,7 @@ const MEGATRON: Capabilities = Capabilities {
     capacity_factor: true,
     balanced_split: true,
     precisions: &Precision::ALL,
+    adam_moments: &[AdamMoments::Fp32, AdamMoments::Bf16],
 };
 
 const TORCHTITAN: Capabilities = Capabilities {
@@ -124,6 +129,7 @@ const TORCHTITAN: Capabilities = Capabilities {
     capacity_factor: false,
     balanced_split: false,
     precisions: &[Precision::Bf16, Precision::Fp8Current, Precision::Mxfp8],
+    adam_moments: &[AdamMoments::Fp32],
 };
 
 const DEEPSPEED: Capabilities = Capabilities {
@@ -147,6 +153,7 @@ const DEEPSPEED: Capabilities = Capabilities {
     capacity_factor: true,
     balanced_split: false,
     precisions: &[Precision::Bf16, Precision::Fp16],
+    adam_moments: &[AdamMoments::Fp32],
 };
 
 impl Engine {
@@ -240,6 +247,11 @@ pub enum Refusal {
     BalancedSplit {
         /// The engine.
         engine: Engine,
+    },
+    /// Adam moments stored at a precision the engine's optimizer does not offer.
+    AdamMoments {
+        /// The plan's moment precision.
+        moments: AdamMoments,
     },
     /// A precision the engine has no recipe for.
     Precision {
@@ -351,6 +363,11 @@ impl fmt::Display for Refusal {
                 };
                 write!(f, "{explanation}; use --pipeline-split even or embedding-and-loss with a pp that divides the layers")
             }
+            Refusal::AdamMoments { moments } => write!(
+                f,
+                "its optimizer stores Adam's moments in fp32, not {}; use --adam-moments fp32",
+                moments.name()
+            ),
             Refusal::Precision { engine, precision } => {
                 let explanation = match engine {
                     Engine::Deepspeed => format!("its JSON config has no {} recipe", precision.name()),
@@ -453,6 +470,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if !caps.precisions.contains(&precision) {
         out.push(Refusal::Precision { engine, precision });
     }
+    if !caps.adam_moments.contains(&plan.adam_moments()) {
+        out.push(Refusal::AdamMoments { moments: plan.adam_moments() });
+    }
     out
 }
 
@@ -495,6 +515,21 @@ mod tests {
             ..PlanSpec::default()
         };
         run(32, Precision::Fp8Delayed, plan)
+    }
+
+    #[test]
+    fn bf16_adam_moments_run_on_megatron_only_and_export_its_flags() {
+        let plan = PlanSpec { adam_moments: Some(AdamMoments::Bf16), ..PlanSpec::default() };
+        let run = run(8, Precision::Bf16, plan);
+        let args = export(Engine::Megatron, &run).unwrap();
+        assert!(args.contains("--use-precision-aware-optimizer\n--exp-avg-dtype bf16"), "{args}");
+        for engine in [Engine::Torchtitan, Engine::Deepspeed] {
+            let refused = check(engine, &run).unwrap_err().refusals;
+            assert!(
+                refused.contains(&Refusal::AdamMoments { moments: AdamMoments::Bf16 }),
+                "{engine:?}: {refused:?}"
+            );
+        }
     }
 
     #[test]

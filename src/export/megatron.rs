@@ -2,7 +2,9 @@
 //! core_v0.15.0, reference section 2), one flag per line, ready for a launch script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
-use crate::plan::{CpComm, ExpertDispatch, PipelineSplit, Precision, RecomputeKind, Sharding};
+use crate::plan::{
+    AdamMoments, CpComm, ExpertDispatch, PipelineSplit, Precision, RecomputeKind, Sharding,
+};
 use crate::run::Run;
 
 fn precision_flags(precision: Precision) -> Vec<String> {
@@ -135,6 +137,11 @@ pub fn arguments(run: &Run) -> String {
     args.push(format!("--micro-batch-size {}", training.micro_batch()));
     args.push(format!("--global-batch-size {}", training.global_batch()));
     args.extend(precision_flags(training.precision()));
+    if plan.adam_moments() == AdamMoments::Bf16 {
+        args.push("--use-precision-aware-optimizer".into());
+        args.push("--exp-avg-dtype bf16".into());
+        args.push("--exp-avg-sq-dtype bf16".into());
+    }
     args.push(format!("--tensor-model-parallel-size {}", plan.tp()));
     args.push(format!("--pipeline-model-parallel-size {}", plan.pp()));
     if plan.vp() > 1 {

@@ -215,6 +215,35 @@ impl ExpertDispatch {
     }
 }
 
+/// The storage precision of Adam's two moment estimates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdamMoments {
+    /// FP32 moments (4 bytes each), every engine's default.
+    Fp32,
+    /// BF16 moments (2 bytes each) beside the FP32 master weights, as DeepSeek-V3 trained
+    /// (Megatron-LM `--use-precision-aware-optimizer --exp-avg-dtype bf16 --exp-avg-sq-dtype bf16`).
+    Bf16,
+}
+
+impl AdamMoments {
+    /// The name used on the command line and in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            AdamMoments::Fp32 => "fp32",
+            AdamMoments::Bf16 => "bf16",
+        }
+    }
+
+    /// Bytes of one moment estimate per parameter.
+    pub fn bytes(self) -> f64 {
+        match self {
+            AdamMoments::Fp32 => 4.0,
+            AdamMoments::Bf16 => 2.0,
+        }
+    }
+}
+
 /// How data-parallel ranks share model state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Sharding {
@@ -317,6 +346,10 @@ pub struct PlanSpec {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
     pub tp_comm_overlap: Option<bool>,
+    /// Storage precision of Adam's two moment estimates: fp32, or bf16 beside fp32 master
+    /// weights (Megatron-LM's precision-aware optimizer). [default: fp32]
+    #[arg(long, value_enum, value_name = "DTYPE", help_heading = PLAN)]
+    pub adam_moments: Option<AdamMoments>,
     /// Reduce gradients in fp32. [default: true]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN, alias = "accumulate-allreduce-grads-in-fp32")]
@@ -459,6 +492,7 @@ pub struct Plan {
     pub(crate) overlap_param_gather: bool,
     pub(crate) tp_comm_overlap: bool,
     pub(crate) grad_reduce_in_fp32: bool,
+    pub(crate) adam_moments: AdamMoments,
     pub(crate) num_microbatches: u64,
     pub(crate) ep: u64,
     pub(crate) etp: u64,
@@ -513,6 +547,7 @@ impl Plan {
             overlap_param_gather: Some(self.overlap_param_gather),
             tp_comm_overlap: Some(self.tp_comm_overlap),
             grad_reduce_in_fp32: Some(self.grad_reduce_in_fp32),
+            adam_moments: Some(self.adam_moments),
             ep: whole(self.ep),
             etp: whole(self.etp),
             expert_dispatch: Some(self.expert_dispatch),
@@ -613,6 +648,10 @@ impl Plan {
     /// Whether gradients are reduced in fp32.
     pub fn grad_reduce_in_fp32(&self) -> bool {
         self.grad_reduce_in_fp32
+    }
+    /// Storage precision of Adam's moment estimates.
+    pub fn adam_moments(&self) -> AdamMoments {
+        self.adam_moments
     }
     /// Micro-batches per pipeline per step (gradient-accumulation steps).
     pub fn num_microbatches(&self) -> u64 {
