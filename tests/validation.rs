@@ -1,4 +1,4 @@
-//! The accuracy gate: predicts every row of `../shared/calibration/runs.csv` and holds the dense
+//! The accuracy gate: predicts every row of `data/calibration/runs.csv` and holds the dense
 //! rows to the figures the README reports (issue #2: at least 90% predicted, median absolute
 //! error at most 8%, 90th percentile at most 20%), context-parallel rows to a median of 8% and
 //! mixture-of-experts rows to what the model reaches today.
@@ -8,12 +8,12 @@ use std::path::Path;
 
 use meshplan::validate::validate_csv;
 
-const CALIBRATION: &str = "../shared/calibration/runs.csv";
+/// The in-repository copy of the shared calibration table (see `data/calibration/README.md`).
+const CALIBRATION: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/calibration/runs.csv");
 
 fn calibration_text() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(CALIBRATION);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("{} is needed for the accuracy gate: {err}", path.display()))
+    std::fs::read_to_string(Path::new(CALIBRATION))
+        .unwrap_or_else(|err| panic!("{CALIBRATION} is needed for the accuracy gate: {err}"))
 }
 
 /// The share of the selected rows that is predicted, and the median and p90 |error| %.
