@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::support::repo_path;
+
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let Ok(entries) = std::fs::read_dir(dir) else { return };
     for entry in entries.flatten() {
@@ -16,10 +18,9 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 fn project_files() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let mut files = Vec::new();
     for dir in ["src", "tests", "benches"] {
-        rust_files(&root.join(dir), &mut files);
+        rust_files(&repo_path(dir), &mut files);
     }
     files.sort();
     files
@@ -40,7 +41,7 @@ fn every_rust_file_starts_with_a_module_doc() {
 fn no_source_file_is_longer_than_800_lines() {
     let long: Vec<_> = project_files()
         .into_iter()
-        .filter(|path| path.starts_with(Path::new(env!("CARGO_MANIFEST_DIR")).join("src")))
+        .filter(|path| path.starts_with(repo_path("src")))
         .map(|path| (std::fs::read_to_string(&path).unwrap().lines().count(), path))
         .filter(|(lines, _)| *lines > 800)
         .collect();

@@ -4,16 +4,14 @@
 //! mixture-of-experts rows to what the model reaches today.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use meshplan::validate::validate_csv;
 
-/// The in-repository copy of the shared calibration table (see `data/calibration/README.md`).
-const CALIBRATION: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/data/calibration/runs.csv");
+use crate::support::read_repo_file;
 
+/// The in-repository copy of the shared calibration table (see `data/calibration/README.md`).
 fn calibration_text() -> String {
-    std::fs::read_to_string(Path::new(CALIBRATION))
-        .unwrap_or_else(|err| panic!("{CALIBRATION} is needed for the accuracy gate: {err}"))
+    read_repo_file("data/calibration/runs.csv")
 }
 
 /// The share of the selected rows that is predicted, and the median and p90 |error| %.
