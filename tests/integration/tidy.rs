@@ -244,10 +244,7 @@ fn layer_check(files: &[PathBuf]) -> (BTreeSet<String>, Edges) {
                     ));
                 }
                 let common = from.iter().zip(&to).take_while(|(a, b)| a == b).count();
-                if common < from.len()
-                    && common < to.len()
-                    && modules.contains(&to[..=common].to_vec())
-                {
+                if common < from.len() && common < to.len() && modules.contains(&to[..=common]) {
                     let key = (from[..common].to_vec(), from[common].clone(), to[common].clone());
                     edges.entry(key).or_insert_with(|| format!("{shown}:{number}"));
                 }
