@@ -86,18 +86,41 @@ fn module_path(file: &Path) -> Vec<String> {
     path
 }
 
-/// The code of a file that is not test code: nothing of a `tests.rs`, nothing from the first
-/// `#[cfg(test)]` on, and no `//` comments. Each line keeps its number (from 1).
+/// The code of a file that is not test code, without `//` comments, each line with its number
+/// (from 1): nothing of a `tests.rs`, and no item marked `#[cfg(test)]` (up to the `;` or the `}`
+/// that closes it, counting braces).
 fn non_test_lines(file: &Path) -> Vec<(usize, String)> {
     if file.file_name().is_some_and(|name| name == "tests.rs") {
         return Vec::new();
     }
     let text = std::fs::read_to_string(file).unwrap();
-    text.lines()
-        .take_while(|line| line.trim() != "#[cfg(test)]")
-        .enumerate()
-        .map(|(index, line)| (index + 1, line.split("//").next().unwrap_or_default().to_owned()))
-        .collect()
+    code_lines(&text)
+        .unwrap_or_else(|| panic!("{}: a #[cfg(test)] item does not end", file.display()))
+}
+
+/// [`non_test_lines`] of a text; `None` when a `#[cfg(test)]` item does not end.
+fn code_lines(text: &str) -> Option<Vec<(usize, String)>> {
+    let mut code = Vec::new();
+    // Inside a test item: its brace depth, and whether its body has opened.
+    let mut test_item: Option<(i32, bool)> = None;
+    for (index, line) in text.lines().enumerate() {
+        let line = line.split("//").next().unwrap_or_default();
+        if line.trim() == "#[cfg(test)]" {
+            test_item = Some((0, false));
+            continue;
+        }
+        let Some((mut depth, mut opened)) = test_item else {
+            code.push((index + 1, line.to_owned()));
+            continue;
+        };
+        for c in line.chars() {
+            depth += i32::from(c == '{') - i32::from(c == '}');
+            opened |= c == '{';
+        }
+        let ended = if opened { depth == 0 } else { line.trim_end().ends_with(';') };
+        test_item = (!ended).then_some((depth, opened));
+    }
+    test_item.is_none().then_some(code)
 }
 
 fn identifier(text: &str) -> &str {
@@ -303,6 +326,37 @@ fn cycles(edges: &Edges) -> Vec<String> {
         }
     }
     found
+}
+
+#[test]
+fn the_scanner_reads_paths_groups_and_super_and_skips_test_items() {
+    let module = ["validate".to_owned(), "mapping".to_owned()];
+    let paths = |line: &str| -> Vec<String> {
+        references(&module, line).iter().map(|path| path.join("::")).collect()
+    };
+    assert_eq!(
+        paths("use crate::cost::breakdown::{Throughput, TimeBreakdown};"),
+        ["cost::breakdown::Throughput", "cost::breakdown::TimeBreakdown"]
+    );
+    assert_eq!(
+        paths("use super::{RowResult, row::{count, number}, self};"),
+        ["validate::RowResult", "validate::row", "validate"]
+    );
+    assert_eq!(
+        paths("let x = meshplan::estimate::estimate(&run); $crate::units::x"),
+        ["estimate::estimate"]
+    );
+    assert_eq!(paths("use super::super::units::Bytes;"), ["units::Bytes"]);
+    let text = "use crate::a;\n#[cfg(test)]\nmod tests;\nuse crate::b; // crate::c\n#[cfg(test)]\n\
+                fn helper() {\n    crate::d();\n}\nuse crate::e;\n#[cfg(test)]\nmod tests {\n";
+    // Unclosed, the last test module hides the rest of the file: refused rather than skipped.
+    assert!(code_lines(text).is_none());
+    let lines = code_lines(&format!("{text}}}\nuse crate::f;")).unwrap();
+    let kept: Vec<(usize, &str)> = lines.iter().map(|(n, line)| (*n, line.trim())).collect();
+    assert_eq!(
+        kept,
+        [(1, "use crate::a;"), (4, "use crate::b;"), (9, "use crate::e;"), (13, "use crate::f;")]
+    );
 }
 
 #[test]
