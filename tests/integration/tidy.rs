@@ -152,7 +152,8 @@ fn top_level_items(group: &str) -> Vec<&str> {
 }
 
 /// The absolute module paths a line of `module` names through `crate::`, `meshplan::` (the
-/// library, from the binary) or `super::`, with `a::{b, c}` groups of one line expanded one level.
+/// library, from the binary) or `super::`, with `a::{b, c}` groups of one line expanded one level
+/// (and `a` itself named, for groups that go on over the next lines).
 fn references(module: &[String], line: &str) -> Vec<Vec<String>> {
     let mut found = Vec::new();
     for (prefix, base) in [
@@ -169,6 +170,11 @@ fn references(module: &[String], line: &str) -> Vec<Vec<String>> {
             let mut rest = &line[at + prefix.len()..];
             loop {
                 if let Some(group) = rest.strip_prefix('{') {
+                    // The group's own path counts too: a group split over lines names its
+                    // items on lines of their own, without a prefix.
+                    if !path.is_empty() && path != base {
+                        found.push(path.clone());
+                    }
                     for item in top_level_items(group) {
                         match identifier(item.trim()) {
                             "" => {}
@@ -336,8 +342,9 @@ fn the_scanner_reads_paths_groups_and_super_and_skips_test_items() {
     };
     assert_eq!(
         paths("use crate::cost::breakdown::{Throughput, TimeBreakdown};"),
-        ["cost::breakdown::Throughput", "cost::breakdown::TimeBreakdown"]
+        ["cost::breakdown", "cost::breakdown::Throughput", "cost::breakdown::TimeBreakdown"]
     );
+    assert_eq!(paths("use crate::plan::{"), ["plan"]);
     assert_eq!(
         paths("use super::{RowResult, row::{count, number}, self};"),
         ["validate::RowResult", "validate::row", "validate"]
