@@ -37,18 +37,23 @@ else
     fi
     rm -rf "$venv"
     "$python" -m venv "$venv"
+    # pip prints each package as it is collected, downloaded and installed: torch alone is
+    # gigabytes, so this step takes minutes.
+    echo "check-exports: installing torch, torchtitan, deepspeed, megatron-core (several minutes)"
     # DS_BUILD_OPS=0: DeepSpeed's sdist compiles no ops at install time.
-    DS_BUILD_OPS=0 "$venv/bin/python" -m pip install --quiet --no-cache-dir \
+    DS_BUILD_OPS=0 "$venv/bin/python" -m pip install --progress-bar off --no-cache-dir \
         --disable-pip-version-check -r "$requirements"
     echo "$stamp" > "$venv/meshplan-stamp"
     echo "check-exports: venv ready after $(( $(date +%s) - start )) s"
 fi
 
 if [[ -z "${MESHPLAN:-}" ]]; then
+    echo "check-exports: building meshplan (cargo build --release)"
     cargo build --release --locked --quiet
     MESHPLAN=target/release/meshplan
 fi
 
+echo "check-exports: exporting the plans and loading them with the engines' parsers"
 # DS_ACCELERATOR=cuda: DeepSpeed's CUDA accelerator only describes the target; the config is
 # parsed without a GPU. (Its CPU accelerator would JIT-compile a shared-memory op at
 # init_distributed.) CUDA_VISIBLE_DEVICES= keeps a machine that has a GPU from touching it.

@@ -21,9 +21,10 @@ work=target/report-check
 
 if [ ! -x "$chromium" ]; then
   if [ -n "${CI:-}" ] || [ "$(id -u)" = 0 ]; then
-    echo "installing chromium"
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium > /dev/null
+    echo "check-report: installing chromium with apt-get (a few minutes)"
+    apt-get update
+    # One line per package fetched and unpacked, so a slow mirror shows where it is.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -o Dpkg::Use-Pty=0 chromium
   else
     echo "error: $chromium is missing (apt-get install chromium)" >&2
     exit 1
@@ -31,14 +32,15 @@ if [ ! -x "$chromium" ]; then
 fi
 
 if [ "$(cat "$venv/.requirements" 2> /dev/null)" != "$requirements" ]; then
-  echo "installing $requirements into $venv"
+  echo "check-report: installing $requirements into $venv"
   rm -rf "$venv"
   python3 -m venv "$venv"
   # shellcheck disable=SC2086 # one argument per pinned requirement
-  "$venv/bin/pip" install --quiet --disable-pip-version-check $requirements
+  "$venv/bin/pip" install --progress-bar off --disable-pip-version-check $requirements
   echo "$requirements" > "$venv/.requirements"
 fi
 
+echo "check-report: building meshplan and writing the reports"
 cargo build --release --locked --quiet
 reports="$work/reports"
 rm -rf "$reports"
@@ -46,6 +48,7 @@ mkdir -p "$reports"
 target/release/meshplan search --report "$reports/search.html" > /dev/null
 target/release/meshplan simulate --report "$reports/simulate.html" > /dev/null
 
+echo "check-report: opening the reports in headless Chromium"
 "$venv/bin/python" scripts/check_report.py "$chromium" "$screenshot" \
   "$reports/search.html=memory,step-time,timeline,scatter,rejections" \
   "$reports/simulate.html=memory,step-time,timeline"

@@ -9,9 +9,9 @@
 //! (x context-parallel) group, ZeRO-2 also the gradients, ZeRO-3 / FSDP everything, which gives
 //! Megatron's `6 + 12/dp` and the ZeRO paper's `2 + 2 + 12/Nd` shapes.
 
+use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::layer::padded_vocab;
 use crate::cost::work::{Segment, stage_segment, stage_segments};
-use crate::estimate::{MemoryBreakdown, StageMemory};
 use crate::model::PositionEmbedding;
 use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;

@@ -1,9 +1,11 @@
 //! The analytical cost model: GEMM and attention kernel times (`kernels.rs`), collective
 //! communication (`collective.rs`), the per-layer operation table (`layer.rs`), memory per
-//! pipeline stage (`memory.rs`) and the assembly of one step's time (`step.rs`).
+//! pipeline stage (`memory.rs`), the assembly of one step's time (`step.rs`) and the breakdown
+//! types they report in (`breakdown.rs`).
 //!
 //! Everything here is a pure function of a validated [`crate::Run`].
 
+pub mod breakdown;
 pub mod collective;
 pub mod dispatch;
 pub mod kernels;

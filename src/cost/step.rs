@@ -12,11 +12,11 @@
 //! path a search ranks candidates with. What a schedule changes beyond that (zero-bubble's deferred
 //! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
+use crate::cost::breakdown::{Throughput, TimeBreakdown};
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::memory_time;
 use crate::cost::memory::{Params, layer_input_bytes, segment_params, shard_counts};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segments};
-use crate::estimate::{Throughput, TimeBreakdown};
 use crate::plan::{Precision, RecomputeKind, Sharding};
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};

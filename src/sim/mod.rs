@@ -19,13 +19,13 @@ pub mod trace;
 
 use serde::Serialize;
 
+use crate::cost::breakdown::{MemoryBreakdown, TimeBreakdown};
 use crate::cost::memory::{
     Params, layer_weight_gradient_input_bytes, logits_bytes, model_state_memory,
     recompute_working_bytes, segment_params, stored_activation_bytes, with_fragmentation,
 };
 use crate::cost::step::{data_parallel_collectives, optimizer_time_for, p2p_transfer};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Segment, Tables, path_segments, segment_work};
-use crate::estimate::{MemoryBreakdown, TimeBreakdown};
 use crate::plan::Sharding;
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};

@@ -13,13 +13,10 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::mapping::evaluate_row;
+use super::mapping::{Calibration, evaluate_row};
 use super::row::CalibrationRow;
 use super::summary::{GroupSummary, error_summary, percentile};
 use super::{RowResult, ValidateError, row};
-
-/// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor.
-pub type Calibration = BTreeMap<String, f64>;
 
 /// Fixed-point iterations of the fit; the medians move by well under 0.1% after four.
 const FIT_ITERATIONS: usize = 4;

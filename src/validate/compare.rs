@@ -8,8 +8,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use super::ValidateError;
-use super::calibrate::Calibration;
-use super::mapping::map_row;
+use super::mapping::{Calibration, map_row};
 use super::row::{CalibrationRow, parse_rows};
 use super::summary::percentile;
 use crate::estimate::estimate_simulated_with;

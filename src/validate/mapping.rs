@@ -8,8 +8,9 @@
 //! settings come from the software family's defaults (`defaults.rs`). Every guess is recorded in
 //! the row's assumptions.
 
+use std::collections::BTreeMap;
+
 use super::RowResult;
-use super::calibrate::Calibration;
 use super::defaults::{Family, FamilyDefaults};
 use super::measured::{FlopShape, measured};
 use super::row::{CalibrationRow, count, number};
@@ -21,6 +22,10 @@ use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, T
 use crate::presets;
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
+
+/// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor. Fitted by
+/// `calibrate.rs`, applied here to the GPU a row maps to.
+pub type Calibration = BTreeMap<String, f64>;
 
 /// A row ready to price, with what was assumed to get there.
 pub(super) struct Mapped {

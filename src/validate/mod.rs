@@ -17,8 +17,9 @@ mod summary;
 
 use serde::Serialize;
 
-pub use calibrate::{Calibration, CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
+pub use calibrate::{CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
 pub use compare::{ComparisonSummary, SearchComparison, compare_search_csv};
+pub use mapping::Calibration;
 pub use row::CalibrationRow;
 pub use summary::{GroupSummary, Summary, percentile};
 

@@ -6,24 +6,16 @@
 use meshplan::cost::collective::{Collective, Group, collective_time};
 use meshplan::cost::layer::{OpKind, Phase, transformer_layer};
 use meshplan::cost::memory::{layer_activation_bytes, stage_params};
-use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{CpComm, PipelineSplit, PlanSpec, TrainingSpec};
+use meshplan::plan::{CpComm, PipelineSplit, PlanSpec};
 use meshplan::units::Bytes;
-use meshplan::{Run, RunSpec, estimate, presets};
+use meshplan::{Run, estimate};
 
+use crate::support::{preset_run, training};
+
+/// `model` on `gpus` GPUs of the preset `gpu`: 8 sequences of `seq_len` per GPU and step, one per
+/// micro-batch, in the GPU's default precision.
 fn run(model: &str, gpu: &str, gpus: i64, seq_len: i64, plan: PlanSpec) -> Run {
-    Run::from_spec(&RunSpec {
-        model: presets::model(model).unwrap(),
-        cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: gpus },
-        training: TrainingSpec {
-            seq_len,
-            global_batch: gpus * 8,
-            micro_batch: Some(1),
-            precision: None,
-        },
-        plan,
-    })
-    .unwrap()
+    preset_run(model, gpu, gpus, training(seq_len, gpus * 8, 1, None), plan)
 }
 
 #[test]

@@ -5,41 +5,9 @@
 
 use std::io::Write as _;
 
-use assert_cmd::Command;
 use serde_json::Value;
 
-/// The binary with a fixed help width, so snapshots do not depend on the terminal.
-fn meshplan() -> Command {
-    let mut command = Command::cargo_bin("meshplan").expect("the meshplan binary is built");
-    command.env("COLUMNS", "100").env_remove("NO_COLOR");
-    command
-}
-
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-/// A command line's words (none of them holds a space).
-fn words(line: &str) -> Vec<&str> {
-    line.split_whitespace().collect()
-}
-
-fn run(args: &[&str]) -> Output {
-    let output = meshplan().args(args).output().expect("meshplan runs");
-    Output {
-        code: output.status.code().expect("meshplan exited normally"),
-        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
-        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
-    }
-}
-
-fn json(args: &[&str]) -> Value {
-    let output = run(args);
-    assert_eq!(output.code, 0, "stderr: {}", output.stderr);
-    serde_json::from_str(&output.stdout).expect("stdout is one JSON value")
-}
+use crate::support::{json, run, words};
 
 #[test]
 fn top_level_help() {

@@ -5,12 +5,13 @@
 
 use meshplan::cost::layer::padded_vocab;
 use meshplan::cost::memory::stage_params;
-use meshplan::hardware::ClusterSpec;
 use meshplan::model::ModelSpec;
-use meshplan::plan::{PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use meshplan::plan::{PlanSpec, Precision, RecomputeKind};
 use meshplan::{Run, RunSpec, estimate, presets};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
+
+use crate::support::training;
 
 /// A random plan of Llama 3.1 8B (32 layers, 32 heads, 8 KV heads) on a power-of-two GPU count.
 fn plans() -> impl Strategy<Value = (i64, i64, i64, i64, i64, i64, u8, u8)> {
@@ -31,19 +32,12 @@ fn plans() -> impl Strategy<Value = (i64, i64, i64, i64, i64, i64, u8, u8)> {
 
 fn spec(model: ModelSpec, plan: (i64, i64, i64, i64, i64, i64, u8, u8)) -> RunSpec {
     let (tp, pp, dp, cp, mbs, m, sharding, recompute) = plan;
-    RunSpec {
+    crate::support::spec(
         model,
-        cluster: ClusterSpec {
-            gpu: presets::gpu("h100-sxm").unwrap(),
-            num_gpus: tp * pp * dp * cp,
-        },
-        training: TrainingSpec {
-            seq_len: 4096,
-            global_batch: mbs * dp * m,
-            micro_batch: Some(mbs),
-            precision: Some(Precision::Bf16),
-        },
-        plan: PlanSpec {
+        "h100-sxm",
+        tp * pp * dp * cp,
+        training(4096, mbs * dp * m, mbs, Some(Precision::Bf16)),
+        PlanSpec {
             tp: Some(tp),
             pp: Some(pp),
             cp: Some(cp),
@@ -59,15 +53,20 @@ fn spec(model: ModelSpec, plan: (i64, i64, i64, i64, i64, i64, u8, u8)) -> RunSp
             ),
             ..PlanSpec::default()
         },
+    )
+}
+
+/// Every property runs with the same fixed seed, so every run checks the same cases.
+fn fixed_seed() -> ProptestConfig {
+    ProptestConfig {
+        rng_seed: RngSeed::Fixed(0x6d65_7368),
+        failure_persistence: None,
+        ..ProptestConfig::default()
     }
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        rng_seed: RngSeed::Fixed(0x6d65_7368),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(fixed_seed())]
     #[test]
     fn breakdowns_add_up_to_their_totals(plan in plans()) {
         let run = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), plan)).unwrap();
@@ -137,11 +136,7 @@ fn uniform_model() -> ModelSpec {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        rng_seed: RngSeed::Fixed(0x6d65_7368),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(fixed_seed())]
     #[test]
     fn the_pipeline_bubble_matches_its_closed_form_on_uniform_stages(
         pp_log in 1u32..4, vp_index in 0usize..3, m in 1i64..17,
@@ -164,11 +159,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        rng_seed: RngSeed::Fixed(0x6d65_7368),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(fixed_seed())]
     #[test]
     fn the_search_bound_never_exceeds_the_simulation(
         plan in plans(), schedule_index in 0usize..5, vp_index in 0usize..2,

@@ -3,23 +3,19 @@
 //! refused; the engine is stated and `--export-to` implies it; Megatron-LM's flag names and short
 //! GPU names are accepted.
 
-use assert_cmd::Command;
 use meshplan::estimate::estimate_simulated_with;
-use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{Engine, PlanSpec, TrainingSpec};
 use meshplan::search::{Constraints, SearchSpec, search};
 use meshplan::sim::SimOptions;
-use meshplan::{Run, RunSpec, plan_file, presets};
+use meshplan::{Run, plan_file, presets};
 use serde_json::Value;
 
+use crate::support::{self, spec};
+
 fn search_spec(model: &str, gpus: i64, seq_len: i64, global_batch: i64) -> SearchSpec {
+    let training = TrainingSpec { seq_len, global_batch, micro_batch: None, precision: None };
     SearchSpec {
-        base: RunSpec {
-            model: presets::model(model).unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
-            training: TrainingSpec { seq_len, global_batch, micro_batch: None, precision: None },
-            plan: PlanSpec::default(),
-        },
+        base: spec(presets::model(model).unwrap(), "h100-sxm", gpus, training, PlanSpec::default()),
         constraints: Constraints::default(),
         memory_headroom: 0.05,
         engine: Some(Engine::Megatron),
@@ -56,24 +52,15 @@ fn the_top_plans_of_dense_moe_and_long_context_searches_reprice_exactly_from_the
     }
 }
 
-fn meshplan(args: &str) -> (i32, String, String) {
-    let output = Command::cargo_bin("meshplan")
-        .unwrap()
-        .env("COLUMNS", "100")
-        .args(args.split_whitespace())
-        .output()
-        .unwrap();
-    (
-        output.status.code().unwrap(),
-        String::from_utf8(output.stdout).unwrap(),
-        String::from_utf8(output.stderr).unwrap(),
-    )
+/// Runs a command line (words without spaces): exit code, stdout, stderr.
+fn meshplan(line: &str) -> (i32, String, String) {
+    let output = support::run(&support::words(line));
+    (output.code, output.stdout, output.stderr)
 }
 
-fn json(args: &str) -> Value {
-    let (code, stdout, stderr) = meshplan(args);
-    assert_eq!(code, 0, "{args}: {stderr}");
-    serde_json::from_str(&stdout).unwrap()
+/// Runs a command line that must succeed and print one JSON value.
+fn json(line: &str) -> Value {
+    support::json(&support::words(line))
 }
 
 #[test]

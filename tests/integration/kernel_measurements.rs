@@ -14,6 +14,8 @@ use meshplan::presets;
 use meshplan::units::{Flops, Seconds};
 use serde_json::Value;
 
+use crate::support::read_repo_file;
+
 /// Kernels shorter than this are bound by the host's launch rate in the measurement, not by the
 /// GPU: eager PyTorch issued one `torch.mm` every ~11.7 us (the 512³ and 1024³ GEMMs both took
 /// that long).
@@ -31,8 +33,8 @@ fn measured_gpus() -> Vec<(Gpu, Value)> {
         .map(|(preset, file)| {
             let mut spec = presets::gpu(preset).unwrap();
             spec.efficiency.calibration = None;
-            let path = format!("{}/measurements/{file}", env!("CARGO_MANIFEST_DIR"));
-            let data = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+            let data =
+                serde_json::from_str(&read_repo_file(&format!("measurements/{file}"))).unwrap();
             (Gpu::from_spec(&spec).unwrap(), data)
         })
         .collect()

@@ -1,11 +1,12 @@
 //! The checked-in JSON Schemas under `schemas/` match the Rust types. Run with
-//! `UPDATE_SCHEMAS=1 cargo test --test schemas` to rewrite them after changing an input type.
+//! `UPDATE_SCHEMAS=1 cargo test --test integration schemas` to rewrite them after changing an
+//! input type.
 
-use std::path::Path;
+use crate::support::repo_path;
 
 #[test]
 fn checked_in_schemas_are_current() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("schemas");
+    let dir = repo_path("schemas");
     let update = std::env::var_os("UPDATE_SCHEMAS").is_some();
     for (name, text) in meshplan::schema::input_schemas() {
         let path = dir.join(name);
@@ -16,7 +17,7 @@ fn checked_in_schemas_are_current() {
         let stored = std::fs::read_to_string(&path).unwrap_or_default();
         assert!(
             stored == text,
-            "schemas/{name} is stale: run `UPDATE_SCHEMAS=1 cargo test --test schemas`"
+            "schemas/{name} is stale: run `UPDATE_SCHEMAS=1 cargo test --test integration schemas`"
         );
     }
 }

@@ -1,19 +1,17 @@
-//! The accuracy gate: predicts every row of `../shared/calibration/runs.csv` and holds the dense
+//! The accuracy gate: predicts every row of `data/calibration/runs.csv` and holds the dense
 //! rows to the figures the README reports (issue #2: at least 90% predicted, median absolute
 //! error at most 8%, 90th percentile at most 20%), context-parallel rows to a median of 8% and
 //! mixture-of-experts rows to what the model reaches today.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use meshplan::validate::validate_csv;
 
-const CALIBRATION: &str = "../shared/calibration/runs.csv";
+use crate::support::read_repo_file;
 
+/// The in-repository copy of the shared calibration table (see `data/calibration/README.md`).
 fn calibration_text() -> String {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(CALIBRATION);
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|err| panic!("{} is needed for the accuracy gate: {err}", path.display()))
+    read_repo_file("data/calibration/runs.csv")
 }
 
 /// The share of the selected rows that is predicted, and the median and p90 |error| %.

@@ -1,24 +1,15 @@
 //! Snapshot tests of every exporter for a few plan shapes, and the refusals of plans an engine
 //! cannot run.
 
+use meshplan::Run;
 use meshplan::export::{Engine, export};
-use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{CpComm, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
-use meshplan::{Run, RunSpec, presets};
+use meshplan::plan::{CpComm, PipelineSplit, PlanSpec, Precision, RecomputeKind};
 
+use crate::support::{preset_run, training};
+
+/// `model` on `gpus` H100s, sequences of 8192, one per micro-batch.
 fn run(model: &str, gpus: i64, global_batch: i64, precision: Precision, plan: PlanSpec) -> Run {
-    Run::from_spec(&RunSpec {
-        model: presets::model(model).unwrap(),
-        cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
-        training: TrainingSpec {
-            seq_len: 8192,
-            global_batch,
-            micro_batch: Some(1),
-            precision: Some(precision),
-        },
-        plan,
-    })
-    .unwrap()
+    preset_run(model, "h100-sxm", gpus, training(8192, global_batch, 1, Some(precision)), plan)
 }
 
 /// Pure FSDP with the engine's selective recompute: the attention core (Megatron-LM) or per-op

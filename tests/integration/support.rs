@@ -1,0 +1,106 @@
+//! Code the integration tests share: paths into the repository, runs built from presets, and
+//! running the `meshplan` binary.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use meshplan::hardware::ClusterSpec;
+use meshplan::model::ModelSpec;
+use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
+use meshplan::{Run, RunSpec, presets};
+use serde_json::Value;
+
+// ---------------------------------------------------------------------------------------------
+// the repository
+
+/// A path inside the repository (`relative` is from its root).
+pub fn repo_path(relative: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(relative)
+}
+
+/// The text of a file in the repository; a missing file fails the test, naming the path.
+pub fn read_repo_file(relative: &str) -> String {
+    let path = repo_path(relative);
+    std::fs::read_to_string(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
+}
+
+// ---------------------------------------------------------------------------------------------
+// runs
+
+/// Training settings: sequence length, sequences per step and per micro-batch, and precision
+/// (`None`: the GPU preset's default).
+pub fn training(
+    seq_len: i64,
+    global_batch: i64,
+    micro_batch: i64,
+    precision: Option<Precision>,
+) -> TrainingSpec {
+    TrainingSpec { seq_len, global_batch, micro_batch: Some(micro_batch), precision }
+}
+
+/// The spec of `model` trained with `training` and `plan` on `gpus` GPUs of the preset `gpu`.
+pub fn spec(
+    model: ModelSpec,
+    gpu: &str,
+    gpus: i64,
+    training: TrainingSpec,
+    plan: PlanSpec,
+) -> RunSpec {
+    RunSpec {
+        model,
+        cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: gpus },
+        training,
+        plan,
+    }
+}
+
+/// The validated run of the preset `model` on `gpus` GPUs of the preset `gpu`; an invalid
+/// combination fails the test.
+pub fn preset_run(
+    model: &str,
+    gpu: &str,
+    gpus: i64,
+    training: TrainingSpec,
+    plan: PlanSpec,
+) -> Run {
+    Run::from_spec(&spec(presets::model(model).unwrap(), gpu, gpus, training, plan)).unwrap()
+}
+
+// ---------------------------------------------------------------------------------------------
+// the binary
+
+/// What one run of the binary left behind.
+pub struct Output {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// The binary with a fixed help width, so snapshots do not depend on the terminal.
+fn meshplan() -> Command {
+    let mut command = Command::cargo_bin("meshplan").expect("the meshplan binary is built");
+    command.env("COLUMNS", "100").env_remove("NO_COLOR");
+    command
+}
+
+/// A command line's words (none of them holds a space).
+pub fn words(line: &str) -> Vec<&str> {
+    line.split_whitespace().collect()
+}
+
+/// Runs `meshplan` with `args`.
+pub fn run(args: &[&str]) -> Output {
+    let output = meshplan().args(args).output().expect("meshplan runs");
+    Output {
+        code: output.status.code().expect("meshplan exited normally"),
+        stdout: String::from_utf8(output.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(output.stderr).expect("stderr is UTF-8"),
+    }
+}
+
+/// Runs `meshplan` with `args`, expects success and parses stdout as one JSON value.
+pub fn json(args: &[&str]) -> Value {
+    let output = run(args);
+    assert_eq!(output.code, 0, "stderr: {}", output.stderr);
+    serde_json::from_str(&output.stdout).expect("stdout is one JSON value")
+}
