@@ -12,9 +12,6 @@ use crate::model::ModelSpec;
 use crate::plan::{PlanSpec, TrainingSpec};
 use crate::run::{Run, RunSpec};
 
-/// The largest plan file read, in bytes: a plan with an inline model and GPU is a few KiB.
-pub const MAX_PLAN_FILE_BYTES: u64 = 1 << 20;
-
 /// The file's tables, in the order they are written: what a reader looks for first comes first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -10,7 +10,7 @@ use std::path::Path;
 use meshplan::hardware::{ClusterSpec, GpuSpec};
 use meshplan::model::ModelSpec;
 use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
-use meshplan::plan_file::{self, MAX_PLAN_FILE_BYTES};
+use meshplan::plan_file;
 use meshplan::presets::{self, PresetError};
 use meshplan::units::{parse_bandwidth, parse_seconds};
 use meshplan::violation::{Collector, Violations};
@@ -84,7 +84,14 @@ fn build_spec(problems: &mut Collector, args: &RunArgs, with_base_plan: bool) ->
         (None, None) => model_spec(problems, EXAMPLE_MODEL),
     };
     let gpu = match (&args.gpu, &file) {
-        (Some(name), _) => preset(problems, "cluster.gpu", name, presets::gpu(name), ""),
+        (Some(value), _) if is_file(value) => gpu_file(problems, Path::new(value)),
+        (Some(name), _) => preset(
+            problems,
+            "cluster.gpu",
+            name,
+            presets::gpu(name),
+            "or pass a path to a GPU TOML file (schemas/gpu.schema.json)",
+        ),
         (None, Some(file)) => Some(file.cluster.gpu.clone()),
         (None, None) => preset(problems, "cluster.gpu", EXAMPLE_GPU, presets::gpu(EXAMPLE_GPU), ""),
     }
@@ -121,10 +128,45 @@ fn without_stale_dp(file: &PlanSpec, flags: &PlanSpec) -> PlanSpec {
     if resized && flags.dp.is_none() { PlanSpec { dp: None, ..file.clone() } } else { file.clone() }
 }
 
+/// Reads a GPU file (the keys of `presets/gpus/*.toml`, schema in `schemas/gpu.schema.json`).
+fn gpu_file(problems: &mut Collector, path: &Path) -> Option<GpuSpec> {
+    let shown = path.display().to_string();
+    let hint = "GPU files take the GpuSpec keys of the presets in presets/gpus/";
+    let text = match read_bounded(path, MAX_INPUT_FILE_BYTES) {
+        Ok(text) => text,
+        Err(message) => {
+            problems.add("cluster.gpu", &shown, format!("GPU file: {message}"), hint);
+            return None;
+        }
+    };
+    match toml::from_str(&text) {
+        Ok(spec) => Some(spec),
+        Err(err) => {
+            problems.add(
+                "cluster.gpu",
+                &shown,
+                format!("GPU file {shown}{}: {}", toml_line(&text, &err), err.message().trim_end()),
+                hint,
+            );
+            None
+        }
+    }
+}
+
+/// " (line N)" of a TOML error, where the parser knows it.
+fn toml_line(text: &str, err: &toml::de::Error) -> String {
+    err.span()
+        .map(|span| {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line})")
+        })
+        .unwrap_or_default()
+}
+
 /// Reads a plan file, naming the path in every problem.
 fn plan_file(problems: &mut Collector, path: &Path) -> Option<RunSpec> {
     let shown = path.display().to_string();
-    let text = match read_bounded(path) {
+    let text = match read_bounded(path, MAX_INPUT_FILE_BYTES) {
         Ok(text) => text,
         Err(message) => {
             problems.add("plan", &shown, message, "pass a file written by --save-plan");
@@ -145,18 +187,22 @@ fn plan_file(problems: &mut Collector, path: &Path) -> Option<RunSpec> {
     }
 }
 
-/// A file's text, refused past [`MAX_PLAN_FILE_BYTES`] so that a device or a huge file is not
-/// read into memory.
-fn read_bounded(path: &Path) -> Result<String, String> {
+/// The largest model, GPU or plan file read, in bytes.
+pub const MAX_INPUT_FILE_BYTES: u64 = 1 << 20;
+
+/// A file's text, refused past [`MAX_INPUT_FILE_BYTES`] (1 MiB: a model, GPU or plan file is a
+/// few KiB, a Hugging Face config.json tens of KiB) so that a device or a huge file is not read
+/// into memory.
+pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
     use std::io::Read as _;
     let shown = path.display();
     let file = std::fs::File::open(path).map_err(|err| format!("cannot read {shown}: {err}"))?;
     let mut text = String::new();
-    file.take(MAX_PLAN_FILE_BYTES + 1)
+    file.take(limit.saturating_add(1))
         .read_to_string(&mut text)
         .map_err(|err| format!("cannot read {shown}: {err}"))?;
-    if text.len() as u64 > MAX_PLAN_FILE_BYTES {
-        return Err(format!("{shown} is larger than {MAX_PLAN_FILE_BYTES} bytes"));
+    if text.len() as u64 > limit {
+        return Err(format!("{shown} is larger than the {limit} bytes read at most"));
     }
     Ok(text)
 }
@@ -178,13 +224,13 @@ fn model_spec(problems: &mut Collector, value: &str) -> Option<ModelSpec> {
 
 fn model_file(problems: &mut Collector, path: &Path) -> Option<ModelSpec> {
     let shown = path.display().to_string();
-    let text = match std::fs::read_to_string(path) {
+    let text = match read_bounded(path, MAX_INPUT_FILE_BYTES) {
         Ok(text) => text,
-        Err(err) => {
+        Err(message) => {
             problems.add(
                 "model",
                 &shown,
-                format!("cannot read model file {shown}: {err}"),
+                format!("model file: {message}"),
                 "check the path, or pass a preset name such as llama3.1-70b",
             );
             return None;
@@ -203,13 +249,7 @@ fn model_file(problems: &mut Collector, path: &Path) -> Option<ModelSpec> {
         Ok(spec) => Some(spec),
         Err(err) => {
             let message = err.message().trim_end().to_owned();
-            let location = err
-                .span()
-                .map(|span| {
-                    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                    format!(" (line {line})")
-                })
-                .unwrap_or_default();
+            let location = toml_line(&text, &err);
             problems.add(
                 "model",
                 &shown,

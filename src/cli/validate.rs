@@ -28,11 +28,17 @@ pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
 
 /// Reads a calibration CSV, naming the path when it cannot.
 pub(super) fn read_csv(file: &Path) -> Result<String, CliError> {
-    let path = file.display();
-    std::fs::read_to_string(file).map_err(|err| {
-        input(path.to_string(), format!("cannot read {path}: {err}"), "check the path")
+    super::inputs::read_bounded(file, MAX_CSV_BYTES).map_err(|message| {
+        input(
+            file.display().to_string(),
+            message,
+            "check the path; a calibration CSV of 550 rows is under 1 MiB",
+        )
     })
 }
+
+/// The largest calibration CSV read, in bytes (64 MiB: tens of thousands of rows).
+const MAX_CSV_BYTES: u64 = 64 << 20;
 
 /// The error for a CSV that does not parse.
 pub(super) fn malformed(file: &Path, err: meshplan::validate::ValidateError) -> CliError {
