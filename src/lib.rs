@@ -30,6 +30,7 @@ pub mod cost;
 pub mod estimate;
 pub mod export;
 pub mod hardware;
+pub mod limits;
 pub mod model;
 pub mod plan;
 pub mod plan_file;

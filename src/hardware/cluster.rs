@@ -37,6 +37,16 @@ impl Cluster {
                 "must be positive",
                 "pass --gpus with the job's total GPU count",
             );
+        } else if spec.num_gpus as u64 > crate::limits::GPUS {
+            collector.add(
+                "cluster.num_gpus",
+                spec.num_gpus,
+                format!("exceeds {}, the largest job meshplan prices", crate::limits::GPUS),
+                format!(
+                    "pass --gpus with the job's total GPU count, at most {}",
+                    crate::limits::GPUS
+                ),
+            );
         } else if let Some(interconnect) = &interconnect {
             let per_node = interconnect.gpus_per_node() as i64;
             if spec.num_gpus > per_node && spec.num_gpus % per_node != 0 {

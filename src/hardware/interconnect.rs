@@ -55,20 +55,21 @@ impl Interconnect {
     /// Checks a spec and builds the interconnect.
     pub fn from_spec(spec: &InterconnectSpec) -> Result<Interconnect, Violations> {
         let mut collector = Collector::default();
-        if spec.gpus_per_node <= 0 {
+        let max = crate::limits::GPUS as i64;
+        if !(1..=max).contains(&spec.gpus_per_node) {
             collector.add(
                 "cluster.gpus_per_node",
                 spec.gpus_per_node,
-                "must be positive",
+                format!("must be between 1 and {max}"),
                 "e.g. 8 for a DGX or HGX server",
             );
         }
         let nvlink_domain = spec.nvlink_domain.unwrap_or(spec.gpus_per_node);
-        if nvlink_domain <= 0 {
+        if !(1..=max).contains(&nvlink_domain) {
             collector.add(
                 "cluster.nvlink_domain",
                 nvlink_domain,
-                "must be positive",
+                format!("must be between 1 and {max}"),
                 "e.g. 8 for HGX, 72 for an NVL72 rack",
             );
         }

@@ -228,12 +228,22 @@ pub struct Model {
 }
 
 fn positive(collector: &mut Collector, field: &str, value: i64) -> u64 {
+    let max = crate::limits::model_field(field);
     if value <= 0 {
         collector.add(
             format!("model.{field}"),
             value,
             "must be a positive whole number",
             format!("set `{field}` to the architecture's value, e.g. from its config.json"),
+        );
+        return 1;
+    }
+    if value as u64 > max {
+        collector.add(
+            format!("model.{field}"),
+            value,
+            format!("exceeds the largest value meshplan prices, {max}"),
+            format!("set `{field}` to the architecture's value, at most {max}"),
         );
         return 1;
     }
@@ -318,12 +328,12 @@ impl Model {
             },
         });
         let mtp_layers = match spec.mtp_layers {
-            Some(n) if n >= 0 => n as u64,
+            Some(n) if n >= 0 && n as u64 <= crate::limits::LAYERS => n as u64,
             Some(n) => {
                 collector.add(
                     "model.mtp_layers",
                     n,
-                    "must not be negative",
+                    format!("must be between 0 and {}", crate::limits::LAYERS),
                     "set it to the number of multi-token-prediction modules, e.g. 1, or 0",
                 );
                 0
@@ -462,12 +472,12 @@ fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> M
     let expert_ffn_hidden_size =
         positive(collector, "moe.expert_ffn_hidden_size", spec.expert_ffn_hidden_size);
     let shared_experts = match spec.shared_experts {
-        Some(n) if n >= 0 => n as u64,
+        Some(n) if n >= 0 && n as u64 <= crate::limits::EXPERTS => n as u64,
         Some(n) => {
             collector.add(
                 "model.moe.shared_experts",
                 n,
-                "must not be negative",
+                format!("must be between 0 and {}", crate::limits::EXPERTS),
                 "set the number of shared experts, or 0",
             );
             0
@@ -475,12 +485,12 @@ fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> M
         None => 0,
     };
     let shared_ffn_hidden_size = match spec.shared_expert_ffn_hidden_size {
-        Some(width) if width >= 0 => width as u64,
+        Some(width) if width >= 0 && width as u64 <= crate::limits::WIDTH => width as u64,
         Some(width) => {
             collector.add(
                 "model.moe.shared_expert_ffn_hidden_size",
                 width,
-                "must not be negative",
+                format!("must be between 0 and {}", crate::limits::WIDTH),
                 "give the shared experts' total intermediate width, or leave it unset",
             );
             0
@@ -574,15 +584,32 @@ mod tests {
         for expected in [
             "model.moe.top_k = 8: exceeds num_experts 4",
             "model.moe.expert_ffn_hidden_size = 0: must be a positive whole number",
-            "model.moe.shared_experts = -1: must not be negative",
+            "model.moe.shared_experts = -1: must be between 0 and 65536",
             "model.moe.dense_layers = 2: must be between 0 and num_layers - 1 = 1",
             "model.mla.q_lora_rank = 0: must be a positive whole number",
             "model.sliding_window.window = 0: must be a positive whole number",
-            "model.mtp_layers = -1: must not be negative",
+            "model.mtp_layers = -1: must be between 0 and 4096",
         ] {
             assert!(found.iter().any(|f| f == expected), "{expected} not in {found:?}");
         }
         assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
+    }
+
+    #[test]
+    fn counts_past_their_bound_are_refused_naming_the_bound() {
+        let mut huge = spec();
+        huge.hidden_size = 4_294_967_296;
+        huge.num_layers = 1_000_000;
+        huge.vocab_size = i64::MAX;
+        let errors = Model::from_spec(&huge).unwrap_err();
+        for (field, bound) in [
+            ("model.hidden_size", crate::limits::WIDTH),
+            ("model.num_layers", crate::limits::LAYERS),
+            ("model.vocab_size", crate::limits::VOCAB),
+        ] {
+            let found = errors.list().iter().find(|v| v.field == field).expect(field);
+            assert!(found.hint.contains(&bound.to_string()), "{field}: {}", found.hint);
+        }
     }
 
     #[test]

@@ -1,0 +1,54 @@
+//! The bounds every count a user gives is checked against at the edge, with the bound named in
+//! the error's hint: past them the arithmetic inside could overflow, or the work (one entry per
+//! layer, one task per micro-batch and stage) would grow with a typed number until the program
+//! hangs or runs out of memory. Each bound sits far above any published model or cluster.
+
+/// GPUs in one job: 2^20, over ten times the largest published training clusters (about 100,000).
+pub const GPUS: u64 = 1 << 20;
+/// A parallel size (tp, pp, cp, dp, ep, etp, a shard group): at most the GPUs.
+pub const PARALLEL_SIZE: u64 = GPUS;
+/// Virtual pipeline chunks per rank (at least one layer each).
+pub const VIRTUAL_STAGES: u64 = LAYERS;
+/// Transformer layers of a model: published models have at most a few hundred.
+pub const LAYERS: u64 = 4096;
+/// A width of a model (hidden size, FFN width, head width, latent ranks): 2^20.
+pub const WIDTH: u64 = 1 << 20;
+/// Attention heads or key/value heads.
+pub const HEADS: u64 = 1 << 16;
+/// Vocabulary entries: 2^24, over 60 times the largest published vocabularies (about 256K).
+pub const VOCAB: u64 = 1 << 24;
+/// Routed or shared experts per MoE layer.
+pub const EXPERTS: u64 = 1 << 16;
+/// Tokens per sequence (and position embeddings): 2^24, above the 10M-token contexts published.
+pub const SEQ_LEN: u64 = 1 << 24;
+/// Sequences per optimizer step.
+pub const GLOBAL_BATCH: u64 = 1 << 24;
+/// Tasks of one simulated step (micro-batches x pipeline stages x virtual chunks x 2 phases):
+/// 2^24 tasks take seconds; a step with more is refused rather than simulated for minutes.
+pub const SIMULATED_TASKS: u64 = 1 << 24;
+
+/// The bound of a model field (by its key in model files): the widths, unless named here.
+pub fn model_field(field: &str) -> u64 {
+    match field {
+        "num_layers" | "moe.dense_layers" | "mtp_layers" => LAYERS,
+        "num_attention_heads" | "num_kv_heads" => HEADS,
+        "vocab_size" => VOCAB,
+        "max_position_embeddings" | "sliding_window" => SEQ_LEN,
+        "moe.num_experts" | "moe.top_k" | "moe.num_shared_experts" => EXPERTS,
+        _ => WIDTH,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn products_of_bounded_counts_stay_exact_in_u64_and_f64() {
+        // The largest products the cost model forms: tokens per step, and a layer's weights.
+        let tokens = SEQ_LEN * GLOBAL_BATCH;
+        assert!(tokens <= 1 << 53, "exact in f64");
+        assert!(WIDTH.checked_mul(WIDTH).and_then(|w| w.checked_mul(LAYERS)).is_some());
+        assert!(PARALLEL_SIZE.checked_mul(PARALLEL_SIZE).is_some());
+    }
+}

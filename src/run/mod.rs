@@ -1,0 +1,247 @@
+//! One training run to price: model, cluster, training setup and plan, validated together.
+//!
+//! `RunSpec` is what the user wrote (presets, files and flags merged by the caller); `Run` is the
+//! only way the cost model receives input, so every divisibility and capacity rule is checked
+//! exactly once, here, and all violations are reported together.
+
+use serde::{Deserialize, Serialize};
+
+mod rules;
+
+use crate::hardware::{Cluster, ClusterSpec};
+use crate::model::{Model, ModelSpec};
+use crate::plan::{PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
+use crate::violation::{Collector, Violations};
+
+use rules::validate_plan;
+pub(crate) use rules::{check_plan_fields, validate_training};
+
+/// Everything needed to price one run, as the user described it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunSpec {
+    /// The model architecture.
+    pub model: ModelSpec,
+    /// The GPUs and links.
+    pub cluster: ClusterSpec,
+    /// Sequence length, batch and precision.
+    pub training: TrainingSpec,
+    /// The parallel plan.
+    pub plan: PlanSpec,
+}
+
+/// The layers one GPU of a pipeline stage holds ([`Run::stage_layer_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageLayers {
+    /// Transformer layers over all its virtual chunks.
+    pub layers: u64,
+    /// Layers among them with a dense MLP in an MoE model (0 for dense models).
+    pub dense: u64,
+}
+
+/// A validated run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    model: Model,
+    cluster: Cluster,
+    training: Training,
+    plan: Plan,
+}
+
+/// A positive count no larger than `max`, or `default` (with the problem recorded).
+impl Run {
+    /// Validates every part and every rule that ties the parts together.
+    pub fn from_spec(spec: &RunSpec) -> Result<Run, Violations> {
+        let mut collector = Collector::default();
+        let model = collector.take(Model::from_spec(&spec.model));
+        let cluster = collector.take(Cluster::from_spec(&spec.cluster));
+        let training = validate_training(&mut collector, &spec.training);
+        // The plan is checked even when the cluster is broken, against the GPU count as written,
+        // so that every problem is reported in one pass.
+        let num_gpus = spec.cluster.num_gpus.max(1) as u64;
+        let plan = model.as_ref().and_then(|model| {
+            validate_plan(&mut collector, &spec.plan, model, num_gpus, cluster.as_ref(), &training)
+        });
+        collector.finish()?;
+        match (model, cluster, plan) {
+            (Some(model), Some(cluster), Some(plan)) => Ok(Run { model, cluster, training, plan }),
+            _ => unreachable!("validation reported no problem, so every part was built"),
+        }
+    }
+
+    /// The model.
+    pub fn model(&self) -> &Model {
+        &self.model
+    }
+    /// The cluster.
+    pub fn cluster(&self) -> &Cluster {
+        &self.cluster
+    }
+    /// The training setup.
+    pub fn training(&self) -> &Training {
+        &self.training
+    }
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
+    pub fn tokens_per_microbatch(&self) -> f64 {
+        (self.training.micro_batch * self.training.seq_len) as f64 / self.plan.cp as f64
+    }
+
+    /// Transformer layers held by one GPU of pipeline stage `stage` (over all its virtual chunks).
+    pub fn stage_layers(&self, stage: u64) -> u64 {
+        self.stage_layer_counts()[stage as usize].layers
+    }
+
+    /// The transformer layers, and the dense-MLP layers among them, that one GPU of each pipeline
+    /// stage holds over all its virtual chunks, from one pass over the layer layout.
+    pub fn stage_layer_counts(&self) -> Vec<StageLayers> {
+        let pp = self.plan.pp;
+        let mut stages = vec![StageLayers::default(); pp as usize];
+        let mut first = 0;
+        for (position, count) in self.path_layers(pp * self.plan.vp).into_iter().enumerate() {
+            let stage = &mut stages[position % pp as usize];
+            stage.layers += count;
+            if self.model.moe().is_some() {
+                stage.dense += self.dense_layers_in(first, count);
+            }
+            first += count;
+        }
+        stages
+    }
+
+    /// Transformer layers of each of `positions` consecutive chunks along a micro-batch's path
+    /// through the pipeline (`pp x vp` chunks; DualPipe's `2 pp`), by the plan's split.
+    pub fn path_layers(&self, positions: u64) -> Vec<u64> {
+        let mtp = self.model.mtp_layers();
+        path_layers(self.model.num_layers(), mtp, self.plan.pipeline_split, positions)
+    }
+
+    /// Layers with a dense MLP among the `count` layers starting at layer `first` (all of them
+    /// for a dense model; DeepSeek-V3's first three otherwise).
+    pub fn dense_layers_in(&self, first: u64, count: u64) -> u64 {
+        match self.model.moe() {
+            None => count,
+            Some(moe) => moe.dense_layers.saturating_sub(first).min(count),
+        }
+    }
+}
+
+fn path_layers(num_layers: u64, mtp: u64, split: PipelineSplit, positions: u64) -> Vec<u64> {
+    let positions = positions.max(1);
+    match split {
+        PipelineSplit::Even => vec![num_layers / positions; positions as usize],
+        PipelineSplit::EmbeddingAndLoss => {
+            let per = (num_layers + 2) / positions;
+            (0..positions)
+                .map(|p| per - u64::from(p == 0) - u64::from(p + 1 == positions))
+                .collect()
+        }
+        PipelineSplit::Balanced if positions == 1 => vec![num_layers],
+        PipelineSplit::Balanced => balanced_layers(num_layers, mtp, positions),
+    }
+}
+
+/// The balanced split: the embedding, the loss and each MTP module count as one unit beside the
+/// layers; the units are spread as evenly as the chunks allow, the extra ones to the middle
+/// chunks first, and the first chunk holds the embedding, the last the MTP modules and the loss.
+/// DeepSeek-V3 (61 layers, one MTP module) on 32 chunks gives Megatron-Bridge's layout
+/// `Et|(tt|)*30mL`.
+fn balanced_layers(num_layers: u64, mtp: u64, positions: u64) -> Vec<u64> {
+    let last = positions - 1;
+    let units = num_layers + 2 + mtp;
+    let (base, extra) = (units / positions, units % positions);
+    let mut layers: Vec<u64> = (0..positions)
+        .map(|p| {
+            let size = base + u64::from(p >= 1 && p <= extra);
+            let held = u64::from(p == 0) + if p == last { 1 + mtp } else { 0 };
+            size.saturating_sub(held)
+        })
+        .collect();
+    // A chunk too small for what it holds takes no layers, which leaves more than the layers
+    // placed: take the surplus back from the fullest chunks, the latest first.
+    while layers.iter().sum::<u64>() > num_layers {
+        let fullest = (0..layers.len()).max_by_key(|&c| layers[c]).unwrap_or(0);
+        layers[fullest] -= 1;
+    }
+    layers
+}
+/// Checks the training setup on its own (also what a search validates before it has a plan).
+/// The rules of plan options that need nothing but the option itself: sizes are positive, the
+/// ZeRO stage is 0-3, counts are not negative, MoE ratios are at least 1. The search checks its
+/// pins with these before enumerating; [`Run::from_spec`] reports the same problems with the same
+/// words through the full validation.
+/// A valid run of `model` on `gpus` H100 SXM in the default precision, for the crate's unit
+/// tests.
+#[cfg(test)]
+pub(crate) fn test_run(
+    model: crate::model::ModelSpec,
+    gpus: i64,
+    seq_len: i64,
+    global_batch: i64,
+    micro_batch: i64,
+    plan: PlanSpec,
+) -> Run {
+    let gpu = crate::presets::gpu("h100-sxm").unwrap();
+    Run::from_spec(&RunSpec {
+        model,
+        cluster: crate::hardware::ClusterSpec { gpu, num_gpus: gpus },
+        training: TrainingSpec {
+            seq_len,
+            global_batch,
+            micro_batch: Some(micro_batch),
+            precision: None,
+        },
+        plan,
+    })
+    .unwrap()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanSpec, RecomputeKind};
+    use crate::presets;
+
+    fn run(plan: PlanSpec) -> Run {
+        test_run(presets::model("llama3.1-8b").unwrap(), 16, 8192, 32, 1, plan)
+    }
+
+    #[test]
+    fn memory_labels_name_the_sharding_and_the_recompute() {
+        assert_eq!(run(PlanSpec::default()).plan().memory_label(), "zero1 no-recompute");
+        let fsdp = PlanSpec { fsdp: Some(true), ..PlanSpec::default() };
+        assert_eq!(run(fsdp).plan().memory_label(), "fsdp no-recompute");
+        let hsdp = PlanSpec {
+            fsdp: Some(true),
+            hybrid_shard: Some(8),
+            recompute: Some(RecomputeKind::Full),
+            ..PlanSpec::default()
+        };
+        assert_eq!(run(hsdp).plan().memory_label(), "fsdp hsdp8 full32");
+        let ddp = PlanSpec {
+            zero: Some(0),
+            recompute: Some(RecomputeKind::Selective),
+            ..PlanSpec::default()
+        };
+        assert_eq!(run(ddp).plan().memory_label(), "ddp selective");
+    }
+
+    #[test]
+    fn the_balanced_split_counts_embedding_loss_and_mtp_as_units() {
+        // DeepSeek-V3 on pp 16 x vp 2: Megatron-Bridge's `Et|(tt|)*30mL`.
+        let layers = balanced_layers(61, 1, 32);
+        assert_eq!(layers[0], 1);
+        assert!(layers[1..31].iter().all(|&n| n == 2));
+        assert_eq!(layers[31], 0);
+        // 94 layers over 12 chunks: 96 units, 8 each; the first and last hold 7.
+        let layers = balanced_layers(94, 0, 12);
+        assert_eq!(layers, [7, 8, 8, 8, 8, 8, 8, 8, 8, 8, 8, 7]);
+        // Chunks too small for the ends still place every layer.
+        let layers = balanced_layers(3, 2, 4);
+        assert_eq!(layers.iter().sum::<u64>(), 3);
+    }
+}
