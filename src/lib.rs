@@ -32,6 +32,7 @@ pub mod export;
 pub mod hardware;
 pub mod model;
 pub mod plan;
+pub mod plan_diff;
 pub mod plan_file;
 pub mod presets;
 pub mod report;

@@ -172,7 +172,12 @@ fn html_report(
         .map_err(CliError::Other)
 }
 
-fn describe(plan: &RankedPlan) -> String {
+/// The equivalents of an entry, each as the flags that turn the entry's plan into it.
+fn also(plan: &RankedPlan) -> Vec<String> {
+    plan.equivalent_flags().iter().map(|flags| flags.join(" ")).collect()
+}
+
+pub(super) fn describe(plan: &RankedPlan) -> String {
     let p = plan.run.plan();
     format!(
         "{} mbs{} {} {}",
@@ -205,9 +210,14 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
     ]);
     for (rank, plan) in report.plans.iter().enumerate() {
         let e = &plan.estimate;
+        let mut label = describe(plan);
+        let alternatives = also(plan);
+        if !alternatives.is_empty() {
+            label.push_str(&format!("\n  also: {}", alternatives.join("; ")));
+        }
         table.add_row([
             (rank + 1).to_string(),
-            describe(plan),
+            label,
             format!("{:.3}", e.time.step_time().value()),
             format!("{:.1}", e.throughput.tokens_per_sec_per_gpu),
             format!("{:.1}", e.throughput.mfu_pct),
@@ -251,6 +261,8 @@ struct PlanJson {
     mfu_pct: f64,
     peak_memory_gib: f64,
     largest_overhead: &'static str,
+    /// Plans with the same step time and peak memory, as the flags that turn this one into each.
+    equivalents: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -295,6 +307,7 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
                 mfu_pct: e.throughput.mfu_pct,
                 peak_memory_gib: e.peak_memory.breakdown.total().as_gib(),
                 largest_overhead: plan.dominant_overhead(),
+                equivalents: also(plan),
             }
         })
         .collect();
