@@ -88,7 +88,7 @@ fn recompute_label(plan: &Plan, layers_per_stage: u64) -> String {
     }
 }
 
-fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
+pub fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
     [
         ("weights", memory.weights.as_gib()),
         ("gradients", memory.gradients.as_gib()),
@@ -288,7 +288,7 @@ struct PlanJson {
 }
 
 #[derive(Serialize)]
-struct MemoryGib {
+pub struct MemoryGib {
     weights: f64,
     gradients: f64,
     optimizer_states: f64,
@@ -349,12 +349,25 @@ struct TimeJson {
 }
 
 #[derive(Serialize)]
-struct ThroughputJson {
+pub struct ThroughputJson {
     step_time_s: f64,
     tokens_per_sec_per_gpu: f64,
     model_tflops_per_gpu: f64,
     mfu_pct: f64,
     hfu_pct: f64,
+}
+
+impl From<&Estimate> for ThroughputJson {
+    fn from(estimate: &Estimate) -> Self {
+        let throughput = &estimate.throughput;
+        ThroughputJson {
+            step_time_s: throughput.step_time.value(),
+            tokens_per_sec_per_gpu: throughput.tokens_per_sec_per_gpu,
+            model_tflops_per_gpu: throughput.model_tflops_per_gpu,
+            mfu_pct: throughput.mfu_pct,
+            hfu_pct: throughput.hfu_pct,
+        }
+    }
 }
 
 /// The JSON report of one estimate: one object, pretty-printed.
@@ -410,13 +423,7 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
             step_time_s: estimate.time.step_time().value(),
             breakdown_s: estimate.time,
         },
-        throughput: ThroughputJson {
-            step_time_s: estimate.throughput.step_time.value(),
-            tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
-            model_tflops_per_gpu: estimate.throughput.model_tflops_per_gpu,
-            mfu_pct: estimate.throughput.mfu_pct,
-            hfu_pct: estimate.throughput.hfu_pct,
-        },
+        throughput: ThroughputJson::from(estimate),
     };
     serde_json::to_string_pretty(&json)
 }

@@ -165,7 +165,7 @@ fn html_report(
     ));
     // The first row names the model either way.
     let title = format!("meshplan search: {} on {} GPUs", facts[0].1, base.cluster.num_gpus);
-    let best = report.plans.first().map(describe).unwrap_or_default();
+    let best = report.plans.first().map(RankedPlan::label).unwrap_or_default();
     Report::search(&title, facts, spec, report, best)
         .and_then(|report| report.to_html())
         .context("cannot make the HTML report")
@@ -175,17 +175,6 @@ fn html_report(
 /// The equivalents of an entry, each as the flags that turn the entry's plan into it.
 fn also(plan: &RankedPlan) -> Vec<String> {
     plan.equivalent_flags().iter().map(|flags| flags.join(" ")).collect()
-}
-
-pub(super) fn describe(plan: &RankedPlan) -> String {
-    let p = plan.run.plan();
-    format!(
-        "{} mbs{} {} {}",
-        p.label(),
-        plan.run.training().micro_batch(),
-        p.schedule().name(),
-        p.memory_label()
-    )
 }
 
 fn text(report: &SearchReport, engine: Option<Engine>) -> String {
@@ -210,7 +199,7 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
     ]);
     for (rank, plan) in report.plans.iter().enumerate() {
         let e = &plan.estimate;
-        let mut label = describe(plan);
+        let mut label = plan.label();
         let alternatives = also(plan);
         if !alternatives.is_empty() {
             label.push_str(&format!("\n  also: {}", alternatives.join("; ")));
@@ -293,7 +282,7 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
             let e = &plan.estimate;
             PlanJson {
                 rank: rank + 1,
-                plan: describe(plan),
+                plan: plan.label(),
                 tp: p.tp(),
                 pp: p.pp(),
                 vp: p.vp(),

@@ -90,6 +90,18 @@ pub(super) fn entries(plans: Vec<RankedPlan>) -> Vec<RankedPlan> {
 }
 
 impl RankedPlan {
+    /// The plan as the top list names it: `tp8 pp4 vp5 cp1 dp2 mbs1 interleaved zero1 full20`.
+    pub fn label(&self) -> String {
+        let plan = self.run.plan();
+        format!(
+            "{} mbs{} {} {}",
+            plan.label(),
+            self.run.training().micro_batch(),
+            plan.schedule().name(),
+            plan.memory_label()
+        )
+    }
+
     /// Each equivalent plan as the flags that turn this plan into it (`--cp-comm hierarchical`).
     pub fn equivalent_flags(&self) -> Vec<Vec<String>> {
         self.equivalents
