@@ -9,6 +9,7 @@ use serde::Serialize;
 use meshplan::Estimate;
 use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
 use meshplan::plan::{Plan, RecomputeKind, Sharding};
+use meshplan::search::fit::FitSuggestion;
 use meshplan::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
@@ -246,6 +247,57 @@ struct EstimateJson<'a> {
     memory: MemoryJson,
     time: TimeJson,
     throughput: ThroughputJson,
+    /// Empty when the plan fits.
+    fit_suggestions: Vec<FitJson>,
+}
+
+/// A change that makes a plan fit: the flags to add and the plan they give.
+#[derive(Serialize)]
+struct FitJson {
+    group: &'static str,
+    flags: Vec<String>,
+    plan: String,
+    step_time_s: f64,
+    peak_memory_gib: f64,
+    tokens_per_sec_per_gpu: f64,
+}
+
+impl From<&FitSuggestion> for FitJson {
+    fn from(suggestion: &FitSuggestion) -> Self {
+        let estimate = &suggestion.plan.estimate;
+        FitJson {
+            group: suggestion.group,
+            flags: suggestion.flags.clone(),
+            plan: suggestion.plan.label(),
+            step_time_s: estimate.time.step_time().value(),
+            peak_memory_gib: estimate.peak_memory.breakdown.total().as_gib(),
+            tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
+        }
+    }
+}
+
+/// The changes that make a plan fit as a table, fastest first; nothing when there are none.
+pub fn fit_text(suggestions: &[FitSuggestion], fits: bool) -> String {
+    if fits {
+        return String::new();
+    }
+    if suggestions.is_empty() {
+        return "\nNo change of one group of options (recompute, sharding, micro-batch, tp, \
+                pipeline, cp, experts) makes it fit: try more GPUs, or `meshplan search`.\n"
+            .to_owned();
+    }
+    let mut out = table(&["to make it fit, add", "step s", "tokens/s/GPU", "peak GiB"]);
+    for suggestion in suggestions {
+        let estimate = &suggestion.plan.estimate;
+        out.add_row([
+            suggestion.flags.join(" "),
+            format!("{:.3}", estimate.time.step_time().value()),
+            format!("{:.1}", estimate.throughput.tokens_per_sec_per_gpu),
+            format!("{:.1}", estimate.peak_memory.breakdown.total().as_gib()),
+        ]);
+    }
+    align_numbers(&mut out, 1);
+    format!("\nChanges that make it fit, one group of options at a time, fastest first:\n\n{out}\n")
 }
 
 #[derive(Serialize)]
@@ -371,7 +423,11 @@ impl From<&Estimate> for ThroughputJson {
 }
 
 /// The JSON report of one estimate: one object, pretty-printed.
-pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result<String> {
+pub fn estimate_json(
+    inputs: &Inputs,
+    estimate: &Estimate,
+    suggestions: &[FitSuggestion],
+) -> serde_json::Result<String> {
     let run = &inputs.run;
     let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
     let peak = &estimate.peak_memory;
@@ -424,6 +480,7 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
             breakdown_s: estimate.time,
         },
         throughput: ThroughputJson::from(estimate),
+        fit_suggestions: suggestions.iter().map(FitJson::from).collect(),
     };
     serde_json::to_string_pretty(&json)
 }

@@ -13,6 +13,7 @@
 //! [`brute_force`] simulates every priced candidate without the bound: tests check that both
 //! agree.
 
+pub mod fit;
 pub mod rank;
 pub mod space;
 
