@@ -913,3 +913,30 @@ fn search_lists_plans_with_the_same_time_and_memory_as_one_entry() {
         .collect();
     assert!(equivalents.contains(&"--cp-comm hierarchical"), "{equivalents:?}");
 }
+
+#[test]
+fn every_fit_suggestion_for_a_plan_file_fits_once_its_flags_are_added() {
+    // Flags beside --plan switch what the file made explicit (its ZeRO stage under --fsdp, its dp
+    // under a new tp), so each suggestion applies to the file as it stands.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("oom.toml");
+    let file = file.to_str().unwrap();
+    let mut args = words("estimate --model llama3.1-8b --gpus 8 --seq-len 8192 --global-batch 32");
+    args.extend(["--save-plan", file, "--format", "json"]);
+    let value = json(&args);
+    assert_eq!(value["memory"]["fits"], false);
+    let suggestions = value["fit_suggestions"].as_array().unwrap();
+    assert!(!suggestions.is_empty());
+    for suggestion in suggestions {
+        let mut args = vec!["estimate", "--plan", file, "--format", "json"];
+        for flag in suggestion["flags"].as_array().unwrap() {
+            args.extend(flag.as_str().unwrap().split_whitespace());
+        }
+        let fixed = json(&args);
+        assert_eq!(fixed["memory"]["fits"], true, "{args:?}");
+        let step = fixed["time"]["step_time_s"].as_f64().unwrap();
+        assert!((step - suggestion["step_time_s"].as_f64().unwrap()).abs() < 1e-9 * step);
+    }
+    let fsdp = json(&["estimate", "--plan", file, "--fsdp", "--format", "json"]);
+    assert_eq!(fsdp["run"]["plan"]["fsdp"], true);
+}
