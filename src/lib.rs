@@ -33,6 +33,7 @@ pub mod hardware;
 pub mod limits;
 pub mod model;
 pub mod plan;
+pub mod plan_diff;
 pub mod plan_file;
 pub mod presets;
 pub mod report;

@@ -41,16 +41,10 @@ pub enum PlanFileError {
 /// The spec of a validated run with every plan default explicit: `base` supplies the model and
 /// the cluster, `run` the training setup and the plan as validation resolved them.
 pub fn resolved_spec(base: &RunSpec, run: &Run) -> RunSpec {
-    let training = run.training();
     RunSpec {
         model: base.model.clone(),
         cluster: base.cluster.clone(),
-        training: TrainingSpec {
-            seq_len: training.seq_len() as i64,
-            global_batch: training.global_batch() as i64,
-            micro_batch: Some(training.micro_batch() as i64),
-            precision: Some(training.precision()),
-        },
+        training: run.training().to_spec(),
         plan: run.plan().to_spec(),
     }
 }

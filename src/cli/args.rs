@@ -37,6 +37,9 @@ pub enum Command {
     /// Write a plan as an engine's launch configuration (Megatron-LM arguments, torchtitan TOML,
     /// DeepSpeed JSON).
     Export(Box<ExportArgs>),
+    /// Put two or more plan files side by side: memory, step time and throughput of each, and
+    /// every option that differs between them.
+    Compare(Box<CompareArgs>),
     /// List every built-in model and GPU preset with its key numbers and source.
     Presets(PresetsArgs),
     /// Predict every row of a calibration CSV and compare with the published measurements.
@@ -148,6 +151,21 @@ pub struct ExportArgs {
     pub allow_over_capacity: bool,
 }
 
+/// `meshplan compare` flags.
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// A plan file (written by --save-plan); give two or more, one --plan each.
+    #[arg(long = "plan", value_name = "FILE.toml")]
+    pub plans: Vec<PathBuf>,
+    /// Write a self-contained HTML report: the plans side by side, what differs, and each plan's
+    /// memory and step-time charts.
+    #[arg(long, value_name = "FILE.html")]
+    pub report: Option<PathBuf>,
+    /// Output format; json is one object with every plan and the differences.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
 /// `meshplan presets` flags.
 #[derive(Debug, Args)]
 pub struct PresetsArgs {
@@ -186,7 +204,7 @@ pub struct CalibrateArgs {
 }
 
 /// Flags that describe one run; shared by every subcommand that prices a run.
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct RunArgs {
     /// A plan file (written by --save-plan): model, cluster, training and every plan option.
     /// Flags given beside it override what it says.

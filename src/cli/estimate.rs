@@ -21,9 +21,21 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
             .map_err(CliError::Other)?;
         write_atomically(path, "save_plan", &text)?;
     }
+    // A plan that does not fit: the fastest changes of one group of options that make it fit.
+    let suggestions = if estimate.fits() {
+        Vec::new()
+    } else {
+        meshplan::search::fit::fit_suggestions(&inputs.spec, &inputs.run).map_err(
+            |err| match err {
+                meshplan::search::SearchError::Input(violations) => CliError::Input(violations),
+                other => CliError::Other(anyhow::Error::new(other)),
+            },
+        )?
+    };
     match args.format {
-        Format::Text => Ok(render::estimate_text(&inputs, &estimate)),
-        Format::Json => render::estimate_json(&inputs, &estimate)
+        Format::Text => Ok(render::estimate_text(&inputs, &estimate)
+            + &render::fit_text(&suggestions, estimate.fits())),
+        Format::Json => render::estimate_json(&inputs, &estimate, &suggestions)
             .context("cannot serialize the estimate as JSON")
             .map_err(CliError::Other),
     }

@@ -113,7 +113,7 @@ fn build_spec(problems: &mut Collector, args: &RunArgs, with_base_plan: bool) ->
     let num_gpus = args.gpus.or(file.as_ref().map(|f| f.cluster.num_gpus)).unwrap_or(EXAMPLE_GPUS);
     let base = match (&file, args.model.is_none()) {
         (_, _) if !with_base_plan => PlanSpec::default(),
-        (Some(file), _) => without_stale_dp(&file.plan, &args.plan_options),
+        (Some(file), _) => without_stale(&file.plan, &args.plan_options),
         (None, true) => example_plan(),
         (None, false) => PlanSpec::default(),
     };
@@ -121,11 +121,26 @@ fn build_spec(problems: &mut Collector, args: &RunArgs, with_base_plan: bool) ->
     Some(RunSpec { model: model?, cluster: ClusterSpec { gpu: gpu?, num_gpus }, training, plan })
 }
 
-/// A plan file's plan under flags that change tp, pp or cp without --dp: its dp, which followed
-/// from the old sizes, is dropped so that it follows the new ones.
-fn without_stale_dp(file: &PlanSpec, flags: &PlanSpec) -> PlanSpec {
+/// A plan file's plan without what the flags beside it make stale, so that the flags can switch
+/// a choice the file made explicit: its dp under a new tp, pp or cp (without --dp), its ZeRO stage
+/// under FSDP flags and its FSDP options under --zero, its recompute layer count under another
+/// --recompute (without --recompute-num-layers).
+fn without_stale(file: &PlanSpec, flags: &PlanSpec) -> PlanSpec {
+    let mut plan = file.clone();
     let resized = flags.tp.is_some() || flags.pp.is_some() || flags.cp.is_some();
-    if resized && flags.dp.is_none() { PlanSpec { dp: None, ..file.clone() } } else { file.clone() }
+    if resized && flags.dp.is_none() {
+        plan.dp = None;
+    }
+    if flags.fsdp == Some(true) || flags.fsdp_mode.is_some() || flags.hybrid_shard.is_some() {
+        plan.zero = None;
+    }
+    if flags.zero.is_some() && flags.fsdp.is_none() {
+        (plan.fsdp, plan.fsdp_mode, plan.hybrid_shard) = (None, None, None);
+    }
+    if flags.recompute.is_some() && flags.recompute_num_layers.is_none() {
+        plan.recompute_num_layers = None;
+    }
+    plan
 }
 
 /// Reads a GPU file (the keys of `presets/gpus/*.toml`, schema in `schemas/gpu.schema.json`).

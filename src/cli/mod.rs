@@ -4,6 +4,7 @@
 
 pub mod args;
 mod calibrate;
+mod compare;
 mod estimate;
 mod export;
 mod inputs;
@@ -62,6 +63,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Simulate(args) => simulate::run(&args)?,
         Command::Search(args) => search::run(&args)?,
         Command::Export(args) => export::run(&args)?,
+        Command::Compare(args) => compare::run(&args)?,
         Command::Presets(args) => presets::run(&args)?,
         Command::Validate(args) => validate::run(&args)?,
         Command::Calibrate(args) => calibrate::run(&args)?,

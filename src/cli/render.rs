@@ -9,6 +9,7 @@ use serde::Serialize;
 use meshplan::Estimate;
 use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
 use meshplan::plan::{Plan, RecomputeKind, Sharding};
+use meshplan::search::fit::FitSuggestion;
 use meshplan::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
@@ -70,7 +71,7 @@ fn recompute_label(plan: &Plan, layers_per_stage: u64) -> String {
     }
 }
 
-fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
+pub fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
     [
         ("weights", memory.weights.as_gib()),
         ("gradients", memory.gradients.as_gib()),
@@ -228,6 +229,57 @@ struct EstimateJson<'a> {
     memory: MemoryJson,
     time: TimeJson,
     throughput: ThroughputJson,
+    /// Empty when the plan fits.
+    fit_suggestions: Vec<FitJson>,
+}
+
+/// A change that makes a plan fit: the flags to add and the plan they give.
+#[derive(Serialize)]
+struct FitJson {
+    group: &'static str,
+    flags: Vec<String>,
+    plan: String,
+    step_time_s: f64,
+    peak_memory_gib: f64,
+    tokens_per_sec_per_gpu: f64,
+}
+
+impl From<&FitSuggestion> for FitJson {
+    fn from(suggestion: &FitSuggestion) -> Self {
+        let estimate = &suggestion.plan.estimate;
+        FitJson {
+            group: suggestion.group,
+            flags: suggestion.flags.clone(),
+            plan: suggestion.plan.label(),
+            step_time_s: estimate.time.step_time().value(),
+            peak_memory_gib: estimate.peak_memory.breakdown.total().as_gib(),
+            tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
+        }
+    }
+}
+
+/// The changes that make a plan fit as a table, fastest first; nothing when there are none.
+pub fn fit_text(suggestions: &[FitSuggestion], fits: bool) -> String {
+    if fits {
+        return String::new();
+    }
+    if suggestions.is_empty() {
+        return "\nNo change of one group of options (recompute, sharding, micro-batch, tp, \
+                pipeline, cp, experts) makes it fit: try more GPUs, or `meshplan search`.\n"
+            .to_owned();
+    }
+    let mut out = table(&["to make it fit, add", "step s", "tokens/s/GPU", "peak GiB"]);
+    for suggestion in suggestions {
+        let estimate = &suggestion.plan.estimate;
+        out.add_row([
+            suggestion.flags.join(" "),
+            format!("{:.3}", estimate.time.step_time().value()),
+            format!("{:.1}", estimate.throughput.tokens_per_sec_per_gpu),
+            format!("{:.1}", estimate.peak_memory.breakdown.total().as_gib()),
+        ]);
+    }
+    align_numbers(&mut out, 1);
+    format!("\nChanges that make it fit, one group of options at a time, fastest first:\n\n{out}\n")
 }
 
 #[derive(Serialize)]
@@ -276,7 +328,7 @@ impl PlanJson {
 }
 
 #[derive(Serialize)]
-struct MemoryGib {
+pub struct MemoryGib {
     weights: f64,
     gradients: f64,
     optimizer_states: f64,
@@ -337,7 +389,7 @@ struct TimeJson {
 }
 
 #[derive(Serialize)]
-struct ThroughputJson {
+pub struct ThroughputJson {
     step_time_s: f64,
     tokens_per_sec_per_gpu: f64,
     model_tflops_per_gpu: f64,
@@ -345,8 +397,25 @@ struct ThroughputJson {
     hfu_pct: f64,
 }
 
+impl From<&Estimate> for ThroughputJson {
+    fn from(estimate: &Estimate) -> Self {
+        let throughput = &estimate.throughput;
+        ThroughputJson {
+            step_time_s: throughput.step_time.value(),
+            tokens_per_sec_per_gpu: throughput.tokens_per_sec_per_gpu,
+            model_tflops_per_gpu: throughput.model_tflops_per_gpu,
+            mfu_pct: throughput.mfu_pct,
+            hfu_pct: throughput.hfu_pct,
+        }
+    }
+}
+
 /// The JSON report of one estimate: one object, pretty-printed.
-pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result<String> {
+pub fn estimate_json(
+    inputs: &Inputs,
+    estimate: &Estimate,
+    suggestions: &[FitSuggestion],
+) -> serde_json::Result<String> {
     let run = &inputs.run;
     let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
     let peak = &estimate.peak_memory;
@@ -379,13 +448,8 @@ pub fn estimate_json(inputs: &Inputs, estimate: &Estimate) -> serde_json::Result
             step_time_s: estimate.time.step_time().value(),
             breakdown_s: estimate.time,
         },
-        throughput: ThroughputJson {
-            step_time_s: estimate.throughput.step_time.value(),
-            tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
-            model_tflops_per_gpu: estimate.throughput.model_tflops_per_gpu,
-            mfu_pct: estimate.throughput.mfu_pct,
-            hfu_pct: estimate.throughput.hfu_pct,
-        },
+        throughput: ThroughputJson::from(estimate),
+        fit_suggestions: suggestions.iter().map(FitJson::from).collect(),
     };
     serde_json::to_string_pretty(&json)
 }

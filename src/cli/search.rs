@@ -165,22 +165,16 @@ fn html_report(
     ));
     // The first row names the model either way.
     let title = format!("meshplan search: {} on {} GPUs", facts[0].1, base.cluster.num_gpus);
-    let best = report.plans.first().map(describe).unwrap_or_default();
+    let best = report.plans.first().map(RankedPlan::label).unwrap_or_default();
     Report::search(&title, facts, spec, report, best)
         .and_then(|report| report.to_html())
         .context("cannot make the HTML report")
         .map_err(CliError::Other)
 }
 
-fn describe(plan: &RankedPlan) -> String {
-    let p = plan.run.plan();
-    format!(
-        "{} mbs{} {} {}",
-        p.label(),
-        plan.run.training().micro_batch(),
-        p.schedule().name(),
-        p.memory_label()
-    )
+/// The equivalents of an entry, each as the flags that turn the entry's plan into it.
+fn also(plan: &RankedPlan) -> Vec<String> {
+    plan.equivalent_flags().iter().map(|flags| flags.join(" ")).collect()
 }
 
 fn text(report: &SearchReport, engine: Option<Engine>) -> String {
@@ -205,9 +199,14 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
     ]);
     for (rank, plan) in report.plans.iter().enumerate() {
         let e = &plan.estimate;
+        let mut label = plan.label();
+        let alternatives = also(plan);
+        if !alternatives.is_empty() {
+            label.push_str(&format!("\n  also: {}", alternatives.join("; ")));
+        }
         table.add_row([
             (rank + 1).to_string(),
-            describe(plan),
+            label,
             format!("{:.3}", e.time.step_time().value()),
             format!("{:.1}", e.throughput.tokens_per_sec_per_gpu),
             format!("{:.1}", e.throughput.mfu_pct),
@@ -248,6 +247,8 @@ struct RankedJson {
     mfu_pct: f64,
     peak_memory_gib: f64,
     largest_overhead: &'static str,
+    /// Plans with the same step time and peak memory, as the flags that turn this one into each.
+    equivalents: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -278,7 +279,7 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
             let e = &plan.estimate;
             RankedJson {
                 rank: rank + 1,
-                description: describe(plan),
+                description: plan.label(),
                 plan: render::PlanJson::of(p),
                 micro_batch: plan.run.training().micro_batch(),
                 step_time_s: e.time.step_time().value(),
@@ -287,6 +288,7 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
                 mfu_pct: e.throughput.mfu_pct,
                 peak_memory_gib: e.peak_memory.breakdown.total().as_gib(),
                 largest_overhead: plan.dominant_overhead(),
+                equivalents: also(plan),
             }
         })
         .collect();

@@ -466,6 +466,15 @@ impl Training {
     pub fn tokens_per_step(&self) -> u64 {
         self.global_batch * self.seq_len
     }
+    /// The setup written back as a spec with every default explicit (what a plan file holds).
+    pub fn to_spec(&self) -> TrainingSpec {
+        TrainingSpec {
+            seq_len: self.seq_len as i64,
+            global_batch: self.global_batch as i64,
+            micro_batch: Some(self.micro_batch as i64),
+            precision: Some(self.precision),
+        }
+    }
 }
 
 /// A validated plan. Built only by [`crate::Run::from_spec`], which checks it against the model,

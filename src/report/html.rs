@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use html_escape::encode_text as escape;
 
-use super::{PlanView, Report, ReportError, SearchView, charts, scatter, timeline};
+use super::{ComparisonView, PlanView, Report, ReportError, SearchView, charts, scatter, timeline};
 
 const TEMPLATE: &str = include_str!("template.html");
 
@@ -84,9 +84,12 @@ fn header(out: &mut String, report: &Report) {
         let _ = writeln!(out, "<tr><th>{}</th><td>{}</td></tr>", escape(name), escape(value));
     }
     out.push_str("</table>\n");
-    match &report.plan {
-        Some(plan) => key_numbers(out, plan),
-        None => out.push_str("<p class=\"warning\">No plan fits: see the rejections below.</p>\n"),
+    match (&report.plan, &report.search) {
+        (Some(plan), _) => key_numbers(out, plan),
+        (None, Some(_)) => {
+            out.push_str("<p class=\"warning\">No plan fits: see the rejections below.</p>\n")
+        }
+        (None, None) => {}
     }
     out.push_str("</header>\n");
 }
@@ -152,11 +155,65 @@ fn plan_sections(out: &mut String, plan: &PlanView) -> Result<(), ReportError> {
     Ok(())
 }
 
+/// A table of text cells under a header row; cells after the first `text_columns` are numbers.
+fn table(class: &str, header: &[&str], rows: &[Vec<String>], text_columns: usize) -> String {
+    let mut out = format!("<table class=\"{class}\">\n<tr>");
+    for name in header {
+        let _ = write!(out, "<th>{}</th>", escape(name));
+    }
+    out.push_str("</tr>\n");
+    for row in rows {
+        out.push_str("<tr>");
+        for (column, cell) in row.iter().enumerate() {
+            let class = if column < text_columns { "" } else { " class=\"number\"" };
+            let _ = write!(out, "<td{class}>{}</td>", escape(cell));
+        }
+        out.push_str("</tr>\n");
+    }
+    out.push_str("</table>\n");
+    out
+}
+
+/// The search's top list as a table.
+fn top_list(out: &mut String, search: &SearchView) {
+    if search.top.is_empty() {
+        return;
+    }
+    let rows: Vec<Vec<String>> = search
+        .top
+        .iter()
+        .enumerate()
+        .map(|(rank, row)| {
+            vec![
+                (rank + 1).to_string(),
+                row.label.clone(),
+                row.equivalents.join("; "),
+                format!("{:.3}", row.step_time.value()),
+                format!("{:.1}", row.tokens_per_sec_per_gpu),
+                format!("{:.1}", row.mfu_pct),
+                format!("{:.1}", row.peak_memory.as_gib()),
+            ]
+        })
+        .collect();
+    let header =
+        ["#", "plan", "also (same time and memory)", "step s", "tokens/s/GPU", "MFU %", "peak GiB"];
+    let _ = write!(
+        out,
+        "<section id=\"top\">\n<h2>Best plans</h2>\n{}<p class=\"caption\">{}</p>\n</section>\n",
+        table("top", &header, &rows, 3),
+        escape(
+            "Ranked by simulated step time, then peak memory. Plans with the same step time and \
+             peak are one entry; the others are listed as the flags that turn the entry into them."
+        )
+    );
+}
+
 fn search_sections(
     out: &mut String,
     search: &SearchView,
     best_label: &str,
 ) -> Result<(), ReportError> {
+    top_list(out, search);
     let caption = format!(
         "{} candidates considered, {} priced and fitting by the closed form: {} simulated, {} \
          pruned because their lower bound could not beat the best plans (drawn at the \
@@ -207,6 +264,55 @@ fn search_sections(
     Ok(())
 }
 
+/// Plans side by side: the figures, what differs, and each plan's memory and step-time charts.
+fn comparison_sections(out: &mut String, view: &ComparisonView) -> Result<(), ReportError> {
+    let mut header = vec![""];
+    header.extend(view.columns.iter().map(String::as_str));
+    let rows: Vec<Vec<String>> = view
+        .rows
+        .iter()
+        .map(|(name, values)| std::iter::once(name.clone()).chain(values.clone()).collect())
+        .collect();
+    let _ = write!(
+        out,
+        "<section id=\"side-by-side\">\n<h2>Side by side</h2>\n{}</section>\n",
+        table("comparison", &header, &rows, 1)
+    );
+    header[0] = "option";
+    let differences: Vec<Vec<String>> = view
+        .differences
+        .iter()
+        .map(|(key, values)| std::iter::once(key.clone()).chain(values.clone()).collect())
+        .collect();
+    let listed = if differences.is_empty() {
+        "<p>The plans set every option alike.</p>\n".to_owned()
+    } else {
+        table("differences", &header, &differences, header.len())
+    };
+    let _ =
+        write!(out, "<section id=\"differences\">\n<h2>What differs</h2>\n{listed}</section>\n");
+    for (index, (label, estimate)) in view.plans.iter().enumerate() {
+        let column = view.columns.get(index).map_or("", String::as_str);
+        let memory = Chart {
+            name: &format!("memory-{}", index + 1),
+            heading: &format!("{column}: memory per GPU ({label})"),
+            svg: charts::memory(&estimate.stages, estimate.memory_capacity)?,
+            caption: "",
+            scroll: false,
+        };
+        section(out, memory, "");
+        let time = Chart {
+            name: &format!("step-time-{}", index + 1),
+            heading: &format!("{column}: step time"),
+            svg: charts::step_time(&estimate.time)?,
+            caption: "",
+            scroll: false,
+        };
+        section(out, time, "");
+    }
+    Ok(())
+}
+
 /// The whole page.
 pub(super) fn page(report: &Report) -> Result<String, ReportError> {
     let mut body = String::new();
@@ -217,6 +323,9 @@ pub(super) fn page(report: &Report) -> Result<String, ReportError> {
     if let Some(search) = &report.search {
         let best = report.plan.as_ref().map_or("", |plan| plan.label.as_str());
         search_sections(&mut body, search, best)?;
+    }
+    if let Some(comparison) = &report.comparison {
+        comparison_sections(&mut body, comparison)?;
     }
     Ok(fill(TEMPLATE, &[("title", &escape(&report.title)), ("body", &body)]))
 }

@@ -86,9 +86,28 @@ pub struct RejectionRow {
     pub example: String,
 }
 
+/// One entry of a search's top list.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopRow {
+    /// The plan, e.g. `tp8 pp1 vp1 cp2 dp32 mbs4 1f1b zero2 no-recompute`.
+    pub label: String,
+    /// Simulated step time.
+    pub step_time: Seconds,
+    /// Training tokens per second per GPU.
+    pub tokens_per_sec_per_gpu: f64,
+    /// Model FLOP utilization, in percent.
+    pub mfu_pct: f64,
+    /// Peak memory of the worst stage.
+    pub peak_memory: Bytes,
+    /// Plans with the same step time and peak, each as the flags that turn this plan into it.
+    pub equivalents: Vec<String>,
+}
+
 /// What a search priced and rejected.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SearchView {
+    /// The top list, best first.
+    pub top: Vec<TopRow>,
     /// Candidates in the space.
     pub considered: usize,
     /// Candidates that passed the closed form's checks.
@@ -123,7 +142,20 @@ impl SearchView {
             .plans
             .first()
             .and_then(|best| report.points.iter().position(|p| p.candidate == best.candidate));
+        let top = report
+            .plans
+            .iter()
+            .map(|plan| TopRow {
+                label: plan.label(),
+                step_time: plan.estimate.time.step_time(),
+                tokens_per_sec_per_gpu: plan.estimate.throughput.tokens_per_sec_per_gpu,
+                mfu_pct: plan.estimate.throughput.mfu_pct,
+                peak_memory: plan.estimate.peak_memory.breakdown.total(),
+                equivalents: plan.equivalent_flags().iter().map(|flags| flags.join(" ")).collect(),
+            })
+            .collect();
         SearchView {
+            top,
             considered: report.considered,
             priced: report.priced,
             simulated: report.simulated,
@@ -147,6 +179,20 @@ impl SearchView {
     }
 }
 
+/// Plans side by side (`meshplan compare`): a table of their figures, the options that differ,
+/// and each plan's memory and step-time charts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ComparisonView {
+    /// One heading per plan (its file).
+    pub columns: Vec<String>,
+    /// The figures, one row per figure: its name and its value for each plan, as shown.
+    pub rows: Vec<(String, Vec<String>)>,
+    /// The options whose values differ: the key and its value for each plan.
+    pub differences: Vec<(String, Vec<String>)>,
+    /// Each plan's label and estimate, for its charts.
+    pub plans: Vec<(String, Estimate)>,
+}
+
 /// A whole report.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Report {
@@ -158,12 +204,25 @@ pub struct Report {
     pub plan: Option<PlanView>,
     /// The search's candidates and rejections, for a search.
     pub search: Option<SearchView>,
+    /// Plans side by side, for a comparison.
+    pub comparison: Option<ComparisonView>,
 }
 
 impl Report {
     /// The report of one simulated plan: header, memory, step time and timeline.
     pub fn simulated(title: &str, inputs: Vec<(String, String)>, plan: PlanView) -> Report {
-        Report { title: title.to_owned(), inputs, plan: Some(plan), search: None }
+        Report { title: title.to_owned(), inputs, plan: Some(plan), search: None, comparison: None }
+    }
+
+    /// The report of plans compared side by side.
+    pub fn comparison(title: &str, comparison: ComparisonView) -> Report {
+        Report {
+            title: title.to_owned(),
+            inputs: Vec::new(),
+            plan: None,
+            search: None,
+            comparison: Some(comparison),
+        }
     }
 
     /// The report of a search: the best plan (simulated again, with its timeline) and every
@@ -193,6 +252,7 @@ impl Report {
             inputs,
             plan,
             search: Some(SearchView::new(spec, report, capacity)),
+            comparison: None,
         })
     }
 

@@ -6,12 +6,15 @@
 //! headroom) or that the target engine cannot run are rejected. The rest are simulated in order of
 //! their closed-form time, skipping any whose lower bound ([`crate::sim::lower_bound`]: each rank's
 //! work back to back after the pipeline fill reaches it) is already slower than the current
-//! `top`-th best; simulated plans whose
-//! simulated peak memory does not fit are rejected too. The ranking is by simulated step time, ties
-//! broken by the candidate's fixed order, so the result does not depend on thread timing.
+//! `top`-th entry; simulated plans whose
+//! simulated peak memory does not fit are rejected too. The ranking (`rank.rs`) is by simulated
+//! step time, then peak memory, then the candidate's fixed order, so the result does not depend on
+//! thread timing; plans with the same step time and peak are one entry with their equivalents.
 //! [`brute_force`] simulates every priced candidate without the bound: tests check that both
 //! agree.
 
+pub mod fit;
+pub mod rank;
 pub mod space;
 
 use std::collections::BTreeMap;
@@ -33,6 +36,7 @@ use crate::units::Bytes;
 use crate::units::Seconds;
 use crate::violation::{Collector, Violations};
 
+pub use rank::Equivalent;
 pub use space::{Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
 
 /// Candidates simulated together against one bar. Fixed (not the thread count) so that the
@@ -90,6 +94,9 @@ pub struct RankedPlan {
     pub estimate: Estimate,
     /// Closed-form step time.
     pub closed_form: Seconds,
+    /// Plans with the same step time and peak memory, listed as this one entry, in candidate
+    /// order.
+    pub equivalents: Vec<Equivalent>,
 }
 
 impl RankedPlan {
@@ -479,16 +486,7 @@ fn simulate_candidate(
 ) -> Result<RankedPlan, SearchError> {
     let run = candidate_run(spec, template, &candidate).map_err(SearchError::Input)?;
     let (estimate, _) = estimate_simulated_with(&run, SimOptions { timeline: false })?;
-    Ok(RankedPlan { candidate, run, estimate, closed_form })
-}
-
-fn better(a: &RankedPlan, b: &RankedPlan) -> std::cmp::Ordering {
-    a.estimate
-        .time
-        .step_time()
-        .value()
-        .total_cmp(&b.estimate.time.step_time().value())
-        .then(a.candidate.cmp(&b.candidate))
+    Ok(RankedPlan { candidate, run, estimate, closed_form, equivalents: Vec::new() })
 }
 
 /// Simulated plans that fit, each also recorded as a point; the rest are counted as not fitting.
@@ -548,16 +546,13 @@ pub fn search(
     let top = spec.top.max(1);
     let batch = SIMULATION_BATCH;
     let mut best: Vec<RankedPlan> = Vec::new();
+    let mut bar = None;
     let mut points = Vec::with_capacity(kept.len());
     let (mut simulated, mut pruned) = (0, 0);
     for chunk in kept.chunks(batch) {
-        // The bar every candidate of this batch must beat, fixed before the batch runs.
-        let bar = if best.len() >= top {
-            best[top - 1].estimate.time.step_time()
-        } else {
-            Seconds::new(f64::INFINITY)
-        };
-        let (run, skip): (Vec<&Kept>, Vec<&Kept>) = chunk.iter().partition(|k| k.bound < bar);
+        // The bar every candidate of this batch must reach, fixed before the batch runs.
+        let (run, skip): (Vec<&Kept>, Vec<&Kept>) =
+            chunk.iter().partition(|k| rank::may_enter(k.bound, bar));
         pruned += skip.len();
         simulated += run.len();
         points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
@@ -567,8 +562,7 @@ pub fn search(
             .collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         best.extend(keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points));
-        best.sort_by(better);
-        best.truncate(top);
+        bar = rank::keep_top(&mut best, top);
     }
     points.sort_by_key(|p| p.candidate);
     Ok(SearchReport {
@@ -576,7 +570,7 @@ pub fn search(
         priced: kept.len(),
         simulated,
         pruned,
-        plans: best,
+        plans: rank::entries(best),
         rejections,
         points,
     })
@@ -594,8 +588,8 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
         .collect::<Result<Vec<_>, _>>()?;
     let mut points = Vec::with_capacity(kept.len());
     let mut plans = keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points);
-    plans.sort_by(better);
-    plans.truncate(spec.top.max(1));
+    rank::keep_top(&mut plans, spec.top.max(1));
+    let plans = rank::entries(plans);
     points.sort_by_key(|p| p.candidate);
     Ok(SearchReport {
         considered: candidates.len(),
@@ -662,8 +656,11 @@ mod tests {
             let spec = spec(gpus, engine);
             let fast = search(&spec, &|_, _| {}).unwrap();
             let reference = brute_force(&spec).unwrap();
+            // Entries and their equivalents alike.
             let order = |report: &SearchReport| {
-                report.plans.iter().map(|p| p.candidate).collect::<Vec<_>>()
+                let equivalents =
+                    |p: &RankedPlan| p.equivalents.iter().map(|e| e.candidate).collect::<Vec<_>>();
+                report.plans.iter().map(|p| (p.candidate, equivalents(p))).collect::<Vec<_>>()
             };
             assert_eq!(order(&fast), order(&reference), "{gpus} GPUs, {engine:?}");
             assert!(
@@ -684,6 +681,7 @@ mod tests {
         assert!(!report.plans.is_empty());
         for pair in report.plans.windows(2) {
             assert!(pair[0].estimate.time.step_time() <= pair[1].estimate.time.step_time());
+            assert_eq!(rank::order(&pair[0], &pair[1]), std::cmp::Ordering::Less);
         }
         assert!(report.plans.iter().all(|p| p.estimate.fits()));
         assert!(report.rejections.counts.contains_key(&Rejection::DoesNotDivide));

@@ -713,6 +713,29 @@ fn search_report_adds_the_candidates_and_the_rejections() {
 }
 
 #[test]
+fn search_report_lists_the_top_plans_as_a_table() {
+    let page = report(
+        &words("search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32 --top 3"),
+        &["memory", "step-time", "timeline", "scatter", "rejections"],
+    );
+    let at = page.find("<section id=\"top\">").expect("a top-plans section");
+    let section = &page[at..at + page[at..].find("</section>").unwrap()];
+    assert!(section.contains("<th>tokens/s/GPU</th>") && section.contains("<th>peak GiB</th>"));
+    assert_eq!(section.matches("<tr>").count(), 4, "a header and three plans: {section}");
+}
+
+#[test]
+fn compare_report_has_both_plans_side_by_side() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_plan_files(dir.path());
+    let page = report(
+        &["compare", "--plan", &a, "--plan", &b],
+        &["memory-1", "step-time-1", "memory-2", "step-time-2"],
+    );
+    assert!(page.contains("<h2>What differs</h2>") && page.contains("plan.recompute"));
+}
+
+#[test]
 fn a_search_that_finds_no_plan_still_reports_why() {
     let page = report(
         &["search", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8"],
@@ -767,4 +790,151 @@ fn expert_and_context_parallel_flags_are_checked_with_the_plan() {
     assert!(err.contains("plan.ep = 3: does not divide the 8 routed experts"), "{err}");
     assert!(err.contains("does not divide the tp x cp x dp = 8 ranks of a stage"), "{err}");
     assert!(err.contains("hint:"), "{err}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// compare, fit suggestions, equivalent plans
+
+/// Two plan files in `dir`: the built-in example, and the same with tp 4, pp 8 and full recompute.
+fn two_plan_files(dir: &std::path::Path) -> (String, String) {
+    let a = dir.join("a.toml").to_str().unwrap().to_owned();
+    let b = dir.join("b.toml").to_str().unwrap().to_owned();
+    for (path, flags) in [(&a, ""), (&b, "--tp 4 --pp 8 --recompute full")] {
+        let mut args = words("estimate --save-plan");
+        args.push(path);
+        args.extend(words(flags));
+        let output = run(&args);
+        assert_eq!(output.code, 0, "{}", output.stderr);
+    }
+    (a, b)
+}
+
+#[test]
+fn compare_puts_plans_side_by_side_and_names_what_differs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = two_plan_files(dir.path());
+    let output = run(&["compare", "--plan", &a, "--plan", &b]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    for text in
+        ["weights GiB", "pipeline bubble ms", "step time s", "tokens/s/GPU", "MFU %", "fits"]
+    {
+        assert!(output.stdout.contains(text), "{text} missing: {}", output.stdout);
+    }
+    let line = output.stdout.lines().find(|l| l.starts_with("| plan.tp ")).expect("a tp line");
+    assert_eq!(words(line), ["|", "plan.tp", "|", "8", "|", "4", "|"]);
+    assert!(!output.stdout.contains("| plan.vp "), "equal options are not listed");
+
+    let value = json(&["compare", "--plan", &a, "--plan", &b, "--format", "json"]);
+    let plans = value["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 2);
+    assert_eq!(plans[1]["plan"]["recompute"], "full");
+    assert!(plans.iter().all(|p| p["time"]["step_time_s"].as_f64().unwrap() > 0.0));
+    let keys: Vec<&str> = value["differences"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["plan.pp", "plan.recompute", "plan.recompute_num_layers", "plan.tp"]);
+    assert_eq!(value["differences"][3]["values"], serde_json::json!(["8", "4"]));
+    assert_eq!(run(&["compare", "--plan", &a, "--plan", &b]).stdout, output.stdout);
+}
+
+#[test]
+fn compare_refuses_one_plan_and_missing_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, _) = two_plan_files(dir.path());
+    let output = run(&["compare", "--plan", &a]);
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.contains("plan = ")
+            && output.stderr.contains("at least two plans, 1 given")
+            && output.stderr.contains("hint: give one --plan FILE.toml per plan"),
+        "{}",
+        output.stderr
+    );
+    let missing = dir.path().join("missing.toml");
+    let output = run(&["compare", "--plan", &a, "--plan", missing.to_str().unwrap()]);
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("missing.toml") && output.stderr.contains("hint:"));
+}
+
+#[test]
+fn an_estimate_that_does_not_fit_names_the_changes_that_make_it_fit() {
+    let args = "estimate --model llama3.1-8b --gpus 8 --seq-len 8192 --global-batch 32";
+    let output = run(&words(args));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(output.stdout.contains("DOES NOT FIT"), "{}", output.stdout);
+    assert!(output.stdout.contains("Changes that make it fit"), "{}", output.stdout);
+    let row = output.stdout.lines().find(|l| l.starts_with("| --zero 2 ")).expect("a ZeRO-2 row");
+    assert!(row.split('|').count() == 6, "{row}");
+
+    let value = json(&words(&format!("{args} --format json")));
+    let suggestions = value["fit_suggestions"].as_array().unwrap();
+    assert!(suggestions.len() >= 3, "{suggestions:?}");
+    let capacity = value["memory"]["capacity_gib"].as_f64().unwrap();
+    let times: Vec<f64> = suggestions.iter().map(|s| s["step_time_s"].as_f64().unwrap()).collect();
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "fastest first: {times:?}");
+    for suggestion in suggestions {
+        assert!(suggestion["peak_memory_gib"].as_f64().unwrap() <= capacity);
+        assert!(!suggestion["flags"].as_array().unwrap().is_empty());
+    }
+    // The flags do what they say: added to the command line, the plan fits.
+    let flags: Vec<&str> = suggestions[0]["flags"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f.as_str().unwrap().split_whitespace())
+        .collect();
+    let fixed = json(&[words(args), flags, words("--format json")].concat());
+    assert_eq!(fixed["memory"]["fits"], true);
+    assert_eq!(fixed["fit_suggestions"], serde_json::json!([]));
+}
+
+#[test]
+fn search_lists_plans_with_the_same_time_and_memory_as_one_entry() {
+    let value =
+        json(&words("search --model llama3.1-70b --gpus 512 --global-batch 512 --format json"));
+    let plans = value["plans"].as_array().unwrap();
+    assert_eq!(plans.len(), 5, "five distinct entries");
+    let figures: Vec<(f64, f64)> = plans
+        .iter()
+        .map(|p| (p["step_time_s"].as_f64().unwrap(), p["peak_memory_gib"].as_f64().unwrap()))
+        .collect();
+    for (i, a) in figures.iter().enumerate() {
+        assert!(!figures[i + 1..].contains(a), "entries differ in time or memory: {figures:?}");
+    }
+    let equivalents: Vec<&str> = plans
+        .iter()
+        .flat_map(|p| p["equivalents"].as_array().unwrap())
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(equivalents.contains(&"--cp-comm hierarchical"), "{equivalents:?}");
+}
+
+#[test]
+fn every_fit_suggestion_for_a_plan_file_fits_once_its_flags_are_added() {
+    // Flags beside --plan switch what the file made explicit (its ZeRO stage under --fsdp, its dp
+    // under a new tp), so each suggestion applies to the file as it stands.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("oom.toml");
+    let file = file.to_str().unwrap();
+    let mut args = words("estimate --model llama3.1-8b --gpus 8 --seq-len 8192 --global-batch 32");
+    args.extend(["--save-plan", file, "--format", "json"]);
+    let value = json(&args);
+    assert_eq!(value["memory"]["fits"], false);
+    let suggestions = value["fit_suggestions"].as_array().unwrap();
+    assert!(!suggestions.is_empty());
+    for suggestion in suggestions {
+        let mut args = vec!["estimate", "--plan", file, "--format", "json"];
+        for flag in suggestion["flags"].as_array().unwrap() {
+            args.extend(flag.as_str().unwrap().split_whitespace());
+        }
+        let fixed = json(&args);
+        assert_eq!(fixed["memory"]["fits"], true, "{args:?}");
+        let step = fixed["time"]["step_time_s"].as_f64().unwrap();
+        assert!((step - suggestion["step_time_s"].as_f64().unwrap()).abs() < 1e-9 * step);
+    }
+    let fsdp = json(&["estimate", "--plan", file, "--fsdp", "--format", "json"]);
+    assert_eq!(fsdp["run"]["plan"]["fsdp"], true);
 }

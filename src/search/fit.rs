@@ -1,0 +1,127 @@
+//! What makes a plan that does not fit fit: one search per group of plan options (recompute,
+//! sharding, micro-batch, tp, pipeline, cp, experts) with that group freed and everything else
+//! pinned to the plan's resolved values, each giving its fastest plan that fits as the flags to add.
+
+use super::{Constraints, RankedPlan, SearchError, SearchSpec, search};
+use crate::plan::PlanSpec;
+use crate::{Run, RunSpec};
+
+/// A change that makes a plan fit.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FitSuggestion {
+    /// The group of options that changed, e.g. `recompute`, `sharding`, `tp`.
+    pub group: &'static str,
+    /// The flags that, added to the plan's, give the new plan (`--recompute full`).
+    pub flags: Vec<String>,
+    /// The new plan with its simulated estimate.
+    pub plan: RankedPlan,
+}
+
+/// The option groups freed one at a time: the group's name, whether the micro-batch is free, and
+/// the plan with the group's options (and those that follow from them, such as dp) cleared.
+fn groups(plan: &PlanSpec) -> [(&'static str, bool, PlanSpec); 7] {
+    let clear_dp = PlanSpec { dp: None, ..plan.clone() };
+    [
+        (
+            "recompute",
+            false,
+            PlanSpec { recompute: None, recompute_num_layers: None, ..plan.clone() },
+        ),
+        (
+            "sharding",
+            false,
+            PlanSpec {
+                zero: None,
+                fsdp: None,
+                fsdp_mode: None,
+                hybrid_shard: None,
+                fsdp_reshard_after_forward: None,
+                ..plan.clone()
+            },
+        ),
+        ("micro-batch", true, plan.clone()),
+        ("tp", false, PlanSpec { tp: None, sequence_parallel: None, ..clear_dp.clone() }),
+        (
+            "pipeline",
+            false,
+            PlanSpec {
+                pp: None,
+                vp: None,
+                schedule: None,
+                pipeline_split: None,
+                ..clear_dp.clone()
+            },
+        ),
+        ("cp", false, PlanSpec { cp: None, cp_comm: None, ..clear_dp }),
+        ("experts", false, PlanSpec { ep: None, etp: None, ..plan.clone() }),
+    ]
+}
+
+/// For a run that does not fit (`base` holds its model and cluster), the fastest plan that fits
+/// found by changing one group of options at a time, fastest first (ties by peak memory, then
+/// group order). Groups whose search finds no plan that fits give none.
+pub fn fit_suggestions(base: &RunSpec, run: &Run) -> Result<Vec<FitSuggestion>, SearchError> {
+    let resolved = crate::plan_file::resolved_spec(base, run);
+    let engine = run.plan().engine();
+    let mut found = Vec::new();
+    for (group, free_micro_batch, pins) in groups(&resolved.plan) {
+        let spec = SearchSpec {
+            base: RunSpec { plan: pins, ..resolved.clone() },
+            constraints: Constraints {
+                // The plan's own tp stays reachable even beyond the NVLink domain.
+                max_tp: (group != "tp").then_some(run.plan().tp()),
+                micro_batch: (!free_micro_batch).then_some(run.training().micro_batch()),
+                ..Constraints::default()
+            },
+            memory_headroom: 0.0,
+            engine: Some(engine),
+            top: 1,
+        };
+        let report = search(&spec, &|_, _| {})?;
+        if let Some(plan) = report.plans.into_iter().next() {
+            let flags = crate::plan_diff::flags_between(run, &plan.run);
+            found.push(FitSuggestion { group, flags, plan });
+        }
+    }
+    found.sort_by(|a, b| super::rank::order(&a.plan, &b.plan));
+    Ok(found)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::ClusterSpec;
+    use crate::plan::TrainingSpec;
+    use crate::presets;
+
+    #[test]
+    fn a_plan_that_does_not_fit_gets_changes_that_fit_fastest_first() {
+        // Llama 3.1 8B at seq 8192 on 8 GPUs, data-parallel only: model states and activations
+        // overflow the GPU.
+        let base = RunSpec {
+            model: presets::model("llama3.1-8b").unwrap(),
+            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
+            training: TrainingSpec {
+                seq_len: 8192,
+                global_batch: 32,
+                micro_batch: Some(1),
+                precision: None,
+            },
+            plan: PlanSpec::default(),
+        };
+        let run = Run::from_spec(&base).unwrap();
+        assert!(!crate::estimate(&run).fits());
+        let found = fit_suggestions(&base, &run).unwrap();
+        assert!(found.len() >= 2, "{found:?}");
+        for suggestion in &found {
+            assert!(suggestion.plan.estimate.fits() && !suggestion.flags.is_empty());
+        }
+        let times: Vec<f64> =
+            found.iter().map(|s| s.plan.estimate.time.step_time().value()).collect();
+        assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+        let groups: Vec<&str> = found.iter().map(|s| s.group).collect();
+        assert!(groups.contains(&"recompute") && groups.contains(&"sharding"), "{groups:?}");
+        let recompute = found.iter().find(|s| s.group == "recompute").unwrap();
+        assert!(recompute.flags[0].starts_with("--recompute "), "{:?}", recompute.flags);
+    }
+}
