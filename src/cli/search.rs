@@ -7,7 +7,10 @@ use std::path::Path;
 use meshplan::export::{Engine, export};
 use meshplan::plan_file;
 use meshplan::report::Report;
-use meshplan::search::{Constraints, RankedPlan, SearchError, SearchReport, SearchSpec, search};
+use meshplan::search::{
+    Constraints, RankedPlan, Rejection, RejectionKind, SearchError, SearchReport, SearchSpec,
+    search,
+};
 use meshplan::violation::{Violation, Violations};
 use serde::Serialize;
 
@@ -227,7 +230,7 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
     }
     let mut rejected = render::table(&["rejected because", "candidates", "example"]);
     for (kind, (count, example)) in &report.rejections.counts {
-        rejected.add_row([kind.name().to_owned(), count.to_string(), example.clone()]);
+        rejected.add_row([kind.name().to_owned(), count.to_string(), example.to_string()]);
     }
     out.push_str(&format!("\n{rejected}\n"));
     out
@@ -255,7 +258,33 @@ struct RankedJson {
 struct RejectionJson {
     reason: &'static str,
     candidates: usize,
+    /// The first rejected candidate of this kind, in words.
     example: String,
+    /// Its figures: the rule's field, or the memory needed and available.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    needed_gib: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    available_gib: Option<f64>,
+}
+
+impl RejectionJson {
+    fn of(kind: RejectionKind, count: usize, example: &Rejection) -> RejectionJson {
+        let (field, memory) = match example {
+            Rejection::BreaksARule(violation) => (Some(violation.field.clone()), None),
+            Rejection::DoesNotFit(over) => (None, Some((over.needed, over.available))),
+            Rejection::UnsupportedByEngine(_) => (None, None),
+        };
+        RejectionJson {
+            reason: kind.name(),
+            candidates: count,
+            example: example.to_string(),
+            field,
+            needed_gib: memory.map(|(needed, _)| needed.as_gib()),
+            available_gib: memory.map(|(_, available)| available.as_gib()),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -296,11 +325,7 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
         .rejections
         .counts
         .iter()
-        .map(|(kind, (count, example))| RejectionJson {
-            reason: kind.name(),
-            candidates: *count,
-            example: example.clone(),
-        })
+        .map(|(kind, (count, example))| RejectionJson::of(*kind, *count, example))
         .collect();
     serde_json::to_string_pretty(&SearchJson {
         engine: engine.map(Engine::name),

@@ -172,7 +172,7 @@ impl SearchView {
                 .map(|(kind, (count, example))| RejectionRow {
                     reason: kind.name(),
                     count: *count,
-                    example: example.clone(),
+                    example: example.to_string(),
                 })
                 .collect(),
         }

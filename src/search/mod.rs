@@ -15,13 +15,13 @@
 
 pub mod fit;
 pub mod rank;
+mod rejection;
 pub mod space;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
-use serde::Serialize;
 
 use crate::cost::step::step_time_with;
 use crate::cost::work::Tables;
@@ -37,6 +37,7 @@ use crate::units::Seconds;
 use crate::violation::{Collector, Violations};
 
 pub use rank::Equivalent;
+pub use rejection::{MemoryCheck, OverMemory, Rejection, RejectionKind, Rejections};
 pub use space::{Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
 
 /// Candidates simulated together against one bar. Fixed (not the thread count) so that the
@@ -58,29 +59,6 @@ pub struct SearchSpec {
     pub engine: Option<Engine>,
     /// How many plans to return.
     pub top: usize,
-}
-
-/// Why a candidate was rejected.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Rejection {
-    /// A size does not divide (heads, layers, batch, schedule preconditions).
-    DoesNotDivide,
-    /// Predicted peak memory exceeds capacity minus headroom.
-    DoesNotFit,
-    /// The target engine cannot run it.
-    UnsupportedByEngine,
-}
-
-impl Rejection {
-    /// Human name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Rejection::DoesNotDivide => "does not divide",
-            Rejection::DoesNotFit => "does not fit in memory",
-            Rejection::UnsupportedByEngine => "unsupported by the target engine",
-        }
-    }
 }
 
 /// One ranked plan.
@@ -107,25 +85,6 @@ impl RankedPlan {
             .iter()
             .max_by(|a, b| a.1.value().total_cmp(&b.1.value()))
             .map_or("none", |(name, _)| name)
-    }
-}
-
-/// Rejection counts with one example reason each.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct Rejections {
-    /// Count and first reason per kind.
-    pub counts: BTreeMap<Rejection, (usize, String)>,
-}
-
-impl Rejections {
-    fn add(&mut self, kind: Rejection, reason: impl FnOnce() -> String) {
-        let entry = self.counts.entry(kind).or_insert_with(|| (0, reason()));
-        entry.0 += 1;
-    }
-
-    /// Total rejected.
-    pub fn total(&self) -> usize {
-        self.counts.values().map(|(n, _)| n).sum()
     }
 }
 
@@ -179,7 +138,8 @@ pub enum SearchError {
 }
 
 enum Priced {
-    Rejected(Rejection, String),
+    /// Rejected: its kind, and the rejection itself when asked to explain.
+    Rejected(RejectionKind, Option<Box<Rejection>>),
     Kept(Kept),
 }
 
@@ -281,6 +241,16 @@ fn fits_in(peak: Bytes, capacity: Bytes, headroom: f64) -> bool {
     peak.value() <= capacity.value() * (1.0 - headroom)
 }
 
+/// The rejection of a run that needs `needed` bytes by `check`.
+fn over_memory(spec: &SearchSpec, run: &Run, needed: Bytes, check: MemoryCheck) -> Rejection {
+    Rejection::DoesNotFit(OverMemory {
+        plan: run.plan().label(),
+        needed,
+        available: run.cluster().gpu().memory() * (1.0 - spec.memory_headroom),
+        check,
+    })
+}
+
 fn fits(estimate: &Estimate, headroom: f64) -> bool {
     fits_in(estimate.peak_memory.breakdown.total(), estimate.memory_capacity, headroom)
 }
@@ -310,40 +280,25 @@ fn price(
     let run = match candidate_run(spec, template, &candidate) {
         Ok(run) => run,
         Err(violations) => {
-            let first = violations
-                .list()
-                .first()
-                .filter(|_| explain)
-                .map(|v| format!("{} = {}: {}", v.field, v.value, v.message));
-            return Priced::Rejected(Rejection::DoesNotDivide, first.unwrap_or_default());
+            let first = violations.list().first().filter(|_| explain);
+            let example = first.map(|v| Box::new(Rejection::BreaksARule(v.clone())));
+            return Priced::Rejected(RejectionKind::BreaksARule, example);
         }
     };
     if let Some(engine) = spec.engine
         && let Err(unsupported) = check(engine, &run)
     {
-        // The example shows the first reason, as one line.
-        let reason = match unsupported.refusals.first() {
-            Some(first) if explain => format!("{} cannot run this plan: {first}", engine.name()),
-            _ => String::new(),
-        };
-        return Priced::Rejected(Rejection::UnsupportedByEngine, reason);
+        let example = explain.then(|| Box::new(Rejection::UnsupportedByEngine(unsupported)));
+        return Priced::Rejected(RejectionKind::UnsupportedByEngine, example);
     }
     // Memory first: a candidate that does not fit needs no step time.
     let stages = crate::cost::memory::stage_memory(&run);
     let peak = stages.iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
     let capacity = run.cluster().gpu().memory();
     if !fits_in(peak, capacity, spec.memory_headroom) {
-        let reason = if explain {
-            format!(
-                "{} needs {:.1} GiB of {:.1} GiB",
-                run.plan().label(),
-                peak.as_gib(),
-                capacity.as_gib()
-            )
-        } else {
-            String::new()
-        };
-        return Priced::Rejected(Rejection::DoesNotFit, reason);
+        let example =
+            explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
+        return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
     // One set of op tables prices both the closed form and the simulation's lower bound.
     let own;
@@ -378,7 +333,7 @@ fn model_states_by_layout(
     spec: &SearchSpec,
     template: &PlanSpec,
     candidates: &[Candidate],
-) -> BTreeMap<LayoutKey, Option<String>> {
+) -> BTreeMap<LayoutKey, Option<Rejection>> {
     let mut representatives: BTreeMap<LayoutKey, Candidate> = BTreeMap::new();
     for candidate in candidates {
         representatives.entry(layout_key(candidate)).or_insert(*candidate);
@@ -390,14 +345,8 @@ fn model_states_by_layout(
             let Ok(run) = candidate_run(spec, template, candidate) else { return (*key, None) };
             let states = crate::cost::memory::model_states_peak(&run);
             let capacity = run.cluster().gpu().memory();
-            let reason = (!fits_in(states, capacity, spec.memory_headroom)).then(|| {
-                format!(
-                    "{} needs {:.1} GiB of {:.1} GiB for its model states alone",
-                    run.plan().label(),
-                    states.as_gib(),
-                    capacity.as_gib()
-                )
-            });
+            let reason = (!fits_in(states, capacity, spec.memory_headroom))
+                .then(|| over_memory(spec, &run, states, MemoryCheck::ModelStates));
             (*key, reason)
         })
         .collect()
@@ -423,8 +372,8 @@ fn price_all(
         let candidate = &candidates[index];
         match states.get(&layout_key(candidate)) {
             Some(Some(reason)) => Priced::Rejected(
-                Rejection::DoesNotFit,
-                if explain { reason.clone() } else { String::new() },
+                RejectionKind::DoesNotFit,
+                explain.then(|| Box::new(reason.clone())),
             ),
             _ => price(spec, &template, *candidate, tables, explain),
         }
@@ -462,9 +411,9 @@ fn price_all(
         match item {
             Priced::Rejected(kind, _) => {
                 rejections.add(kind, || match explained(index, None, true) {
-                    Priced::Rejected(_, reason) => reason,
-                    Priced::Kept(_) => {
-                        unreachable!("pricing a candidate twice gives the same verdict")
+                    Priced::Rejected(_, Some(example)) => *example,
+                    _ => {
+                        unreachable!("pricing a candidate twice gives the same verdict, explained")
                     }
                 })
             }
@@ -491,14 +440,14 @@ fn simulate_candidate(
 
 /// Simulated plans that fit, each also recorded as a point; the rest are counted as not fitting.
 fn keep_fitting(
+    spec: &SearchSpec,
     plans: Vec<RankedPlan>,
-    headroom: f64,
     rejections: &mut Rejections,
     points: &mut Vec<PricedPoint>,
 ) -> Vec<RankedPlan> {
     let mut kept = Vec::new();
     for plan in plans {
-        if fits(&plan.estimate, headroom) {
+        if fits(&plan.estimate, spec.memory_headroom) {
             points.push(PricedPoint {
                 candidate: plan.candidate,
                 peak_memory: plan.estimate.peak_memory.breakdown.total(),
@@ -508,12 +457,9 @@ fn keep_fitting(
             });
             kept.push(plan);
         } else {
-            rejections.add(Rejection::DoesNotFit, || {
-                format!(
-                    "{} needs {:.1} GiB under its simulated schedule",
-                    plan.run.plan().label(),
-                    plan.estimate.peak_memory.breakdown.total().as_gib()
-                )
+            let needed = plan.estimate.peak_memory.breakdown.total();
+            rejections.add(RejectionKind::DoesNotFit, || {
+                over_memory(spec, &plan.run, needed, MemoryCheck::Simulated)
             });
         }
     }
@@ -561,7 +507,7 @@ pub fn search(
             .map(|k| simulate_candidate(spec, &template, k.candidate, k.closed_form))
             .collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        best.extend(keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points));
+        best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
         bar = rank::keep_top(&mut best, top);
     }
     points.sort_by_key(|p| p.candidate);
@@ -587,7 +533,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
         .map(|k| simulate_candidate(spec, &template, k.candidate, k.closed_form))
         .collect::<Result<Vec<_>, _>>()?;
     let mut points = Vec::with_capacity(kept.len());
-    let mut plans = keep_fitting(results, spec.memory_headroom, &mut rejections, &mut points);
+    let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
     rank::keep_top(&mut plans, spec.top.max(1));
     let plans = rank::entries(plans);
     points.sort_by_key(|p| p.candidate);
@@ -684,13 +630,13 @@ mod tests {
             assert_eq!(rank::order(&pair[0], &pair[1]), std::cmp::Ordering::Less);
         }
         assert!(report.plans.iter().all(|p| p.estimate.fits()));
-        assert!(report.rejections.counts.contains_key(&Rejection::DoesNotDivide));
+        assert!(report.rejections.counts.contains_key(&RejectionKind::BreaksARule));
     }
 
     #[test]
     fn an_engine_target_only_returns_plans_that_engine_runs() {
         let report = search(&spec(16, Some(Engine::Deepspeed)), &|_, _| {}).unwrap();
-        assert!(report.rejections.counts.contains_key(&Rejection::UnsupportedByEngine));
+        assert!(report.rejections.counts.contains_key(&RejectionKind::UnsupportedByEngine));
         for plan in &report.plans {
             assert!(check(Engine::Deepspeed, &plan.run).is_ok());
         }

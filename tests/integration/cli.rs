@@ -707,7 +707,7 @@ fn search_report_adds_the_candidates_and_the_rejections() {
         &words("search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32"),
         &["memory", "step-time", "timeline", "scatter", "rejections"],
     );
-    for text in ["Pareto front", "best plan", "best: tp", "does not divide", "usable memory"] {
+    for text in ["Pareto front", "best plan", "best: tp", "breaks a plan rule", "usable memory"] {
         assert!(page.contains(text), "{text} missing");
     }
 }
@@ -937,4 +937,26 @@ fn every_fit_suggestion_for_a_plan_file_fits_once_its_flags_are_added() {
     }
     let fsdp = json(&["estimate", "--plan", file, "--fsdp", "--format", "json"]);
     assert_eq!(fsdp["run"]["plan"]["fsdp"], true);
+}
+
+#[test]
+fn search_rejections_carry_their_figures() {
+    let value = json(&words(concat!(
+        "search --model llama3.1-70b --gpus 16 --seq-len 8192",
+        " --global-batch 32 --format json"
+    )));
+    let rejected = value["rejected"].as_array().unwrap();
+    let fit = rejected.iter().find(|r| r["reason"] == "does not fit in memory").unwrap();
+    let (needed, available) =
+        (fit["needed_gib"].as_f64().unwrap(), fit["available_gib"].as_f64().unwrap());
+    assert!(needed > available && available > 70.0, "{fit}");
+    let small = json(&words(concat!(
+        "search --model llama3.1-8b --gpus 16 --seq-len 4096",
+        " --global-batch 32 --format json"
+    )));
+    let rejected = small["rejected"].as_array().unwrap();
+    let rule = rejected.iter().find(|r| r["reason"] == "breaks a plan rule").unwrap();
+    let field = rule["field"].as_str().unwrap();
+    assert!(field.starts_with("plan.") || field.starts_with("training."), "{rule}");
+    assert!(rule["example"].as_str().unwrap().starts_with(field), "{rule}");
 }
