@@ -122,9 +122,13 @@ impl Progress {
     }
 }
 
-/// Writes the whole file or nothing: a temporary file beside it, renamed into place. `field`
-/// names the flag in the error.
+/// Writes the whole file or nothing: a new temporary file beside it (created exclusively, with a
+/// random name, so no link planted there is followed), renamed into place. `field` names the flag
+/// in the error. A process killed by a signal between the two steps leaves that temporary file
+/// (named `.FILE.*.partial`), never a partial FILE.
 pub fn write_atomically(path: &std::path::Path, field: &str, text: &str) -> Result<(), CliError> {
+    use std::io::Write as _;
+
     use meshplan::violation::{Violation, Violations};
     let shown = path.display().to_string();
     let failure = |err: std::io::Error| {
@@ -135,11 +139,17 @@ pub fn write_atomically(path: &std::path::Path, field: &str, text: &str) -> Resu
             "check that the directory exists and is writable",
         )))
     };
-    let mut temporary = path.as_os_str().to_owned();
-    temporary.push(".partial");
-    std::fs::write(&temporary, text).map_err(failure)?;
-    std::fs::rename(&temporary, path).map_err(|err| {
-        let _ = std::fs::remove_file(&temporary);
-        failure(err)
-    })
+    let directory = match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => parent,
+        _ => std::path::Path::new("."),
+    };
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let mut temporary = tempfile::Builder::new()
+        .prefix(&format!(".{name}."))
+        .suffix(".partial")
+        .tempfile_in(directory)
+        .map_err(failure)?;
+    temporary.write_all(text.as_bytes()).and_then(|()| temporary.flush()).map_err(failure)?;
+    temporary.persist(path).map_err(|err| failure(err.error))?;
+    Ok(())
 }

@@ -76,16 +76,19 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             report.considered as f64 / elapsed.max(1e-9)
         );
     }
+    // Every output is made before any is written, so a failure leaves no file behind.
+    let mut files = Vec::new();
     if let Some(path) = &args.report {
-        write_atomically(path, "report", &html_report(&spec, &report, engine)?)?;
+        files.push((path, "report", html_report(&spec, &report, engine)?));
     }
     if let Some(path) = &args.save_plan {
         let best = report.plans.first().ok_or_else(|| no_plan("save_plan", path))?;
         let file = plan_file::to_toml(&plan_file::resolved_spec(&spec.base, &best.run))
             .context("cannot write the best plan")
             .map_err(CliError::Other)?;
-        write_atomically(path, "save_plan", &file)?;
+        files.push((path, "save_plan", file));
     }
+    let mut exported = None;
     if let Some(target) = args.export_to {
         let Some(best) = report.plans.first() else {
             return Err(no_plan("export_to", args.output.as_deref().unwrap_or(Path::new("-"))));
@@ -94,9 +97,15 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             .context("cannot export the best plan")
             .map_err(CliError::Other)?;
         match &args.output {
-            Some(path) => write_atomically(path, "output", &text)?,
-            None => return Ok(text),
+            Some(path) => files.push((path, "output", text)),
+            None => exported = Some(text),
         }
+    }
+    for (path, field, text) in files {
+        write_atomically(path, field, &text)?;
+    }
+    if let Some(text) = exported {
+        return Ok(text);
     }
     match args.format {
         Format::Text => {

@@ -81,6 +81,14 @@ pub enum ValidateError {
     /// The text is not CSV with the expected header.
     #[error("cannot read the calibration CSV: {0}")]
     Csv(#[from] csv::Error),
+    /// The header lacks a required column or names one meshplan does not know.
+    #[error("the calibration CSV's header lacks [{missing}] and has unknown columns [{unknown}]")]
+    Header {
+        /// Required columns that are absent, comma-separated.
+        missing: String,
+        /// Columns that are neither read nor provenance, comma-separated (a misspelling, say).
+        unknown: String,
+    },
 }
 
 /// Predicts every row of a calibration CSV and compares with what was measured.

@@ -99,9 +99,58 @@ pub struct CalibrationRow {
 }
 
 /// Reads every row; extra columns are ignored, missing optional ones are empty.
-pub(super) fn parse_rows(text: &str) -> Result<Vec<CalibrationRow>, csv::Error> {
+pub(super) fn parse_rows(text: &str) -> Result<Vec<CalibrationRow>, super::ValidateError> {
     let mut reader = csv::ReaderBuilder::new().flexible(false).from_reader(text.as_bytes());
-    reader.deserialize().collect()
+    check_header(reader.headers()?)?;
+    Ok(reader.deserialize().collect::<Result<_, _>>()?)
+}
+
+/// The columns without which no row can be priced: a file that lacks one (a misspelled name, say)
+/// is refused rather than validated with every row skipped.
+const REQUIRED_COLUMNS: [&str; 10] = [
+    "row_id",
+    "model",
+    "num_layers",
+    "hidden_size",
+    "num_attention_heads",
+    "vocab_size",
+    "seq_length",
+    "gpu_type",
+    "num_gpus",
+    "global_batch_size",
+];
+
+/// Columns of the shared calibration file that carry provenance only, kept but never read.
+const PROVENANCE_COLUMNS: [&str; 7] = [
+    "source_location",
+    "source_url",
+    "arch_source",
+    "mfu_peak_basis",
+    "other_metrics",
+    "inferred_fields",
+    "reliability",
+];
+
+/// Every required column present and every column known, else one error listing them all.
+fn check_header(header: &csv::StringRecord) -> Result<(), super::ValidateError> {
+    let known = known_columns();
+    let present: Vec<&str> = header.iter().map(str::trim).collect();
+    let missing: Vec<&str> =
+        REQUIRED_COLUMNS.into_iter().filter(|c| !present.contains(c)).collect();
+    let unknown: Vec<&str> = present
+        .iter()
+        .copied()
+        .filter(|c| !known.contains(c) && !PROVENANCE_COLUMNS.contains(c))
+        .collect();
+    if missing.is_empty() && unknown.is_empty() {
+        return Ok(());
+    }
+    Err(super::ValidateError::Header { missing: missing.join(", "), unknown: unknown.join(", ") })
+}
+
+/// The columns [`CalibrationRow`] reads: its field names, as serde sees them.
+fn known_columns() -> &'static [&'static str] {
+    serde_aux::serde_introspection::serde_introspect::<CalibrationRow>()
 }
 
 /// The cell as a number, or `None` when blank or not a plain number.
@@ -113,4 +162,23 @@ pub(super) fn number(cell: &str) -> Option<f64> {
 /// The cell as a positive whole number.
 pub(super) fn count(cell: &str) -> Option<u64> {
     number(cell).filter(|v| *v > 0.0 && v.fract() == 0.0).map(|v| v as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_misspelled_required_column_is_refused_naming_it() {
+        let text = "row_id,model,num_layer,hidden_size,num_attention_heads,vocab_size,seq_length,\
+                    gpu_type,num_gpus,global_batch_size\n1,x,2,64,4,100,8,h100,8,8\n";
+        let err = parse_rows(text).unwrap_err().to_string();
+        assert!(err.contains("lacks [num_layers]") && err.contains("unknown columns [num_layer]"));
+    }
+
+    #[test]
+    fn the_shared_file_header_is_accepted() {
+        let header = include_str!("../../data/calibration/runs.csv").lines().next().unwrap();
+        assert!(parse_rows(&format!("{header}\n")).unwrap().is_empty());
+    }
 }

@@ -1,5 +1,7 @@
-//! Input files as a user passes them: a GPU described in a file is used like a preset, and a file
-//! that is too large, unreadable or malformed is refused naming the field, the path and the fix.
+//! Files as a user passes them: a GPU described in a file is used like a preset; a file that is too
+//! large, unreadable or malformed is refused naming the field, the path and the fix; output files
+//! are written whole or not at all, never through a link planted beside them, and none is written
+//! when the command fails.
 
 use crate::support::{json, read_repo_file, run, words};
 
@@ -42,4 +44,37 @@ fn an_endless_model_file_is_refused_not_read_to_the_end() {
         "{}",
         output.stderr
     );
+}
+
+#[cfg(unix)]
+#[test]
+fn an_output_file_is_never_written_through_a_planted_link() {
+    let dir = tempfile::tempdir().unwrap();
+    let victim = dir.path().join("victim.txt");
+    std::fs::write(&victim, "keep me").unwrap();
+    let report = dir.path().join("step.html");
+    std::os::unix::fs::symlink(&victim, dir.path().join("step.html.partial")).unwrap();
+    let output = run(&[words("simulate --report"), vec![report.to_str().unwrap()]].concat());
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep me");
+    assert!(std::fs::read_to_string(&report).unwrap().starts_with("<!DOCTYPE html>"));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".partial") && name != "step.html.partial")
+        .collect();
+    assert!(left.is_empty(), "temporary files left: {left:?}");
+}
+
+#[test]
+fn a_failed_search_writes_none_of_its_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let (report, args) = (dir.path().join("r.html"), dir.path().join("best.args"));
+    let line = "search --model llama3.1-405b --gpus 8 --seq-len 8192 --global-batch 8 \
+                --export-to megatron --report";
+    let output =
+        run(&[words(line), vec![report.to_str().unwrap(), "--output", args.to_str().unwrap()]]
+            .concat());
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    assert!(!report.exists() && !args.exists());
 }

@@ -149,7 +149,8 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     let mtp_layers = experts::mtp_layers(config);
     let sliding_window = window::sliding_window(config, layers);
     let gpt_style = matches!(model_type.as_str(), "gpt2" | "gpt_neox" | "gptj" | "bloom");
-    let (layers, hidden, heads, vocab) = (layers?, hidden?, heads?, vocab?);
+    let mlp = mlp_kind(config, &model_type, gpt_style);
+    let (layers, hidden, heads, vocab, mlp) = (layers?, hidden?, heads?, vocab?, mlp?);
     Some(ModelSpec {
         name: name.to_owned(),
         display_name: Some(name.to_owned()),
@@ -168,7 +169,7 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         head_dim: if mla.is_some() { None } else { head_dim },
         vocab_size: vocab,
         max_position_embeddings: max_positions,
-        mlp: mlp_kind(config, gpt_style),
+        mlp,
         norm: Some(if gpt_style { NormKind::Layernorm } else { NormKind::Rmsnorm }),
         position_embedding: Some(match model_type.as_str() {
             "gpt2" => PositionEmbedding::Learned,
@@ -185,18 +186,81 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     })
 }
 
-/// Gated (SwiGLU-style) for SiLU/Swish/GLU activations, else a plain two-matrix MLP.
-fn mlp_kind(config: &Config, gpt_style: bool) -> MlpKind {
+/// The activations a transformers config names that meshplan prices (each a cheap element-wise
+/// op; what matters is whether the MLP is gated).
+const KNOWN_ACTIVATIONS: [&str; 11] = [
+    "silu",
+    "swish",
+    "gelu",
+    "gelu_new",
+    "gelu_fast",
+    "gelu_pytorch_tanh",
+    "quick_gelu",
+    "relu",
+    "relu2",
+    "tanh",
+    "swiglu",
+];
+
+/// Architectures whose MLP is gated (gate and up projections) whatever the activation: the Llama
+/// family with SiLU, Gemma with GELU-tanh (GeGLU), and the MoE families built on them.
+const GATED_FAMILIES: [&str; 22] = [
+    "llama",
+    "mistral",
+    "mixtral",
+    "qwen2",
+    "qwen2_moe",
+    "qwen3",
+    "qwen3_moe",
+    "gemma",
+    "gemma2",
+    "gemma3",
+    "gemma3_text",
+    "phi3",
+    "olmo",
+    "olmo2",
+    "deepseek_v2",
+    "deepseek_v3",
+    "kimi_k2",
+    "gpt_oss",
+    "granite",
+    "internlm2",
+    "yi",
+    "cohere",
+];
+
+/// Architectures whose MLP is plain (two matrices): GPT-2-style models and Nemotron's squared ReLU.
+const PLAIN_FAMILIES: [&str; 7] =
+    ["gpt2", "gpt_neox", "gptj", "bloom", "opt", "falcon", "nemotron"];
+
+/// Gated or plain MLP: from the architecture where meshplan knows it, else from the activation
+/// (SiLU/Swish/GLU-named ones are gated). An activation it does not know is a problem naming the
+/// key, not a silent plain MLP.
+fn mlp_kind(config: &mut Config, model_type: &str, gpt_style: bool) -> Option<MlpKind> {
+    let key = if config.get("hidden_act").is_some() { "hidden_act" } else { "activation_function" };
     let act = config
-        .get("hidden_act")
-        .or_else(|| config.get("activation_function"))
+        .get(key)
         .and_then(Value::as_str)
-        .unwrap_or(if gpt_style { "gelu" } else { "silu" });
-    if act.contains("silu") || act.contains("swish") || act.contains("glu") {
+        .unwrap_or(if gpt_style { "gelu" } else { "silu" })
+        .to_owned();
+    if !KNOWN_ACTIVATIONS.contains(&act.as_str()) {
+        config.problem(
+            key,
+            &act,
+            "is an activation meshplan does not know",
+            format!("known: {}", KNOWN_ACTIVATIONS.join(", ")),
+        );
+        return None;
+    }
+    Some(if GATED_FAMILIES.contains(&model_type) {
+        MlpKind::Gated
+    } else if PLAIN_FAMILIES.contains(&model_type) {
+        MlpKind::Plain
+    } else if act.contains("silu") || act.contains("swish") || act.contains("glu") {
         MlpKind::Gated
     } else {
         MlpKind::Plain
-    }
+    })
 }
 
 /// transformers' default for `tie_word_embeddings` is true (PretrainedConfig); Llama-family

@@ -272,3 +272,17 @@ fn unknown_fields_and_missing_ones_are_errors_naming_them() {
     let text = with(MIXTRAL_8X7B, "num_local_experts", "eight".into());
     assert_eq!(problem_fields(&text), ["config.num_local_experts"]);
 }
+
+#[test]
+fn gated_gelu_families_are_gated_and_unknown_activations_are_named() {
+    let gemma = r#"{"model_type": "gemma2", "num_hidden_layers": 26, "hidden_size": 2304,
+        "intermediate_size": 9216, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "vocab_size": 256000, "hidden_act": "gelu_pytorch_tanh"}"#;
+    let spec = from_hf_config(gemma, "gemma-2-2b").unwrap();
+    assert_eq!(spec.mlp, MlpKind::Gated, "Gemma's GeGLU MLP has gate and up projections");
+    let unknown = gemma.replace("gelu_pytorch_tanh", "mish");
+    let err = from_hf_config(&unknown, "x").unwrap_err();
+    let problem = &err.list()[0];
+    assert_eq!((problem.field.as_str(), problem.value.as_str()), ("config.hidden_act", "mish"));
+    assert!(problem.hint.contains("gelu_pytorch_tanh"), "{}", problem.hint);
+}
