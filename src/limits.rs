@@ -27,6 +27,22 @@ pub const GLOBAL_BATCH: u64 = 1 << 24;
 /// 2^24 tasks take seconds; a step with more is refused rather than simulated for minutes.
 pub const SIMULATED_TASKS: u64 = 1 << 24;
 
+/// Physical ranges (inclusive, in base units) of the hardware quantities a GPU or link file gives:
+/// far outside any real part, and narrow enough that every figure derived from them is finite.
+/// A link's latency per hop, in seconds.
+pub const LATENCY_SECONDS: (f64, f64) = (0.0, 1.0);
+/// A link's or memory's bandwidth, in bytes per second (1 MB/s to 1 PB/s).
+pub const BANDWIDTH: (f64, f64) = (1e6, 1e15);
+/// A GPU's memory, in bytes (1 GB to 100 TB).
+pub const GPU_MEMORY: (f64, f64) = (1e9, 1e14);
+/// A GPU's peak rate, in FLOP/s (1 TFLOP/s to 1 EFLOP/s).
+pub const PEAK_FLOPS: (f64, f64) = (1e12, 1e18);
+
+/// Whether `value` lies in the inclusive `range`.
+pub fn within(value: f64, (low, high): (f64, f64)) -> bool {
+    value.is_finite() && (low..=high).contains(&value)
+}
+
 /// The bound of a model field (by its key in model files): the widths, unless named here.
 pub fn model_field(field: &str) -> u64 {
     match field {

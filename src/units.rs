@@ -237,6 +237,14 @@ pub enum QuantityError {
         /// The text as written.
         text: String,
     },
+    /// The amount is outside the physical range of the quantity (see `crate::limits`).
+    #[error("`{text}` is outside {range}, the range meshplan prices")]
+    OutOfRange {
+        /// The text as written.
+        text: String,
+        /// The range, in words.
+        range: &'static str,
+    },
 }
 
 fn split_number(text: &str) -> Option<(f64, &str)> {

@@ -176,7 +176,22 @@ impl Gpu {
     pub fn from_spec(spec: &GpuSpec) -> Result<Gpu, Violations> {
         let mut collector = Collector::default();
         let mut quantity = |field: &str, result: Result<f64, crate::units::QuantityError>| {
-            result.unwrap_or_else(|err| {
+            let (range, words) = match field {
+                "memory" => (crate::limits::GPU_MEMORY, "1 GB to 100 TB"),
+                "memory_bandwidth" => (crate::limits::BANDWIDTH, "1 MB/s to 1 PB/s"),
+                _ => (crate::limits::PEAK_FLOPS, "1 TFLOP/s to 1 EFLOP/s"),
+            };
+            let checked = result.and_then(|value| {
+                if crate::limits::within(value, range) {
+                    Ok(value)
+                } else {
+                    Err(crate::units::QuantityError::OutOfRange {
+                        text: format!("{value:e}"),
+                        range: words,
+                    })
+                }
+            });
+            checked.unwrap_or_else(|err| {
                 collector.add(
                     format!("gpu.{field}"),
                     "",

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::{BytesPerSec, Seconds, parse_bandwidth, parse_seconds};
+use crate::units::{BytesPerSec, QuantityError, Seconds, parse_bandwidth, parse_seconds};
 use crate::violation::{Collector, Violations};
 
 /// Interconnect figures as written in a preset or overridden by flags.
@@ -87,7 +87,17 @@ impl Interconnect {
             }
         }
         let mut bandwidth = |field: &str, text: &str, efficiency: f64| {
-            parse_bandwidth(text).map(|b| b * efficiency).unwrap_or_else(|err| {
+            let parsed = parse_bandwidth(text).and_then(|b| {
+                if crate::limits::within(b.value(), crate::limits::BANDWIDTH) {
+                    Ok(b)
+                } else {
+                    Err(QuantityError::OutOfRange {
+                        text: text.to_owned(),
+                        range: "1 MB/s to 1 PB/s",
+                    })
+                }
+            });
+            parsed.map(|b| b * efficiency).unwrap_or_else(|err| {
                 collector.add(
                     format!("cluster.{field}"),
                     text,
@@ -102,7 +112,14 @@ impl Interconnect {
         let network_bandwidth =
             bandwidth("network_bandwidth", &spec.network_bandwidth, spec.network_efficiency);
         let mut latency = |field: &str, text: &str| {
-            parse_seconds(text).unwrap_or_else(|err| {
+            let parsed = parse_seconds(text).and_then(|t| {
+                if crate::limits::within(t.value(), crate::limits::LATENCY_SECONDS) {
+                    Ok(t)
+                } else {
+                    Err(QuantityError::OutOfRange { text: text.to_owned(), range: "0 to 1 s" })
+                }
+            });
+            parsed.unwrap_or_else(|err| {
                 collector.add(format!("cluster.{field}"), text, err.to_string(), "e.g. \"5 us\"");
                 Seconds::ZERO
             })

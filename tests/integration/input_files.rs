@@ -78,3 +78,19 @@ fn a_failed_search_writes_none_of_its_files() {
     assert_eq!(output.code, 2, "{}", output.stderr);
     assert!(!report.exists() && !args.exists());
 }
+
+#[test]
+fn link_and_gpu_figures_outside_their_physical_range_are_refused() {
+    for (flag, value, field) in [
+        ("--inter-node-latency", "1e308 s", "cluster.network_latency"),
+        ("--intra-node-bandwidth", "1e-300 GB/s", "cluster.nvlink_bandwidth"),
+    ] {
+        let output = run(&["estimate", flag, value]);
+        assert_eq!(output.code, 2, "{flag}: {}", output.stdout);
+        assert!(
+            output.stderr.contains(field) && output.stderr.contains("the range meshplan prices"),
+            "{flag}: {}",
+            output.stderr
+        );
+    }
+}
