@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Exported configs checked by the real engines (issue #6).
 #
-# Owns: the Python virtual environment the check runs in (.venv-engines/, git-ignored) and the
-# exported files it checks (target/engine-exports/). It
+# Owns: the Python virtual environment the check runs in (outside the clone, under
+# ~/.cache/meshplan/, keyed by the requirements and the interpreter, so every clone on a machine
+# reuses it) and the exported files it checks (target/engine-exports/). It
 #   1. creates the venv with Python 3.11 and installs scripts/engine-requirements.txt (torch,
 #      torchtitan, deepspeed, megatron-core and their pinned dependencies) from PyPI, or reuses
 #      the venv when its stamp matches the requirements file and the interpreter;
@@ -10,12 +11,11 @@
 #   3. runs scripts/check_exports.py, which exports a table of plans with meshplan and loads each
 #      file with the engine's own parser and validation. Any rejection or mismatch exits non-zero.
 #
-# Environment: MESHPLAN_ENGINE_VENV (venv path, default .venv-engines), MESHPLAN (binary to
+# Environment: MESHPLAN_ENGINE_VENV (venv path, default ~/.cache/meshplan/engines-KEY), MESHPLAN (binary to
 # check, default target/release/meshplan), PYTHON (interpreter for the venv, default python3.11).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-venv="${MESHPLAN_ENGINE_VENV:-.venv-engines}"
 requirements="scripts/engine-requirements.txt"
 python="${PYTHON:-python3.11}"
 start=$(date +%s)
@@ -24,8 +24,12 @@ if ! command -v "$python" > /dev/null; then
     echo "check-exports: $python not found; the engine check needs Python 3.11" >&2
     exit 1
 fi
-# The stamp names what the venv was built from: the requirements file and the interpreter.
+# The stamp names what the venv was built from: the requirements file and the interpreter; the
+# default venv lives outside the clone under a key made from it, so clones share it.
 stamp="$(sha256sum "$requirements" | cut -d' ' -f1) $("$python" -c 'import sys; print(sys.version.split()[0])')"
+key="$(echo "$stamp" | sha256sum | cut -c1-16)"
+venv="${MESHPLAN_ENGINE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/meshplan/engines-$key}"
+mkdir -p "$(dirname "$venv")"
 if [[ -f "$venv/meshplan-stamp" && "$(cat "$venv/meshplan-stamp")" == "$stamp" ]]; then
     echo "check-exports: reusing $venv (stamp $stamp)"
 else
