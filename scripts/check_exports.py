@@ -264,9 +264,11 @@ def model_shapes(meshplan: str) -> dict[str, dict[str, int]]:
 
 
 def export_argv(meshplan: str, case: dict, plan: Plan, path: Path) -> list[str]:
+    # The table checks what the engines' parsers accept, not whether a plan fits: some plans
+    # are chosen for their options and exceed the GPU's memory, which export refuses by default.
     return [meshplan, "export", "--to", case["engine"], "--model", case["model"],
             "--gpu", case.get("gpu", "h100-sxm"), "--gpus", str(plan.gpus), *plan.flags(),
-            "--output", str(path)]
+            "--allow-over-capacity", "--output", str(path)]
 
 
 def expect_refusal(meshplan: str, case: dict, plan: Plan, out: Path, checks: Checks):
