@@ -177,7 +177,7 @@ pub struct PresetsArgs {
 /// `meshplan validate` flags.
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
-    /// Calibration CSV with the columns of shared/calibration/runs.csv.
+    /// Calibration CSV with the columns of data/calibration/runs.csv.
     #[arg(value_name = "FILE.csv")]
     pub file: PathBuf,
     /// Instead of comparing with measurements, search every model / cluster / batch of the file
@@ -195,7 +195,7 @@ pub struct ValidateArgs {
 /// `meshplan calibrate` flags.
 #[derive(Debug, Args)]
 pub struct CalibrateArgs {
-    /// Calibration CSV with the columns of shared/calibration/runs.csv.
+    /// Calibration CSV with the columns of data/calibration/runs.csv.
     #[arg(value_name = "FILE.csv")]
     pub file: PathBuf,
     /// Output format; json is the whole report as one object.

@@ -46,7 +46,7 @@ pub(super) fn malformed(file: &Path, err: meshplan::validate::ValidateError) -> 
     input(
         path.to_string(),
         format!("{path}: {err}"),
-        "the file needs the header of shared/calibration/runs.csv and one row per line",
+        "the file needs the header of data/calibration/runs.csv and one row per line",
     )
 }
 

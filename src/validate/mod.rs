@@ -1,6 +1,7 @@
 //! Validation against published runs: read a calibration CSV (the columns of
-//! `shared/calibration/runs.csv`), turn each row into a [`crate::RunSpec`], predict it, and
-//! compare throughput (and peak memory where the row states it).
+//! `data/calibration/runs.csv`, a copy of the shared one), turn each row into a
+//! [`crate::RunSpec`], predict it, and compare throughput (and peak memory where the row states
+//! it).
 //!
 //! Rows the model cannot price are kept in the report with the reason they were skipped; no row is
 //! ever dropped silently. Settings a row leaves blank are filled by one rule per software family
