@@ -58,7 +58,9 @@ impl Run {
         let training = validate_training(&mut collector, &spec.training);
         // The plan is checked even when the cluster is broken, against the GPU count as written,
         // so that every problem is reported in one pass.
-        let num_gpus = spec.cluster.num_gpus.max(1) as u64;
+        // (A count past its bound is reported by the cluster; the plan is checked against the
+        // bound, so that its arithmetic stays within u64.)
+        let num_gpus = spec.cluster.num_gpus.clamp(1, crate::limits::GPUS as i64) as u64;
         let plan = model.as_ref().and_then(|model| {
             validate_plan(&mut collector, &spec.plan, model, num_gpus, cluster.as_ref(), &training)
         });

@@ -152,7 +152,18 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
     };
     let cp = count(&row.cp).unwrap_or(1);
     let vp = count(&row.vp).unwrap_or(1);
-    let dp = num_gpus / (tp * pp * cp).max(1);
+    let largest = crate::limits::PARALLEL_SIZE;
+    if [num_gpus, tp, pp, cp, vp].iter().any(|&n| n > largest) {
+        return Err(format!("a GPU count or parallel size above {largest}"));
+    }
+    // Each at most 2^20: the product of three fits in u64.
+    let model_parallel = tp * pp * cp;
+    if model_parallel > num_gpus {
+        return Err(format!(
+            "tp {tp} x pp {pp} x cp {cp} = {model_parallel} needs more than the {num_gpus} GPUs"
+        ));
+    }
+    let dp = num_gpus / model_parallel;
     let precision = precision(row, family, &defaults, gpu_name, &mut assumptions)?;
     let (micro_batch, global_batch) = batch(row, family, dp, pp, &mut assumptions)?;
     let mut plan = PlanSpec {
@@ -701,6 +712,17 @@ mod tests {
             ep: "8".into(),
             ..dense_row()
         }
+    }
+
+    #[test]
+    fn a_plan_needing_more_gpus_than_the_row_has_is_skipped_with_its_reason() {
+        let row =
+            CalibrationRow { tp: "8".into(), pp: "4".into(), num_gpus: "8".into(), ..dense_row() };
+        let result = evaluate_row(&row, &Calibration::new());
+        let reason = result.skipped_reason.unwrap();
+        assert!(reason.contains("needs more than the 8 GPUs"), "{reason}");
+        let huge = CalibrationRow { tp: "4294967296".into(), ..dense_row() };
+        assert!(evaluate_row(&huge, &Calibration::new()).skipped_reason.is_some());
     }
 
     #[test]

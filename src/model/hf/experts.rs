@@ -86,15 +86,16 @@ fn dense_layers(config: &mut Config, layers: i64) -> Option<i64> {
         "Qwen-MoE puts experts on layers i with (i + 1) % step == 0",
     );
     let first_k = config.int(&["first_k_dense_replace"]).unwrap_or(0);
-    if first_k < 0 {
+    let most = crate::limits::LAYERS as i64;
+    if !(0..=most).contains(&first_k) {
         config.problem(
             "first_k_dense_replace",
             first_k,
-            "must not be negative",
-            "as in the published config",
+            format!("must be between 0 and {most}"),
+            "as in the published config: the leading layers with a dense MLP",
         );
     }
-    let mut dense: Vec<i64> = (0..first_k.max(0)).collect();
+    let mut dense: Vec<i64> = (0..first_k.clamp(0, most)).collect();
     dense.extend(mlp_only_layers(config, layers)?);
     dense.sort_unstable();
     dense.dedup();
@@ -145,7 +146,7 @@ fn mlp_only_layers(config: &mut Config, layers: i64) -> Option<Vec<i64>> {
         config.problem(
             "mlp_only_layers",
             value,
-            format!("must be a list of layer indices from 0 to {}", layers - 1),
+            format!("must be a list of layer indices from 0 to {}", layers.saturating_sub(1)),
             "as in the published config, e.g. []",
         );
     }
