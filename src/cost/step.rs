@@ -97,7 +97,7 @@ pub fn p2p_transfer(run: &Run) -> Seconds {
 
 /// Bytes of one pipeline send: a micro-batch's activations, split by TP under sequence parallelism.
 pub fn p2p_bytes(run: &Run) -> Bytes {
-    Bytes::new(layer_input_bytes(run))
+    layer_input_bytes(run)
 }
 
 /// The data-parallel collectives over `params` parameters, each as one un-overlapped duration.

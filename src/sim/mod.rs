@@ -28,7 +28,7 @@ use crate::cost::step::{data_parallel_collectives, optimizer_time_for, p2p_trans
 use crate::cost::work::{OVERLAP_EFFICIENCY, Segment, Tables, path_segments, segment_work};
 use crate::plan::Sharding;
 use crate::run::Run;
-use crate::units::{Bytes, Seconds};
+use crate::units::{Bytes, Flops, Seconds};
 
 pub use engine::{Lane, MemorySample, Slice, SliceKind, StuckTask};
 pub use program::{Placement, Program, Task, TaskKind};
@@ -53,14 +53,14 @@ pub struct RankSummary {
 pub struct PositionInfo {
     /// Transformer layers.
     pub layers: f64,
-    /// Parameters per GPU before data-parallel sharding.
+    /// Parameters per GPU before data-parallel sharding (a count).
     pub params: f64,
-    /// FLOPs of one micro-batch's forward.
-    pub forward_flops: f64,
-    /// FLOPs of one micro-batch's backward (input and weight gradients, recompute excluded).
-    pub backward_flops: f64,
+    /// One micro-batch's forward.
+    pub forward_flops: Flops,
+    /// One micro-batch's backward (input and weight gradients, recompute excluded).
+    pub backward_flops: Flops,
     /// Of those, the weight-gradient GEMMs.
-    pub weight_gradient_flops: f64,
+    pub weight_gradient_flops: Flops,
     /// Recomputed forward time within the backward.
     pub recompute: Seconds,
     /// Exposed tensor-, context- and expert-parallel communication within the forward.
@@ -74,8 +74,8 @@ pub struct PositionInfo {
 pub struct Simulation {
     /// Each position of a micro-batch's path.
     pub positions: Vec<PositionInfo>,
-    /// Bytes of one pipeline send.
-    pub transfer_bytes: f64,
+    /// One pipeline send.
+    pub transfer_bytes: Bytes,
     /// Bytes per parameter of a gradient reduction (4 in FP32, 2 in BF16).
     pub gradient_bytes_per_param: f64,
     /// Where the step's time goes, read on the rank that finishes last.
@@ -193,9 +193,9 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
             layers: segment.layers,
             work: segment_work(run, &tables, *segment),
             activations: stored_activation_bytes(run, segment),
-            weight_gradient_inputs: segment.layers * layer_weight_gradient_input_bytes(run),
+            weight_gradient_inputs: layer_weight_gradient_input_bytes(run) * segment.layers,
             backward_working: recompute_working_bytes(run)
-                + if segment.last { logits_bytes(run) } else { 0.0 },
+                + if segment.last { logits_bytes(run) } else { Bytes::ZERO },
         })
         .collect();
     let params: Vec<Params> = segments.iter().map(|s| segment_params(run, s)).collect();
@@ -214,7 +214,7 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         transfer: if plan.pp() > 1 { p2p_transfer(run) } else { Seconds::ZERO },
         data_parallel: data_parallel(run, &params),
         slowdown: 1.0 / OVERLAP_EFFICIENCY,
-        base_memory: states.iter().map(|s| s.total().value()).collect(),
+        base_memory: states.iter().map(MemoryBreakdown::total).collect(),
         optimizer: rank_params.iter().map(|&p| optimizer_time_for(run, p)).collect(),
         timeline: options.timeline,
     };
@@ -227,7 +227,7 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         .collect();
     let mut simulation = summarize(&program, &states, outcome);
     simulation.positions = info;
-    simulation.transfer_bytes = crate::cost::step::p2p_bytes(run).value();
+    simulation.transfer_bytes = crate::cost::step::p2p_bytes(run);
     simulation.gradient_bytes_per_param = if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 };
     Ok(simulation)
 }
@@ -241,9 +241,8 @@ fn position_info(
 ) -> PositionInfo {
     use crate::cost::layer::{OpKind, Phase};
     let parts = tables.parts(run, segment);
-    let flops = |phase: Phase| {
-        parts.iter().map(|p| p.table.table.flops(phase).value() * p.count).sum::<f64>()
-    };
+    let flops =
+        |phase: Phase| parts.iter().map(|p| p.table.table.flops(phase) * p.count).sum::<Flops>();
     let weight = parts
         .iter()
         .map(|p| {
@@ -252,8 +251,8 @@ fn position_info(
                 .ops
                 .iter()
                 .filter(|op| op.kind == OpKind::WeightGradient)
-                .map(|op| op.flops.value())
-                .sum::<f64>()
+                .map(|op| op.flops)
+                .sum::<Flops>()
                 * p.count
         })
         .sum();
@@ -340,7 +339,7 @@ fn summarize(
         .enumerate()
         .map(|(rank, times)| {
             let mut peak = states[rank];
-            peak.activations = Bytes::new(outcome.peak_memory[rank] - states[rank].total().value());
+            peak.activations = outcome.peak_memory[rank] - states[rank].total();
             RankSummary {
                 rank: rank as u32,
                 end: times.end,
@@ -352,7 +351,7 @@ fn summarize(
         .collect();
     Simulation {
         positions: Vec::new(),
-        transfer_bytes: 0.0,
+        transfer_bytes: Bytes::ZERO,
         gradient_bytes_per_param: 0.0,
         time,
         ranks,
