@@ -1,12 +1,13 @@
 //! One run priced once: its op tables, the segments of its stages and of a micro-batch's path
-//! with their work, parameters and stored activations, the per-layer memory terms, the
+//! with their work and parameters, the per-layer memory terms (stored activations), the
 //! data-parallel collectives, the pipeline send and the optimizer step: everything the closed form
 //! (`step.rs`) and the simulator (`crate::sim`) read, so that a caller that priced a run can time
 //! it both ways without pricing it again.
 //!
-//! The tables are built with the value (or borrowed from a caller that has them); the stages and
-//! the path are each priced on first use and kept, so a closed-form estimate never prices the
-//! path and a lower bound never prices the stages.
+//! The tables are built with the value (or borrowed from a caller that has them); the pipeline
+//! send, the memory terms, the stages, the path and the path's collectives are each priced on
+//! first use and kept, so a closed-form step time never prices the path or the memory and a lower
+//! bound prices only the path's work and parameters.
 
 use std::borrow::Cow;
 use std::sync::OnceLock;
@@ -23,7 +24,7 @@ use crate::run::Run;
 use crate::units::{Bytes, Seconds};
 
 /// A segment (a pipeline stage, or one position of a micro-batch's path) with what it costs one
-/// micro-batch and what it holds.
+/// micro-batch and the parameters it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct PricedSegment {
     /// The layers it runs.
@@ -32,8 +33,6 @@ pub struct PricedSegment {
     pub work: Work,
     /// Parameters one GPU holds for it, before data-parallel sharding.
     pub params: Params,
-    /// Activations one micro-batch leaves stored in it from the forward to the backward.
-    pub stored_activations: Bytes,
 }
 
 /// The stages of the pipeline, priced.
@@ -44,23 +43,16 @@ struct Stages {
     first_collectives: DataParallelCollectives,
 }
 
-/// The positions of a micro-batch's path, priced.
-#[derive(Debug, Clone, PartialEq)]
-struct Path {
-    positions: Vec<PricedSegment>,
-    /// The data-parallel collectives of each position's parameters.
-    collectives: Vec<DataParallelCollectives>,
-}
-
 /// A run with everything the closed form and the simulator price it by.
 #[derive(Debug, Clone)]
 pub struct PricedRun<'a> {
     run: &'a Run,
     tables: Cow<'a, Tables>,
-    activations: ActivationBytes,
-    transfer: Seconds,
+    transfer: OnceLock<Seconds>,
+    activations: OnceLock<ActivationBytes>,
     stages: OnceLock<Stages>,
-    path: OnceLock<Path>,
+    path: OnceLock<Vec<PricedSegment>>,
+    path_collectives: OnceLock<Vec<DataParallelCollectives>>,
 }
 
 impl<'a> PricedRun<'a> {
@@ -76,14 +68,14 @@ impl<'a> PricedRun<'a> {
     }
 
     fn from_tables(run: &'a Run, tables: Cow<'a, Tables>) -> PricedRun<'a> {
-        let transfer = if run.plan().pp() > 1 { p2p_transfer(run) } else { Seconds::ZERO };
         PricedRun {
             run,
             tables,
-            activations: ActivationBytes::new(run),
-            transfer,
+            transfer: OnceLock::new(),
+            activations: OnceLock::new(),
             stages: OnceLock::new(),
             path: OnceLock::new(),
+            path_collectives: OnceLock::new(),
         }
     }
 
@@ -100,12 +92,19 @@ impl<'a> PricedRun<'a> {
     /// The per-layer memory terms: stored activations by layer kind, a layer's input, the
     /// weight-gradient inputs, the recompute working bytes and the logits.
     pub fn activations(&self) -> &ActivationBytes {
-        &self.activations
+        self.activations.get_or_init(|| ActivationBytes::new(self.run))
+    }
+
+    /// Activations one micro-batch leaves stored in a segment from the forward to the backward.
+    pub fn stored_activations(&self, segment: &Segment) -> Bytes {
+        self.activations().stored(segment)
     }
 
     /// One pipeline send/receive of a micro-batch's activations (zero without a pipeline).
     pub fn transfer(&self) -> Seconds {
-        self.transfer
+        *self.transfer.get_or_init(|| {
+            if self.run.plan().pp() > 1 { p2p_transfer(self.run) } else { Seconds::ZERO }
+        })
     }
 
     /// What one pipeline send carries.
@@ -118,7 +117,6 @@ impl<'a> PricedRun<'a> {
             segment,
             work: segment_work(self.run, &self.tables, segment),
             params: segment_params(self.run, &segment),
-            stored_activations: self.activations.stored(&segment),
         }
     }
 
@@ -128,19 +126,6 @@ impl<'a> PricedRun<'a> {
                 stage_segments(self.run).into_iter().map(|s| self.price(s)).collect();
             let first = segments.first().map_or_else(Params::default, |s| s.params);
             Stages { first_collectives: data_parallel_collectives(self.run, first), segments }
-        })
-    }
-
-    fn priced_path(&self) -> &Path {
-        self.path.get_or_init(|| {
-            let plan = self.run.plan();
-            let positions: Vec<PricedSegment> = path_segments(self.run, plan.pp() * plan.vp())
-                .into_iter()
-                .map(|s| self.price(s))
-                .collect();
-            let collectives =
-                positions.iter().map(|p| data_parallel_collectives(self.run, p.params)).collect();
-            Path { positions, collectives }
         })
     }
 
@@ -156,12 +141,20 @@ impl<'a> PricedRun<'a> {
 
     /// Every position (virtual stage) of a micro-batch's path, `pp x vp` of them, priced.
     pub fn path(&self) -> &[PricedSegment] {
-        &self.priced_path().positions
+        self.path.get_or_init(|| {
+            let plan = self.run.plan();
+            path_segments(self.run, plan.pp() * plan.vp())
+                .into_iter()
+                .map(|s| self.price(s))
+                .collect()
+        })
     }
 
     /// The data-parallel collectives of each position of the path.
     pub fn path_collectives(&self) -> &[DataParallelCollectives] {
-        &self.priced_path().collectives
+        self.path_collectives.get_or_init(|| {
+            self.path().iter().map(|p| data_parallel_collectives(self.run, p.params)).collect()
+        })
     }
 
     /// Model states, workspaces and FSDP buffers of a rank holding `params` in `layers` layers.
@@ -185,8 +178,8 @@ impl<'a> PricedRun<'a> {
                     self.run,
                     stage,
                     states,
-                    priced.stored_activations,
-                    &self.activations,
+                    self.stored_activations(&priced.segment),
+                    self.activations(),
                 );
                 StageMemory { stage, breakdown }
             })

@@ -34,15 +34,15 @@ pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
 pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
     let run = priced.run();
     let plan = run.plan();
-    let stages: Vec<Work> = priced.stages().iter().map(|stage| stage.work).collect();
+    let stages = priced.stages();
     let critical = stages
         .iter()
-        .copied()
+        .map(|stage| stage.work)
         .max_by(|a, b| a.total().value().total_cmp(&b.total().value()))
         .unwrap_or_default();
     let m = plan.num_microbatches() as f64;
-    let all_stages: Seconds = stages.iter().map(Work::total).sum();
-    let first = stages.first().copied().unwrap_or_default();
+    let all_stages: Seconds = stages.iter().map(|stage| stage.work.total()).sum();
+    let first = stages.first().map(|stage| stage.work).unwrap_or_default();
     TimeBreakdown {
         forward: critical.forward * m,
         backward: critical.backward * m,

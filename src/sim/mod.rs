@@ -136,24 +136,24 @@ pub fn lower_bound_from(priced: &PricedRun) -> Seconds {
     let plan = priced.run().plan();
     let (pp, vp, m) = (plan.pp() as usize, plan.vp() as usize, plan.num_microbatches() as f64);
     let path = priced.path();
-    let work: Vec<_> = path.iter().map(|p| p.work).collect();
+    let work = |position: usize| path[position].work;
+    let params = |position: usize| path[position].params;
     // Forward time of micro-batch 0 before each position.
-    let mut before = vec![Seconds::ZERO; work.len() + 1];
-    for (position, w) in work.iter().enumerate() {
-        before[position + 1] = before[position] + w.forward_task();
+    let mut before = vec![Seconds::ZERO; path.len() + 1];
+    for (position, p) in path.iter().enumerate() {
+        before[position + 1] = before[position] + p.work.forward_task();
     }
-    let params: Vec<Params> = path.iter().map(|p| p.params).collect();
     let bidirectional = plan.schedule() == crate::plan::PipelineSchedule::Dualpipe;
     (0..pp)
         .map(|rank| {
             let (busy, start, held) = if bidirectional {
                 let mirror = pp - 1 - rank;
-                let busy = (work[rank].total() + work[mirror].total()) * (m / 2.0);
-                (busy, before[rank].min(before[mirror]), params[rank] + params[mirror])
+                let busy = (work(rank).total() + work(mirror).total()) * (m / 2.0);
+                (busy, before[rank].min(before[mirror]), params(rank) + params(mirror))
             } else {
-                let held: Vec<usize> = (0..vp).map(|chunk| chunk * pp + rank).collect();
-                let busy = held.iter().map(|&p| work[p].total()).sum::<Seconds>() * m;
-                (busy, before[rank], held.iter().map(|&p| params[p]).sum::<Params>())
+                let held = || (0..vp).map(|chunk| chunk * pp + rank);
+                let busy = held().map(|p| work(p).total()).sum::<Seconds>() * m;
+                (busy, before[rank], held().map(params).sum::<Params>())
             };
             start + busy + priced.optimizer_time(held)
         })
@@ -198,7 +198,7 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         .map(|p| engine::PositionCost {
             layers: p.segment.layers,
             work: p.work,
-            activations: p.stored_activations,
+            activations: priced.stored_activations(&p.segment),
             weight_gradient_inputs: bytes.weight_gradient_inputs_per_layer * p.segment.layers,
             backward_working: bytes.recompute_working
                 + if p.segment.last { bytes.logits } else { Bytes::ZERO },
