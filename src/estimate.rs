@@ -9,8 +9,9 @@ use serde::Serialize;
 
 use crate::cost;
 pub use crate::cost::breakdown::{MemoryBreakdown, StageMemory, Throughput, TimeBreakdown};
+use crate::cost::priced::PricedRun;
 use crate::run::Run;
-use crate::sim::{SimError, SimOptions, Simulation, simulate_with};
+use crate::sim::{SimError, SimOptions, Simulation, simulate_from};
 use crate::units::Bytes;
 
 /// Where an estimate's step time comes from.
@@ -58,8 +59,14 @@ fn peak_stage(stages: &[StageMemory]) -> StageMemory {
 /// Prices one run with the closed form: memory of every stage and the time of one step. This is
 /// the fast path (a few microseconds) that a plan search calls for every candidate.
 pub fn estimate(run: &Run) -> Estimate {
-    let stages = cost::memory::stage_memory(run);
-    let time = cost::step::step_time(run);
+    estimate_from(&PricedRun::new(run))
+}
+
+/// [`estimate`] of a run already priced.
+pub fn estimate_from(priced: &PricedRun) -> Estimate {
+    let run = priced.run();
+    let stages = priced.stage_memory();
+    let time = cost::step::step_time_from(priced);
     Estimate {
         time_source: TimeSource::ClosedForm,
         peak_memory: peak_stage(&stages),
@@ -83,7 +90,17 @@ pub fn estimate_simulated_with(
     run: &Run,
     options: SimOptions,
 ) -> Result<(Estimate, Simulation), SimError> {
-    let simulation = simulate_with(run, options)?;
+    estimate_simulated_from(&PricedRun::new(run), options)
+}
+
+/// [`estimate_simulated_with`] of a run already priced (by a search that timed it with the closed
+/// form first), without pricing it again.
+pub fn estimate_simulated_from(
+    priced: &PricedRun,
+    options: SimOptions,
+) -> Result<(Estimate, Simulation), SimError> {
+    let run = priced.run();
+    let simulation = simulate_from(priced, options)?;
     let stages: Vec<StageMemory> = simulation
         .ranks
         .iter()
@@ -99,4 +116,119 @@ pub fn estimate_simulated_with(
         time,
     };
     Ok((estimate, simulation))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::work::Tables;
+    use crate::plan::{PipelineSchedule, PlanSpec, RecomputeKind};
+    use crate::presets;
+    use crate::run::test_run;
+    use crate::sim::{lower_bound, lower_bound_from, lower_bound_with};
+    use crate::units::Seconds;
+
+    /// A dense run (interleaved, per-op checkpointing), an MoE run (ep 8, full recompute) and a
+    /// context-parallel run (cp 4, zero-bubble), with the closed-form step time, closed-form peak,
+    /// lower bound, simulated step time and simulated peak the code gave before the priced run
+    /// existed, as the bits of their `f64` values.
+    fn runs() -> [(Run, [u64; 5]); 3] {
+        let run = |model: &str, gpus, seq_len, global_batch, plan| {
+            test_run(presets::model(model).unwrap(), gpus, seq_len, global_batch, 1, plan)
+        };
+        let dense = PlanSpec {
+            tp: Some(8),
+            pp: Some(4),
+            vp: Some(2),
+            recompute: Some(RecomputeKind::Op),
+            ..PlanSpec::default()
+        };
+        let moe = PlanSpec {
+            pp: Some(2),
+            ep: Some(8),
+            recompute: Some(RecomputeKind::Full),
+            ..PlanSpec::default()
+        };
+        let cp = PlanSpec {
+            tp: Some(2),
+            cp: Some(4),
+            pp: Some(2),
+            schedule: Some(PipelineSchedule::ZeroBubble),
+            ..PlanSpec::default()
+        };
+        [
+            (run("llama3.1-70b", 64, 4096, 64, dense), GOLDEN_DENSE),
+            (run("qwen3-30b-a3b", 16, 4096, 64, moe), GOLDEN_MOE),
+            (run("llama3.1-8b", 32, 32768, 32, cp), GOLDEN_CP),
+        ]
+    }
+
+    const GOLDEN_DENSE: [u64; 5] = [
+        0x401454e518ed1a1f,
+        0x4221212933333333,
+        0x40138bf092427122,
+        0x401436e0df9abaec,
+        0x422123c933333333,
+    ];
+    const GOLDEN_MOE: [u64; 5] = [
+        0x4000108f26849e30,
+        0x422587c1eacccccd,
+        0x3ffda16c3933adb0,
+        0x4000064d26d8b7b5,
+        0x422587c1eacccccd,
+    ];
+    const GOLDEN_CP: [u64; 5] = [
+        0x4016ddbf92164866,
+        0x4220d84f1999999a,
+        0x4015e6c3b1ecb114,
+        0x40165d21760b9a80,
+        0x4220d84f1999999a,
+    ];
+
+    fn figures(closed: &Estimate, bound: Seconds, simulated: &Estimate) -> [u64; 5] {
+        [
+            closed.time.step_time().value().to_bits(),
+            closed.peak_memory.breakdown.total().value().to_bits(),
+            bound.value().to_bits(),
+            simulated.time.step_time().value().to_bits(),
+            simulated.peak_memory.breakdown.total().value().to_bits(),
+        ]
+    }
+
+    #[test]
+    fn one_priced_run_gives_the_figures_of_the_run_entry_points_and_of_before() {
+        let options = SimOptions { timeline: true };
+        for (run, before) in runs() {
+            let priced = PricedRun::new(&run);
+            let closed = estimate_from(&priced);
+            let bound = lower_bound_from(&priced);
+            let (simulated, simulation) = estimate_simulated_from(&priced, options).unwrap();
+            assert_eq!(figures(&closed, bound, &simulated), before, "{}", run.plan().label());
+            // The entry points that take a run price it themselves, to the same figures.
+            assert_eq!(estimate(&run), closed);
+            assert_eq!(cost::memory::stage_memory(&run), closed.stages);
+            assert_eq!(lower_bound(&run), bound);
+            assert_eq!(estimate_simulated_with(&run, options).unwrap(), (simulated, simulation));
+        }
+    }
+
+    #[test]
+    fn a_run_priced_from_existing_tables_gives_identical_results() {
+        let options = SimOptions { timeline: false };
+        for (run, _) in runs() {
+            let tables = Tables::new(&run);
+            let owned = PricedRun::new(&run);
+            let borrowed = PricedRun::with_tables(&run, &tables);
+            assert_eq!(borrowed.tables(), owned.tables());
+            assert_eq!(borrowed.stages(), owned.stages());
+            assert_eq!(borrowed.path(), owned.path());
+            assert_eq!(estimate_from(&borrowed), estimate_from(&owned));
+            assert_eq!(cost::step::step_time_with(&run, &tables), estimate(&run).time);
+            assert_eq!(lower_bound_with(&run, &tables), lower_bound_from(&owned));
+            assert_eq!(
+                estimate_simulated_from(&borrowed, options).unwrap(),
+                estimate_simulated_from(&owned, options).unwrap()
+            );
+        }
+    }
 }

@@ -6,7 +6,7 @@
 //! in the crate multiplies by `1e9`.
 
 use std::fmt;
-use std::ops::{Add, AddAssign, Div, Mul, Sub};
+use std::ops::{Add, AddAssign, Div, Mul, Neg, Sub};
 
 // Quantities serialize as plain numbers in their base unit (bytes, seconds, FLOPs, per second).
 macro_rules! quantity {
@@ -58,6 +58,13 @@ macro_rules! quantity {
             type Output = Self;
             fn sub(self, rhs: Self) -> Self {
                 Self(self.0 - rhs.0)
+            }
+        }
+
+        impl Neg for $name {
+            type Output = Self;
+            fn neg(self) -> Self {
+                Self(-self.0)
             }
         }
 

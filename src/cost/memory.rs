@@ -18,12 +18,12 @@ use crate::run::Run;
 use crate::units::Bytes;
 
 /// Bytes per parameter of the 16-bit weights.
-const WEIGHT_BYTES: f64 = 2.0;
+const WEIGHT_BYTES_PER_PARAM: f64 = 2.0;
 /// Bytes per parameter of the FP32 gradient (main-grad) buffer.
-const GRADIENT_BYTES: f64 = 4.0;
-/// Bytes per parameter of FP32 master weights plus Adam's two moments.
-const MASTER_WEIGHT_BYTES: f64 = 4.0;
-/// CUDA, cuBLAS and NCCL workspaces that every rank holds (about 1 GiB in PyTorch jobs).
+const GRADIENT_BYTES_PER_PARAM: f64 = 4.0;
+/// Bytes per parameter of the FP32 master weights (Adam's two moments come from the plan).
+const MASTER_WEIGHT_BYTES_PER_PARAM: f64 = 4.0;
+/// CUDA, cuBLAS and NCCL workspaces that every rank holds (about 1 GiB in PyTorch jobs), in GiB.
 const RUNTIME_WORKSPACE_GIB: f64 = 1.0;
 /// Allocator fragmentation allowance: the PyTorch caching allocator typically reserves 5-10% more
 /// than it has allocated in training; 5% of the allocated total is added.
@@ -172,7 +172,7 @@ pub fn segment_params(run: &Run, segment: &Segment) -> Params {
 /// dropout masks. Low-precision recipes store GEMM inputs quantized. An MoE layer stores, per
 /// routed row, the expert FC1 input, its output and the FC2 input, and per token the router's
 /// FP32 probabilities; its shared experts store what a dense MLP of their width stores.
-pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
+pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> Bytes {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
@@ -181,6 +181,7 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
     let act = Precision::ACTIVATION_BYTES;
     let gemm_in = run.training().precision().saved_gemm_input_bytes();
     let tokens = run.tokens_per_microbatch();
+    // Element widths per token times bytes per element: bytes per token.
     let norms = 2.0 * h * act / sp;
     let attention = attention_activation_width(run) * act / tp
         + model.attention_output_width() as f64 * gemm_in / tp
@@ -199,12 +200,14 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> f64 {
             let ffn = moe.expert_ffn_hidden_size;
             let per_row =
                 h * gemm_in + (model.up_width(ffn) as f64 * act + ffn as f64 * gemm_in) / etp;
-            crate::cost::layer::routed_rows(run) * per_row
-                + tokens / sp * (moe.num_experts as f64 * 4.0 + h * gemm_in)
+            Bytes::new(
+                crate::cost::layer::routed_rows(run) * per_row
+                    + tokens / sp * (moe.num_experts as f64 * 4.0 + h * gemm_in),
+            )
         }
-        _ => 0.0,
+        _ => Bytes::ZERO,
     };
-    tokens * (norms + attention + mlp + masks) + routed
+    Bytes::new(norms + attention + mlp + masks) * tokens + routed
 }
 
 /// Width of a layer's dense MLP: the model's FFN, or an MoE layer's shared experts (0 without).
@@ -220,7 +223,7 @@ fn dense_mlp_width(run: &Run, dense_mlp: bool) -> u64 {
 /// checkpointing (torchtitan's `op` policy): its input, every other matmul output (half of all
 /// of them, counted by width), and the attention output; norms, activations and the other
 /// matmuls are rerun in the backward.
-pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> f64 {
+pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> Bytes {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
@@ -247,7 +250,9 @@ pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> f64 {
         _ => 0.0,
     };
     let per_token = h / sp + model.query_width() as f64 / tp;
-    act * (tokens * (per_token + 0.5 * (attention_outputs + mlp_outputs)) + 0.5 * routed_outputs)
+    let elements =
+        tokens * (per_token + 0.5 * (attention_outputs + mlp_outputs)) + 0.5 * routed_outputs;
+    Bytes::new(act * elements)
 }
 
 /// Widths per token of what the attention block stores for its backward: Q, K and V (and with
@@ -264,7 +269,7 @@ fn attention_activation_width(run: &Run) -> f64 {
 /// gradients (the QKV and FC1 inputs split by TP only under sequence parallelism, the projection
 /// and FC2 inputs split by TP), in the recipe's saved precision. MoE layers keep their routed
 /// rows' inputs instead of the dense MLP's.
-fn gemm_input_bytes_per_token(run: &Run) -> f64 {
+fn gemm_input_bytes_per_token(run: &Run) -> Bytes {
     let model = run.model();
     let plan = run.plan();
     let h = model.hidden_size() as f64;
@@ -281,7 +286,7 @@ fn gemm_input_bytes_per_token(run: &Run) -> f64 {
             rows_per_token * (h + moe.expert_ffn_hidden_size as f64 / plan.etp() as f64) * gemm_in
         }
     };
-    attention + mlp
+    Bytes::new(attention + mlp)
 }
 
 /// Micro-batches (in units of a full stage's layers) whose activations stage `stage` holds at
@@ -299,73 +304,156 @@ pub fn in_flight_microbatches(run: &Run, stage: u64) -> f64 {
 
 /// Memory of every pipeline stage.
 pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
+    let activations = ActivationBytes::new(run);
     stage_segments(run)
         .iter()
         .zip(0..)
-        .map(|(segment, stage)| StageMemory { stage, breakdown: breakdown(run, stage, segment) })
+        .map(|(segment, stage)| {
+            let states = model_state_memory(run, segment_params(run, segment), segment.layers);
+            let stored = activations.stored(segment);
+            StageMemory { stage, breakdown: stage_peak(run, stage, states, stored, &activations) }
+        })
         .collect()
 }
 
+/// The peak memory of pipeline stage `stage`: its model states, the activations `stored` per
+/// micro-batch times the micro-batches it holds at once, the working bytes of a recomputing
+/// backward and, on the last stage, the logits; with the fragmentation allowance.
+pub fn stage_peak(
+    run: &Run,
+    stage: u64,
+    states: MemoryBreakdown,
+    stored: Bytes,
+    activations: &ActivationBytes,
+) -> MemoryBreakdown {
+    let mut memory = states;
+    memory.activations =
+        stored * in_flight_microbatches(run, stage) + activations.recompute_working;
+    if stage + 1 == run.plan().pp() {
+        memory.logits = activations.logits * (1.0 + run.model().mtp_layers() as f64);
+    }
+    with_fragmentation(memory)
+}
+
 /// Bytes of one layer's input (the residual stream), what full recompute keeps per layer.
-pub fn layer_input_bytes(run: &Run) -> f64 {
-    run.tokens_per_microbatch() * run.model().hidden_size() as f64 * Precision::ACTIVATION_BYTES
-        / run.plan().sequence_split() as f64
+pub fn layer_input_bytes(run: &Run) -> Bytes {
+    Bytes::new(
+        run.tokens_per_microbatch()
+            * run.model().hidden_size() as f64
+            * Precision::ACTIVATION_BYTES
+            / run.plan().sequence_split() as f64,
+    )
 }
 
 /// Bytes of the GEMM inputs one layer keeps for its weight gradients: what a split (zero-bubble)
 /// backward still holds after the input-gradient pass.
-pub fn layer_weight_gradient_input_bytes(run: &Run) -> f64 {
-    run.tokens_per_microbatch() * gemm_input_bytes_per_token(run)
+pub fn layer_weight_gradient_input_bytes(run: &Run) -> Bytes {
+    gemm_input_bytes_per_token(run) * run.tokens_per_microbatch()
 }
 
-/// Activation bytes one micro-batch leaves stored in a segment (the recomputed share of its
-/// layers keeping only their inputs under full recompute), plus the embedding output on the
-/// first stage.
-pub fn stored_activation_bytes(run: &Run, segment: &Segment) -> f64 {
-    let model = run.model();
-    let layers = segment.layers;
-    let per_layer = if model.moe().is_some() {
-        let dense = segment.dense_layers.min(layers);
-        (dense * layer_activation_bytes(run, true)
-            + (layers - dense) * layer_activation_bytes(run, false))
-            / layers.max(1.0)
-    } else {
-        layer_activation_bytes(run, true)
-    };
-    let layer_input = layer_input_bytes(run);
-    let stored = match run.plan().recompute() {
-        RecomputeKind::None | RecomputeKind::Selective => layers * per_layer,
-        RecomputeKind::Op => {
-            let dense =
-                if model.moe().is_some() { segment.dense_layers.min(layers) } else { layers };
-            dense * op_checkpoint_layer_bytes(run, true)
-                + (layers - dense) * op_checkpoint_layer_bytes(run, false)
+/// What one micro-batch's layers store, keep and rebuild on one GPU: the per-layer byte counts
+/// of a run, computed once and shared by every segment.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ActivationBytes {
+    /// The plan's recomputation.
+    recompute: RecomputeKind,
+    /// Whether the model has MoE layers (its dense-MLP layers are then counted apart).
+    moe: bool,
+    /// A dense-MLP layer's activations without recomputation.
+    dense_layer: Bytes,
+    /// An MoE layer's activations without recomputation (the dense layer's for dense models).
+    moe_layer: Bytes,
+    /// A dense-MLP layer's under per-op checkpointing (zero unless the plan uses it).
+    op_dense_layer: Bytes,
+    /// An MoE layer's under per-op checkpointing (zero unless the plan uses it).
+    op_moe_layer: Bytes,
+    /// One layer's input (the residual stream), what full recompute keeps per layer.
+    pub layer_input: Bytes,
+    /// The GEMM inputs one layer keeps for its weight gradients after a split backward.
+    pub weight_gradient_inputs_per_layer: Bytes,
+    /// Activations rebuilt at once during a recomputing backward.
+    pub recompute_working: Bytes,
+    /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
+    pub logits: Bytes,
+}
+
+impl ActivationBytes {
+    /// The per-layer byte counts of a run.
+    pub fn new(run: &Run) -> ActivationBytes {
+        let recompute = run.plan().recompute();
+        let moe = run.model().moe().is_some();
+        let dense_layer = layer_activation_bytes(run, true);
+        let moe_layer = if moe { layer_activation_bytes(run, false) } else { dense_layer };
+        let (op_dense_layer, op_moe_layer) = if recompute == RecomputeKind::Op {
+            let dense = op_checkpoint_layer_bytes(run, true);
+            (dense, if moe { op_checkpoint_layer_bytes(run, false) } else { dense })
+        } else {
+            (Bytes::ZERO, Bytes::ZERO)
+        };
+        let rebuilt = |layer: Bytes, op_layer: Bytes| match recompute {
+            RecomputeKind::Full => layer,
+            RecomputeKind::Op => (layer - op_layer).max(Bytes::ZERO),
+            RecomputeKind::None | RecomputeKind::Selective => Bytes::ZERO,
+        };
+        let dense_rebuilt = rebuilt(dense_layer, op_dense_layer);
+        let recompute_working =
+            if moe { dense_rebuilt.max(rebuilt(moe_layer, op_moe_layer)) } else { dense_rebuilt };
+        ActivationBytes {
+            recompute,
+            moe,
+            dense_layer,
+            moe_layer,
+            op_dense_layer,
+            op_moe_layer,
+            layer_input: layer_input_bytes(run),
+            weight_gradient_inputs_per_layer: layer_weight_gradient_input_bytes(run),
+            recompute_working,
+            logits: logits_bytes(run),
         }
-        RecomputeKind::Full => {
-            let recomputed = segment.recomputed_layers.min(layers);
-            recomputed * layer_input + (layers - recomputed) * per_layer
-        }
-    };
-    stored + if segment.first { layer_input } else { 0.0 }
+    }
+
+    /// Activation bytes one micro-batch leaves stored in a segment (the recomputed share of its
+    /// layers keeping only their inputs under full recompute), plus the embedding output on the
+    /// first stage.
+    pub fn stored(&self, segment: &Segment) -> Bytes {
+        let layers = segment.layers;
+        let per_layer = if self.moe {
+            let dense = segment.dense_layers.min(layers);
+            (self.dense_layer * dense + self.moe_layer * (layers - dense)) / layers.max(1.0)
+        } else {
+            self.dense_layer
+        };
+        let stored = match self.recompute {
+            RecomputeKind::None | RecomputeKind::Selective => per_layer * layers,
+            RecomputeKind::Op => {
+                let dense = if self.moe { segment.dense_layers.min(layers) } else { layers };
+                self.op_dense_layer * dense + self.op_moe_layer * (layers - dense)
+            }
+            RecomputeKind::Full => {
+                let recomputed = segment.recomputed_layers.min(layers);
+                self.layer_input * recomputed + per_layer * (layers - recomputed)
+            }
+        };
+        stored + if segment.first { self.layer_input } else { Bytes::ZERO }
+    }
+}
+
+/// Activation bytes one micro-batch leaves stored in a segment ([`ActivationBytes::stored`]).
+pub fn stored_activation_bytes(run: &Run, segment: &Segment) -> Bytes {
+    ActivationBytes::new(run).stored(segment)
 }
 
 /// Activations rebuilt at once during a recomputing backward: one layer's under full recompute,
 /// the part of one layer's that per-op checkpointing did not store.
-pub fn recompute_working_bytes(run: &Run) -> f64 {
-    let rebuilt = |dense_mlp: bool| match run.plan().recompute() {
-        RecomputeKind::Full => layer_activation_bytes(run, dense_mlp),
-        RecomputeKind::Op => (layer_activation_bytes(run, dense_mlp)
-            - op_checkpoint_layer_bytes(run, dense_mlp))
-        .max(0.0),
-        RecomputeKind::None | RecomputeKind::Selective => 0.0,
-    };
-    let dense = rebuilt(true);
-    if run.model().moe().is_some() { dense.max(rebuilt(false)) } else { dense }
+pub fn recompute_working_bytes(run: &Run) -> Bytes {
+    ActivationBytes::new(run).recompute_working
 }
 
 /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
-pub fn logits_bytes(run: &Run) -> f64 {
-    run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0)
+pub fn logits_bytes(run: &Run) -> Bytes {
+    Bytes::new(
+        run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0),
+    )
 }
 
 /// The data-parallel shard counts of a rank's dense and expert parameters under the plan's
@@ -388,7 +476,7 @@ pub fn shard_counts(run: &Run) -> [(f64, f64); 3] {
 /// Optimizer state per parameter: the FP32 master weight and Adam's two moments at the plan's
 /// precision (12 bytes with FP32 moments, 8 with BF16 ones).
 pub fn optimizer_bytes_per_param(run: &Run) -> f64 {
-    MASTER_WEIGHT_BYTES + 2.0 * run.plan().adam_moments().bytes()
+    MASTER_WEIGHT_BYTES_PER_PARAM + 2.0 * run.plan().adam_moments().bytes()
 }
 
 /// Model states, workspaces and FSDP buffers of a rank holding `params` parameters in `layers`
@@ -398,23 +486,24 @@ pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreak
     let [weight_shard, gradient_shard, optimizer_shard] = shard_counts(run);
     let sharded = |(dense, expert): (f64, f64)| params.dense / dense + params.expert / expert;
     let total = params.total();
-    let mut buffers = RUNTIME_WORKSPACE_GIB * (1u64 << 30) as f64;
+    let mut buffers = Bytes::gib(RUNTIME_WORKSPACE_GIB);
     if plan.sharding() == Sharding::Full {
         if plan.reshard_after_forward() {
             // Gathered 16-bit parameters of the layer being computed and the one being
             // prefetched, and the unsharded FP32 gradients of one layer before its reduce-scatter.
             let layer = total / layers.max(1.0);
-            buffers += 2.0 * layer * WEIGHT_BYTES + layer * GRADIENT_BYTES;
+            buffers +=
+                Bytes::new(2.0 * layer * WEIGHT_BYTES_PER_PARAM + layer * GRADIENT_BYTES_PER_PARAM);
         } else {
             // The whole stage stays gathered, and its gradients accumulate unsharded.
-            buffers += total * (WEIGHT_BYTES + GRADIENT_BYTES);
+            buffers += Bytes::new(total * (WEIGHT_BYTES_PER_PARAM + GRADIENT_BYTES_PER_PARAM));
         }
     }
     MemoryBreakdown {
-        weights: Bytes::new(sharded(weight_shard) * WEIGHT_BYTES),
-        gradients: Bytes::new(sharded(gradient_shard) * GRADIENT_BYTES),
+        weights: Bytes::new(sharded(weight_shard) * WEIGHT_BYTES_PER_PARAM),
+        gradients: Bytes::new(sharded(gradient_shard) * GRADIENT_BYTES_PER_PARAM),
         optimizer_states: Bytes::new(sharded(optimizer_shard) * optimizer_bytes_per_param(run)),
-        buffers: Bytes::new(buffers),
+        buffers,
         ..MemoryBreakdown::default()
     }
 }
@@ -437,18 +526,6 @@ pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
     memory.fragmentation = Bytes::ZERO;
     memory.fragmentation = memory.total() * FRAGMENTATION;
     memory
-}
-
-fn breakdown(run: &Run, stage: u64, segment: &Segment) -> MemoryBreakdown {
-    let plan = run.plan();
-    let in_flight = in_flight_microbatches(run, stage);
-    let stored = stored_activation_bytes(run, segment);
-    let mut memory = model_state_memory(run, segment_params(run, segment), segment.layers);
-    memory.activations = Bytes::new(in_flight * stored + recompute_working_bytes(run));
-    if stage + 1 == plan.pp() {
-        memory.logits = Bytes::new(logits_bytes(run) * (1.0 + run.model().mtp_layers() as f64));
-    }
-    with_fragmentation(memory)
 }
 
 #[cfg(test)]
@@ -492,7 +569,7 @@ mod tests {
         // Per token: the layer input and attention output (4096 each) and half of the QKV (6144),
         // projection (4096), gate/up (28672) and down (4096) outputs, in bf16.
         let per_token = (4096.0 + 4096.0 + 0.5 * (6144.0 + 4096.0 + 28672.0 + 4096.0)) * 2.0;
-        assert_eq!(op_checkpoint_layer_bytes(&run, true), per_token * 16384.0);
+        assert_eq!(op_checkpoint_layer_bytes(&run, true), Bytes::new(per_token * 16384.0));
         // Between full recompute and storing everything, for the stage and the rebuilt layer.
         let segment = stage_segments(&run)[0];
         let stored = |recompute| {
@@ -502,7 +579,10 @@ mod tests {
         let op = stored_activation_bytes(&run, &segment);
         assert!(stored(RecomputeKind::Full) < op && op < stored(RecomputeKind::Selective));
         let rebuilt = recompute_working_bytes(&run);
-        assert!(rebuilt > 0.0 && rebuilt < recompute_working_bytes(&llama8b(RecomputeKind::Full)));
+        assert!(
+            rebuilt > Bytes::ZERO
+                && rebuilt < recompute_working_bytes(&llama8b(RecomputeKind::Full))
+        );
     }
 
     #[test]
@@ -549,13 +629,13 @@ mod tests {
         model.dropout = true;
         let run = test_run(model, 8, 2048, 8, 1, PlanSpec { tp: Some(8), ..PlanSpec::default() });
         let sbh = 2048.0 * 8192.0;
-        assert!((layer_activation_bytes(&run, true) - 34.0 * sbh / 8.0).abs() < 1e-6);
+        assert!((layer_activation_bytes(&run, true).value() - 34.0 * sbh / 8.0).abs() < 1e-6);
     }
 
     #[test]
     fn the_distributed_optimizer_matches_megatrons_6_plus_12_over_dp() {
         let run = run(PlanSpec { tp: Some(8), pp: Some(4), ..PlanSpec::default() }, 64);
-        let memory = breakdown(&run, 1, &stage_segment(&run, 1));
+        let memory = stage_memory(&run)[1].breakdown;
         let params = stage_params(&run, 1).total();
         let states = memory.weights + memory.gradients + memory.optimizer_states;
         assert!((states.value() / params - (6.0 + 12.0 / 2.0)).abs() < 1e-9);

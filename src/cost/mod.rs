@@ -1,7 +1,9 @@
 //! The analytical cost model: GEMM and attention kernel times (`kernels.rs`), collective
 //! communication (`collective.rs`), the per-layer operation table (`layer.rs`), memory per
-//! pipeline stage (`memory.rs`), the assembly of one step's time (`step.rs`) and the breakdown
-//! types they report in (`breakdown.rs`).
+//! pipeline stage (`memory.rs`), one micro-batch's work through a segment (`work.rs`), the
+//! step-level terms (`step_terms.rs`: pipeline send, data-parallel collectives, optimizer), one
+//! run priced once for the closed form and the simulator (`priced.rs`), the closed-form assembly
+//! of one step's time (`step.rs`) and the breakdown types they report in (`breakdown.rs`).
 //!
 //! Everything here is a pure function of a validated [`crate::Run`].
 
@@ -11,5 +13,7 @@ pub mod dispatch;
 pub mod kernels;
 pub mod layer;
 pub mod memory;
+pub mod priced;
 pub mod step;
+pub mod step_terms;
 pub mod work;

@@ -13,43 +13,36 @@
 //! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
 use crate::cost::breakdown::{Throughput, TimeBreakdown};
-use crate::cost::collective::{Collective, Group, collective_time};
-use crate::cost::kernels::memory_time;
-use crate::cost::memory::{Params, layer_input_bytes, segment_params, shard_counts};
-use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work, segment_work, stage_segments};
-use crate::plan::{Precision, RecomputeKind, Sharding};
+use crate::cost::priced::PricedRun;
+use crate::cost::step_terms::DataParallelCollectives;
+use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work};
+use crate::plan::{RecomputeKind, Sharding};
 use crate::run::Run;
-use crate::units::{Bytes, Seconds};
-
-/// HBM traffic of an Adam step per parameter of the shard being updated, besides the moments:
-/// read the FP32 gradient and master weight (8 bytes), write the master weight (4) and the 16-bit
-/// weight (2). Each moment is read and written once more at its own precision (30 bytes in all
-/// with FP32 moments).
-const ADAM_BYTES_PER_SHARD_PARAM: f64 = 14.0;
-/// HBM traffic per parameter of the whole gradient buffer: the gradient-norm read and the zeroing
-/// write of the FP32 buffer.
-const GRADIENT_BUFFER_BYTES_PER_PARAM: f64 = 8.0;
+use crate::units::Seconds;
 
 /// Time of one optimizer step, broken down.
 pub fn step_time(run: &Run) -> TimeBreakdown {
-    step_time_with(run, &Tables::new(run))
+    step_time_from(&PricedRun::new(run))
 }
 
 /// [`step_time`] from op tables already built for the run.
 pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
+    step_time_from(&PricedRun::with_tables(run, tables))
+}
+
+/// The closed-form step time of a priced run.
+pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
+    let run = priced.run();
     let plan = run.plan();
-    let segments = stage_segments(run);
-    let params: Vec<Params> = segments.iter().map(|segment| segment_params(run, segment)).collect();
-    let stages: Vec<Work> =
-        segments.iter().map(|segment| segment_work(run, tables, *segment)).collect();
+    let stages = priced.stages();
     let critical = stages
         .iter()
-        .copied()
+        .map(|stage| stage.work)
         .max_by(|a, b| a.total().value().total_cmp(&b.total().value()))
         .unwrap_or_default();
     let m = plan.num_microbatches() as f64;
-    let all_stages: Seconds = stages.iter().map(Work::total).sum();
-    let first = stages.first().copied().unwrap_or_default();
+    let all_stages: Seconds = stages.iter().map(|stage| stage.work.total()).sum();
+    let first = stages.first().map(|stage| stage.work).unwrap_or_default();
     TimeBreakdown {
         forward: critical.forward * m,
         backward: critical.backward * m,
@@ -57,23 +50,24 @@ pub fn step_time_with(run: &Run, tables: &Tables) -> TimeBreakdown {
         tp_exposed: (critical.forward_tp + critical.backward_tp) * m,
         cp_exposed: (critical.forward_cp + critical.backward_cp) * m,
         ep_exposed: (critical.forward_ep + critical.backward_ep) * m,
-        pp_exposed: pipeline_comm(run),
-        dp_exposed: data_parallel_comm(run, &first, params[0], segments[0].layers),
+        pp_exposed: pipeline_comm(priced),
+        dp_exposed: data_parallel_comm(priced, &first),
         pipeline_bubble: (all_stages - critical.total()) / plan.vp() as f64,
-        optimizer: params
+        optimizer: priced
+            .stages()
             .iter()
-            .map(|&stage| optimizer_time_for(run, stage))
+            .map(|stage| priced.optimizer_time(stage.params))
             .fold(Seconds::ZERO, Seconds::max),
     }
 }
 
 /// Send/receive time on the pipeline's critical path.
-fn pipeline_comm(run: &Run) -> Seconds {
-    let plan = run.plan();
+fn pipeline_comm(priced: &PricedRun) -> Seconds {
+    let plan = priced.run().plan();
     if plan.pp() == 1 {
         return Seconds::ZERO;
     }
-    let transfer = p2p_transfer(run);
+    let transfer = priced.transfer();
     let (m, pp, vp) = (plan.num_microbatches() as f64, plan.pp() as f64, plan.vp() as f64);
     if plan.vp() == 1 {
         // Plain 1F1B blocks on every send/receive pair: one forward and one backward transfer per
@@ -86,85 +80,12 @@ fn pipeline_comm(run: &Run) -> Seconds {
     }
 }
 
-/// One pipeline send/receive of a micro-batch's activations (or their gradients) between
-/// neighbouring stages, which sit `tp x cp x dp` ranks apart in Megatron-LM's rank order.
-pub fn p2p_transfer(run: &Run) -> Seconds {
-    let plan = run.plan();
-    let bytes = p2p_bytes(run);
-    let group = Group { size: 2, stride: plan.tp() * plan.cp() * plan.dp() };
-    collective_time(run.cluster().interconnect(), Collective::SendRecv, group, bytes)
-}
-
-/// Bytes of one pipeline send: a micro-batch's activations, split by TP under sequence parallelism.
-pub fn p2p_bytes(run: &Run) -> Bytes {
-    Bytes::new(layer_input_bytes(run))
-}
-
-/// The data-parallel collectives over `params` parameters, each as one un-overlapped duration.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct DataParallelCollectives {
-    /// Gradient all-reduce over the sharding group (plain DDP).
-    pub all_reduce: Seconds,
-    /// Gradient reduce-scatter over the sharding group (ZeRO / FSDP).
-    pub reduce_scatter: Seconds,
-    /// 16-bit parameter all-gather over the sharding group.
-    pub all_gather: Seconds,
-    /// Hybrid sharding: the shard's all-reduce across replicas.
-    pub replica_reduce: Seconds,
-}
-
-/// The collectives that synchronize a rank's parameters across data-parallel ranks: dense
-/// parameters over the (hybrid-)shard group of `dp x cp` ranks, routed-expert parameters over the
-/// expert-data-parallel ranks (`edp`, laid out `etp x ep` ranks apart). The two run one after the
-/// other on the same stream.
-pub fn data_parallel_collectives(run: &Run, params: Params) -> DataParallelCollectives {
-    let plan = run.plan();
-    let links = run.cluster().interconnect();
-    let grad_bytes_per_param = if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 };
-    let shard = Group { size: plan.shard_group() * plan.cp(), stride: plan.tp() };
-    let replicas = plan.dp() / plan.shard_group();
-    let replicate = Group { size: replicas, stride: plan.tp() * plan.cp() * plan.shard_group() };
-    let expert_shard = Group {
-        size: (plan.edp() * plan.shard_group() / plan.dp()).max(1),
-        stride: plan.etp() * plan.ep(),
-    };
-    let expert_replicas = Group {
-        size: plan.edp() / expert_shard.size,
-        stride: plan.etp() * plan.ep() * expert_shard.size,
-    };
-    let over = |params: f64, shard: Group, replicate: Group| {
-        let grad_bytes = Bytes::new(params * grad_bytes_per_param);
-        let param_bytes = Bytes::new(params * Precision::ACTIVATION_BYTES);
-        DataParallelCollectives {
-            all_reduce: collective_time(links, Collective::AllReduce, shard, grad_bytes),
-            reduce_scatter: collective_time(links, Collective::ReduceScatter, shard, grad_bytes),
-            all_gather: collective_time(links, Collective::AllGather, shard, param_bytes),
-            replica_reduce: collective_time(
-                links,
-                Collective::AllReduce,
-                replicate,
-                grad_bytes / shard.size as f64,
-            ),
-        }
-    };
-    let dense = over(params.dense, shard, replicate);
-    if params.expert <= 0.0 {
-        return dense;
-    }
-    let expert = over(params.expert, expert_shard, expert_replicas);
-    DataParallelCollectives {
-        all_reduce: dense.all_reduce + expert.all_reduce,
-        reduce_scatter: dense.reduce_scatter + expert.reduce_scatter,
-        all_gather: dense.all_gather + expert.all_gather,
-        replica_reduce: dense.replica_reduce + expert.replica_reduce,
-    }
-}
-
 /// Data-parallel communication not hidden under the first stage's compute.
-fn data_parallel_comm(run: &Run, first: &Work, params: Params, layers: f64) -> Seconds {
-    let plan = run.plan();
+fn data_parallel_comm(priced: &PricedRun, first: &Work) -> Seconds {
+    let plan = priced.run().plan();
+    let layers = priced.stages().first().map_or(0.0, |stage| stage.segment.layers);
     let DataParallelCollectives { all_reduce, reduce_scatter, all_gather, replica_reduce } =
-        data_parallel_collectives(run, params);
+        priced.first_stage_collectives();
     let m = plan.num_microbatches() as f64;
     let window_backward = (first.backward + first.recompute) * OVERLAP_EFFICIENCY;
     let window_forward = first.forward * OVERLAP_EFFICIENCY;
@@ -203,21 +124,6 @@ fn data_parallel_comm(run: &Run, first: &Work, params: Params, layers: f64) -> S
     }
 }
 
-/// The Adam step and gradient bookkeeping of a rank holding `params` parameters.
-pub fn optimizer_time_for(run: &Run, params: Params) -> Seconds {
-    let plan = run.plan();
-    let [_, _, (dense_shard, expert_shard)] = shard_counts(run);
-    let (dense_shard, expert_shard) = match plan.sharding() {
-        Sharding::None => (1.0, 1.0),
-        _ => (dense_shard, expert_shard),
-    };
-    let shard_params = params.dense / dense_shard + params.expert / expert_shard;
-    let moments = 2.0 * 2.0 * plan.adam_moments().bytes();
-    let bytes = shard_params * (ADAM_BYTES_PER_SHARD_PARAM + moments)
-        + params.total() * GRADIENT_BUFFER_BYTES_PER_PARAM;
-    memory_time(run.cluster().gpu(), Bytes::new(bytes))
-}
-
 /// Throughput figures for a step.
 pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     let model = run.model();
@@ -253,10 +159,12 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::collective::{Collective, Group, collective_time};
     use crate::cost::memory::stage_params;
     use crate::plan::PlanSpec;
     use crate::presets;
     use crate::run::test_run;
+    use crate::units::Bytes;
 
     fn run(plan: PlanSpec, gpus: i64, global_batch: i64) -> Run {
         test_run(presets::model("llama3.1-8b").unwrap(), gpus, 8192, global_batch, 1, plan)

@@ -17,7 +17,7 @@ pub use super::timeline::{
     DataParallel, Lane, MemorySample, Outcome, PositionCost, RankTime, Setup, Slice, SliceKind,
     StuckTask,
 };
-use crate::units::Seconds;
+use crate::units::{Bytes, Seconds};
 
 struct Dependency {
     ready: Seconds,
@@ -75,7 +75,7 @@ struct Cursor {
     compute_free: Seconds,
     data_parallel_free: Seconds,
     previous_start: Seconds,
-    memory: f64,
+    memory: Bytes,
     in_flight: u32,
     /// Index into the rank's data-parallel intervals below which all end before `compute_free`.
     overlap_from: usize,
@@ -345,7 +345,7 @@ impl Engine<'_> {
                 let kept = if task.kind == TaskKind::BackwardInput {
                     cost.weight_gradient_inputs
                 } else {
-                    0.0
+                    Bytes::ZERO
                 };
                 self.change_memory(
                     rank,
@@ -424,8 +424,8 @@ impl Engine<'_> {
         self.push_slice(Slice { rank: rank as u32, lane: Lane::DataParallel, kind, start, end });
     }
 
-    fn change_memory(&mut self, rank: usize, time: Seconds, delta: f64, cursor: &mut Cursor) {
-        if delta == 0.0 {
+    fn change_memory(&mut self, rank: usize, time: Seconds, delta: Bytes, cursor: &mut Cursor) {
+        if delta == Bytes::ZERO {
             return;
         }
         cursor.memory += delta;
@@ -434,7 +434,7 @@ impl Engine<'_> {
         self.sample(rank as u32, time, cursor.memory);
     }
 
-    fn sample(&mut self, rank: u32, time: Seconds, bytes: f64) {
+    fn sample(&mut self, rank: u32, time: Seconds, bytes: Bytes) {
         if self.setup.timeline {
             self.outcome.memory.push(MemorySample { rank, time, bytes });
         }

@@ -1,9 +1,10 @@
 //! The step simulator: one training step of one pipeline replica, event by event, under the
 //! plan's pipeline schedule.
 //!
-//! Durations come from the same per-segment work as the closed form (`cost::work`), memory from
-//! the same per-micro-batch byte counts (`cost::memory`), collective times from `cost::collective`:
-//! the simulator adds the schedule's order, the dependencies between ranks, pipeline sends,
+//! Everything it prices comes from one [`PricedRun`], the value the closed form reads too: the
+//! same per-segment work (`cost::work`), per-micro-batch byte counts (`cost::memory`),
+//! data-parallel collectives, pipeline send and optimizer step (`cost::step_terms`); the simulator
+//! adds the schedule's order, the dependencies between ranks, pipeline sends,
 //! data-parallel buckets on their own stream and the memory each rank holds over time.
 //!
 //! Symmetry: every tensor-, context- and data-parallel rank of a pipeline stage does the same work,
@@ -20,15 +21,13 @@ pub mod trace;
 use serde::Serialize;
 
 use crate::cost::breakdown::{MemoryBreakdown, TimeBreakdown};
-use crate::cost::memory::{
-    Params, layer_weight_gradient_input_bytes, logits_bytes, model_state_memory,
-    recompute_working_bytes, segment_params, stored_activation_bytes, with_fragmentation,
-};
-use crate::cost::step::{data_parallel_collectives, optimizer_time_for, p2p_transfer};
-use crate::cost::work::{OVERLAP_EFFICIENCY, Segment, Tables, path_segments, segment_work};
+use crate::cost::memory::{Params, with_fragmentation};
+use crate::cost::priced::{PricedRun, PricedSegment};
+use crate::cost::step_terms::DataParallelCollectives;
+use crate::cost::work::{OVERLAP_EFFICIENCY, Tables};
 use crate::plan::Sharding;
 use crate::run::Run;
-use crate::units::{Bytes, Seconds};
+use crate::units::{Bytes, Flops, Seconds};
 
 pub use engine::{Lane, MemorySample, Slice, SliceKind, StuckTask};
 pub use program::{Placement, Program, Task, TaskKind};
@@ -53,14 +52,14 @@ pub struct RankSummary {
 pub struct PositionInfo {
     /// Transformer layers.
     pub layers: f64,
-    /// Parameters per GPU before data-parallel sharding.
+    /// Parameters per GPU before data-parallel sharding (a count).
     pub params: f64,
-    /// FLOPs of one micro-batch's forward.
-    pub forward_flops: f64,
-    /// FLOPs of one micro-batch's backward (input and weight gradients, recompute excluded).
-    pub backward_flops: f64,
+    /// One micro-batch's forward.
+    pub forward_flops: Flops,
+    /// One micro-batch's backward (input and weight gradients, recompute excluded).
+    pub backward_flops: Flops,
     /// Of those, the weight-gradient GEMMs.
-    pub weight_gradient_flops: f64,
+    pub weight_gradient_flops: Flops,
     /// Recomputed forward time within the backward.
     pub recompute: Seconds,
     /// Exposed tensor-, context- and expert-parallel communication within the forward.
@@ -74,8 +73,8 @@ pub struct PositionInfo {
 pub struct Simulation {
     /// Each position of a micro-batch's path.
     pub positions: Vec<PositionInfo>,
-    /// Bytes of one pipeline send.
-    pub transfer_bytes: f64,
+    /// One pipeline send.
+    pub transfer_bytes: Bytes,
     /// Bytes per parameter of a gradient reduction (4 in FP32, 2 in BF16).
     pub gradient_bytes_per_param: f64,
     /// Where the step's time goes, read on the rank that finishes last.
@@ -119,45 +118,44 @@ fn describe(stuck: &[StuckTask]) -> String {
         .join("; ")
 }
 
-/// The segment of every position along a micro-batch's path.
-fn segments(run: &Run, positions: u32) -> Vec<Segment> {
-    path_segments(run, u64::from(positions))
-}
-
 /// A lower bound on the simulated step time, without running the schedule: every rank does its
 /// share of the work back to back after the first micro-batch's forward has reached it, then its
 /// optimizer step. It uses the simulator's own task costs, so it never exceeds the simulation;
 /// searches skip candidates whose bound cannot beat the plans they already have.
 pub fn lower_bound(run: &Run) -> Seconds {
-    lower_bound_with(run, &Tables::new(run))
+    lower_bound_from(&PricedRun::new(run))
 }
 
 /// [`lower_bound`] from op tables already built for the run.
 pub fn lower_bound_with(run: &Run, tables: &Tables) -> Seconds {
-    let plan = run.plan();
+    lower_bound_from(&PricedRun::with_tables(run, tables))
+}
+
+/// [`lower_bound`] of a priced run.
+pub fn lower_bound_from(priced: &PricedRun) -> Seconds {
+    let plan = priced.run().plan();
     let (pp, vp, m) = (plan.pp() as usize, plan.vp() as usize, plan.num_microbatches() as f64);
-    let positions = (pp * vp) as u32;
-    let segments = segments(run, positions);
-    let work: Vec<_> = segments.iter().map(|s| segment_work(run, tables, *s)).collect();
+    let path = priced.path();
+    let work = |position: usize| path[position].work;
+    let params = |position: usize| path[position].params;
     // Forward time of micro-batch 0 before each position.
-    let mut before = vec![Seconds::ZERO; work.len() + 1];
-    for (position, w) in work.iter().enumerate() {
-        before[position + 1] = before[position] + w.forward_task();
+    let mut before = vec![Seconds::ZERO; path.len() + 1];
+    for (position, p) in path.iter().enumerate() {
+        before[position + 1] = before[position] + p.work.forward_task();
     }
-    let params: Vec<Params> = segments.iter().map(|s| segment_params(run, s)).collect();
     let bidirectional = plan.schedule() == crate::plan::PipelineSchedule::Dualpipe;
     (0..pp)
         .map(|rank| {
             let (busy, start, held) = if bidirectional {
                 let mirror = pp - 1 - rank;
-                let busy = (work[rank].total() + work[mirror].total()) * (m / 2.0);
-                (busy, before[rank].min(before[mirror]), params[rank] + params[mirror])
+                let busy = (work(rank).total() + work(mirror).total()) * (m / 2.0);
+                (busy, before[rank].min(before[mirror]), params(rank) + params(mirror))
             } else {
-                let held: Vec<usize> = (0..vp).map(|chunk| chunk * pp + rank).collect();
-                let busy = held.iter().map(|&p| work[p].total()).sum::<Seconds>() * m;
-                (busy, before[rank], held.iter().map(|&p| params[p]).sum::<Params>())
+                let held = || (0..vp).map(|chunk| chunk * pp + rank);
+                let busy = held().map(|p| work(p).total()).sum::<Seconds>() * m;
+                (busy, before[rank], held().map(params).sum::<Params>())
             };
-            start + busy + optimizer_time_for(run, held)
+            start + busy + priced.optimizer_time(held)
         })
         .fold(Seconds::ZERO, Seconds::max)
 }
@@ -177,6 +175,12 @@ pub fn simulate(run: &Run) -> Result<Simulation, SimError> {
 
 /// Simulates one step of a run under its plan's schedule.
 pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimError> {
+    simulate_from(&PricedRun::new(run), options)
+}
+
+/// Simulates one step of a priced run under its plan's schedule.
+pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulation, SimError> {
+    let run = priced.run();
     let plan = run.plan();
     let program = schedule::program(
         plan.schedule(),
@@ -184,21 +188,23 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         plan.vp() as u32,
         plan.num_microbatches() as u32,
     );
-    let tables = Tables::new(run);
-    let segments = segments(run, program.positions);
-    let layers: Vec<f64> = segments.iter().map(|s| s.layers).collect();
-    let positions: Vec<engine::PositionCost> = segments
+    // Validation ties the schedule to vp, so the program has the path's `pp x vp` positions.
+    let path = priced.path();
+    debug_assert_eq!(path.len(), program.positions as usize);
+    let bytes = priced.activations();
+    let layers: Vec<f64> = path.iter().map(|p| p.segment.layers).collect();
+    let positions: Vec<engine::PositionCost> = path
         .iter()
-        .map(|segment| engine::PositionCost {
-            layers: segment.layers,
-            work: segment_work(run, &tables, *segment),
-            activations: stored_activation_bytes(run, segment),
-            weight_gradient_inputs: segment.layers * layer_weight_gradient_input_bytes(run),
-            backward_working: recompute_working_bytes(run)
-                + if segment.last { logits_bytes(run) } else { 0.0 },
+        .map(|p| engine::PositionCost {
+            layers: p.segment.layers,
+            work: p.work,
+            activations: priced.stored_activations(&p.segment),
+            weight_gradient_inputs: bytes.weight_gradient_inputs_per_layer * p.segment.layers,
+            backward_working: bytes.recompute_working
+                + if p.segment.last { bytes.logits } else { Bytes::ZERO },
         })
         .collect();
-    let params: Vec<Params> = segments.iter().map(|s| segment_params(run, s)).collect();
+    let params: Vec<Params> = path.iter().map(|p| p.params).collect();
     let rank_params: Vec<Params> = (0..program.ranks)
         .map(|rank| program.positions_held(rank).iter().map(|&p| params[p as usize]).sum())
         .collect();
@@ -206,44 +212,32 @@ pub fn simulate_with(run: &Run, options: SimOptions) -> Result<Simulation, SimEr
         .map(|rank| program.positions_held(rank).iter().map(|&p| layers[p as usize]).sum())
         .collect();
     let states: Vec<MemoryBreakdown> = (0..program.ranks as usize)
-        .map(|rank| model_state_memory(run, rank_params[rank], rank_layers[rank]))
+        .map(|rank| priced.model_states(rank_params[rank], rank_layers[rank]))
         .collect();
     let setup = engine::Setup {
         program: &program,
         positions,
-        transfer: if plan.pp() > 1 { p2p_transfer(run) } else { Seconds::ZERO },
-        data_parallel: data_parallel(run, &params),
+        transfer: priced.transfer(),
+        data_parallel: data_parallel(run, priced.path_collectives()),
         slowdown: 1.0 / OVERLAP_EFFICIENCY,
-        base_memory: states.iter().map(|s| s.total().value()).collect(),
-        optimizer: rank_params.iter().map(|&p| optimizer_time_for(run, p)).collect(),
+        base_memory: states.iter().map(MemoryBreakdown::total).collect(),
+        optimizer: rank_params.iter().map(|&p| priced.optimizer_time(p)).collect(),
         timeline: options.timeline,
     };
     let outcome = engine::run(&setup).map_err(|stuck| SimError::Deadlock { stuck })?;
-    let info = segments
-        .iter()
-        .zip(&setup.positions)
-        .zip(&params)
-        .map(|((segment, cost), &params)| position_info(run, &tables, segment, cost, params))
-        .collect();
+    let info = path.iter().map(|p| position_info(priced, p)).collect();
     let mut simulation = summarize(&program, &states, outcome);
     simulation.positions = info;
-    simulation.transfer_bytes = crate::cost::step::p2p_bytes(run).value();
+    simulation.transfer_bytes = priced.transfer_bytes();
     simulation.gradient_bytes_per_param = if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 };
     Ok(simulation)
 }
 
-fn position_info(
-    run: &Run,
-    tables: &Tables,
-    segment: &Segment,
-    cost: &engine::PositionCost,
-    params: Params,
-) -> PositionInfo {
+fn position_info(priced: &PricedRun, position: &PricedSegment) -> PositionInfo {
     use crate::cost::layer::{OpKind, Phase};
-    let parts = tables.parts(run, segment);
-    let flops = |phase: Phase| {
-        parts.iter().map(|p| p.table.table.flops(phase).value() * p.count).sum::<f64>()
-    };
+    let parts = priced.tables().parts(priced.run(), &position.segment);
+    let flops =
+        |phase: Phase| parts.iter().map(|p| p.table.table.flops(phase) * p.count).sum::<Flops>();
     let weight = parts
         .iter()
         .map(|p| {
@@ -252,28 +246,28 @@ fn position_info(
                 .ops
                 .iter()
                 .filter(|op| op.kind == OpKind::WeightGradient)
-                .map(|op| op.flops.value())
-                .sum::<f64>()
+                .map(|op| op.flops)
+                .sum::<Flops>()
                 * p.count
         })
         .sum();
+    let work = &position.work;
     PositionInfo {
-        layers: segment.layers,
-        params: params.total(),
+        layers: position.segment.layers,
+        params: position.params.total(),
         forward_flops: flops(Phase::Forward),
         backward_flops: flops(Phase::Backward),
         weight_gradient_flops: weight,
-        recompute: cost.work.recompute,
-        forward_comm: (cost.work.forward_tp, cost.work.forward_cp, cost.work.forward_ep),
-        backward_comm: (cost.work.backward_tp, cost.work.backward_cp, cost.work.backward_ep),
+        recompute: work.recompute,
+        forward_comm: (work.forward_tp, work.forward_cp, work.forward_ep),
+        backward_comm: (work.backward_tp, work.backward_cp, work.backward_ep),
     }
 }
 
 /// The data-parallel collectives of each position under the plan's sharding.
-fn data_parallel(run: &Run, params: &[Params]) -> engine::DataParallel {
+fn data_parallel(run: &Run, collectives: &[DataParallelCollectives]) -> engine::DataParallel {
     let plan = run.plan();
-    let collectives: Vec<_> = params.iter().map(|&p| data_parallel_collectives(run, p)).collect();
-    let each = |f: &dyn Fn(&crate::cost::step::DataParallelCollectives) -> Seconds| {
+    let each = |f: &dyn Fn(&DataParallelCollectives) -> Seconds| {
         collectives.iter().map(f).collect::<Vec<Seconds>>()
     };
     let replicas: Seconds = collectives.iter().map(|c| c.replica_reduce).sum();
@@ -340,7 +334,7 @@ fn summarize(
         .enumerate()
         .map(|(rank, times)| {
             let mut peak = states[rank];
-            peak.activations = Bytes::new(outcome.peak_memory[rank] - states[rank].total().value());
+            peak.activations = outcome.peak_memory[rank] - states[rank].total();
             RankSummary {
                 rank: rank as u32,
                 end: times.end,
@@ -352,7 +346,7 @@ fn summarize(
         .collect();
     Simulation {
         positions: Vec::new(),
-        transfer_bytes: 0.0,
+        transfer_bytes: Bytes::ZERO,
         gradient_bytes_per_param: 0.0,
         time,
         ranks,

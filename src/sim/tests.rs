@@ -7,7 +7,7 @@ use super::program::Program;
 use super::schedule;
 use crate::cost::work::Work;
 use crate::plan::PipelineSchedule;
-use crate::units::Seconds;
+use crate::units::{Bytes, Seconds};
 
 /// Forward 1, input gradient `input`, weight gradient `weight` per full stage, split evenly over
 /// the virtual stages; every micro-batch stores one unit of activations per position.
@@ -22,9 +22,9 @@ fn uniform(program: &Program, input: f64, weight: f64) -> Setup<'_> {
     let cost = PositionCost {
         layers: 1.0,
         work,
-        activations: 1.0,
-        weight_gradient_inputs: 0.5,
-        backward_working: 0.0,
+        activations: Bytes::new(1.0),
+        weight_gradient_inputs: Bytes::new(0.5),
+        backward_working: Bytes::ZERO,
     };
     Setup {
         program,
@@ -32,7 +32,7 @@ fn uniform(program: &Program, input: f64, weight: f64) -> Setup<'_> {
         transfer: Seconds::ZERO,
         data_parallel: DataParallel::default(),
         slowdown: 1.0,
-        base_memory: vec![10.0; program.ranks as usize],
+        base_memory: vec![Bytes::new(10.0); program.ranks as usize],
         optimizer: vec![Seconds::ZERO; program.ranks as usize],
         timeline: true,
     }
@@ -103,7 +103,9 @@ fn one_f_one_b_holds_p_minus_stage_micro_batches_and_zb_h1_no_more() {
     let (_, zero_bubble) = makespan(PipelineSchedule::ZeroBubble, pp, 1, m, 1.0, 1.0);
     // ZB-H1's deferred weight gradients keep later stages busier, but the job's peak (the first
     // stage's) stays at 1F1B's, as Qi et al. design it.
-    let peak = |outcome: &engine::Outcome| outcome.peak_memory.iter().copied().fold(0.0, f64::max);
+    let peak = |outcome: &engine::Outcome| {
+        outcome.peak_memory.iter().copied().fold(Bytes::ZERO, Bytes::max)
+    };
     assert!(peak(&zero_bubble) <= peak(&one_f_one_b), "{:?}", zero_bubble.peak_memory);
     assert!(zero_bubble.peak_memory[3] > one_f_one_b.peak_memory[3]);
 }
@@ -132,7 +134,11 @@ fn memory_returns_to_its_starting_level() {
         let (_, outcome) = makespan(schedule, 4, vp, 8, 1.0, 1.0);
         for rank in 0..4 {
             let last = outcome.memory.iter().rfind(|s| s.rank == rank).unwrap();
-            assert!((last.bytes - 10.0).abs() < 1e-9, "{schedule:?} rank {rank}: {}", last.bytes);
+            assert!(
+                (last.bytes.value() - 10.0).abs() < 1e-9,
+                "{schedule:?} rank {rank}: {}",
+                last.bytes
+            );
         }
     }
 }

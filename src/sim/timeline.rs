@@ -3,7 +3,7 @@
 
 use super::program::{Program, Task};
 use crate::cost::work::Work;
-use crate::units::Seconds;
+use crate::units::{Bytes, Seconds};
 
 /// What one position (virtual stage) costs per micro-batch, and what it holds.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -12,12 +12,12 @@ pub struct PositionCost {
     pub layers: f64,
     /// Compute and exposed in-layer communication by phase.
     pub work: Work,
-    /// Activation bytes stored from the forward to the backward.
-    pub activations: f64,
-    /// Of those, bytes kept after an input-gradient backward until the weight gradient.
-    pub weight_gradient_inputs: f64,
-    /// Transient bytes alive during the backward (a layer rebuilt by full recompute, logits).
-    pub backward_working: f64,
+    /// Activations stored from the forward to the backward.
+    pub activations: Bytes,
+    /// Of those, what is kept after an input-gradient backward until the weight gradient.
+    pub weight_gradient_inputs: Bytes,
+    /// Transient memory alive during the backward (a layer rebuilt by full recompute, logits).
+    pub backward_working: Bytes,
 }
 
 /// Data-parallel collectives, per position of the path.
@@ -53,8 +53,8 @@ pub struct Setup<'a> {
     pub data_parallel: DataParallel,
     /// Factor by which compute slows while a data-parallel collective runs.
     pub slowdown: f64,
-    /// Model-state bytes of each rank (weights, gradients, optimizer, buffers).
-    pub base_memory: Vec<f64>,
+    /// Model states of each rank (weights, gradients, optimizer, buffers).
+    pub base_memory: Vec<Bytes>,
     /// Optimizer step of each rank.
     pub optimizer: Vec<Seconds>,
     /// Whether to keep every slice and memory sample (for traces); totals are kept regardless.
@@ -115,8 +115,8 @@ pub struct MemorySample {
     pub rank: u32,
     /// Time of the change.
     pub time: Seconds,
-    /// Bytes in use.
-    pub bytes: f64,
+    /// Memory in use.
+    pub bytes: Bytes,
 }
 
 /// Where one rank's time went.
@@ -155,8 +155,8 @@ pub struct Outcome {
     pub memory: Vec<MemorySample>,
     /// Where each rank's time went.
     pub ranks: Vec<RankTime>,
-    /// Peak bytes in use per rank.
-    pub peak_memory: Vec<f64>,
+    /// Peak memory in use per rank.
+    pub peak_memory: Vec<Bytes>,
     /// Peak micro-batches with a finished forward and an unfinished backward, per rank.
     pub peak_in_flight: Vec<u32>,
 }

@@ -83,7 +83,7 @@ fn events(simulation: &Simulation) -> Vec<Value> {
                     TaskKind::WeightGradient => info.weight_gradient_flops,
                 };
                 let args = json!({"microbatch": task.microbatch, "chunk": chunk,
-                    "position": task.position, "layers": info.layers, "flops": flops});
+                    "position": task.position, "layers": info.layers, "flops": flops.value()});
                 let cat = match task.kind {
                     TaskKind::Forward => "forward",
                     TaskKind::Backward | TaskKind::BackwardInput => "backward",
@@ -121,7 +121,7 @@ fn events(simulation: &Simulation) -> Vec<Value> {
             }
             SliceKind::Send(task) => {
                 let args = json!({"microbatch": task.microbatch, "position": task.position,
-                    "bytes": simulation.transfer_bytes});
+                    "bytes": simulation.transfer_bytes.value()});
                 let name = format!("send {task}");
                 events.push(slice(pid, tid, name, "pp-send", s.start, s.end, args));
             }
@@ -153,7 +153,7 @@ fn events(simulation: &Simulation) -> Vec<Value> {
     }
     for sample in &simulation.memory {
         events.push(json!({"ph": "C", "name": "memory", "pid": sample.rank, "tid": 0,
-            "ts": micros(sample.time), "args": {"GiB": sample.bytes / f64::from(1u32 << 30)}}));
+            "ts": micros(sample.time), "args": {"GiB": sample.bytes.as_gib()}}));
     }
     events
 }

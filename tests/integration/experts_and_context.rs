@@ -53,7 +53,7 @@ fn latent_attention_stores_the_rebuilt_heads_and_the_compressed_latents() {
         + (128.0 * 128.0 + h) * 2.0
         + (h + 2.0 * 18432.0 + 18432.0) * 2.0;
     let expected = 4096.0 * per_token;
-    let actual = layer_activation_bytes(&run, true);
+    let actual = layer_activation_bytes(&run, true).value();
     assert!((actual - expected).abs() < 1.0, "{actual} vs {expected}");
 }
 

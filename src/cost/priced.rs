@@ -1,0 +1,188 @@
+//! One run priced once: its op tables, the segments of its stages and of a micro-batch's path
+//! with their work and parameters, the per-layer memory terms (stored activations), the
+//! data-parallel collectives, the pipeline send and the optimizer step: everything the closed form
+//! (`step.rs`) and the simulator (`crate::sim`) read, so that a caller that priced a run can time
+//! it both ways without pricing it again.
+//!
+//! The tables are built with the value (or borrowed from a caller that has them); the pipeline
+//! send, the memory terms, the stages, the path and the path's collectives are each priced on
+//! first use and kept, so a closed-form step time never prices the path or the memory and a lower
+//! bound prices only the path's work and parameters.
+
+use std::borrow::Cow;
+use std::sync::OnceLock;
+
+use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
+use crate::cost::memory::{
+    ActivationBytes, Params, model_state_memory, segment_params, stage_peak,
+};
+use crate::cost::step_terms::{
+    DataParallelCollectives, data_parallel_collectives, optimizer_time_for, p2p_bytes, p2p_transfer,
+};
+use crate::cost::work::{Segment, Tables, Work, path_segments, segment_work, stage_segments};
+use crate::run::Run;
+use crate::units::{Bytes, Seconds};
+
+/// A segment (a pipeline stage, or one position of a micro-batch's path) with what it costs one
+/// micro-batch and the parameters it holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PricedSegment {
+    /// The layers it runs.
+    pub segment: Segment,
+    /// One micro-batch's work through it, by phase.
+    pub work: Work,
+    /// Parameters one GPU holds for it, before data-parallel sharding.
+    pub params: Params,
+}
+
+/// The stages of the pipeline, priced.
+#[derive(Debug, Clone, PartialEq)]
+struct Stages {
+    segments: Vec<PricedSegment>,
+    /// The collectives of the first stage, whose compute hides them in the closed form.
+    first_collectives: DataParallelCollectives,
+}
+
+/// A run with everything the closed form and the simulator price it by.
+#[derive(Debug, Clone)]
+pub struct PricedRun<'a> {
+    run: &'a Run,
+    tables: Cow<'a, Tables>,
+    transfer: OnceLock<Seconds>,
+    activations: OnceLock<ActivationBytes>,
+    stages: OnceLock<Stages>,
+    path: OnceLock<Vec<PricedSegment>>,
+    path_collectives: OnceLock<Vec<DataParallelCollectives>>,
+}
+
+impl<'a> PricedRun<'a> {
+    /// Prices a run, building its op tables.
+    pub fn new(run: &'a Run) -> PricedRun<'a> {
+        PricedRun::from_tables(run, Cow::Owned(Tables::new(run)))
+    }
+
+    /// Prices a run from op tables already built for it (the tables do not depend on the
+    /// pipeline layout, sharding or recompute, so one set serves many runs).
+    pub fn with_tables(run: &'a Run, tables: &'a Tables) -> PricedRun<'a> {
+        PricedRun::from_tables(run, Cow::Borrowed(tables))
+    }
+
+    fn from_tables(run: &'a Run, tables: Cow<'a, Tables>) -> PricedRun<'a> {
+        PricedRun {
+            run,
+            tables,
+            transfer: OnceLock::new(),
+            activations: OnceLock::new(),
+            stages: OnceLock::new(),
+            path: OnceLock::new(),
+            path_collectives: OnceLock::new(),
+        }
+    }
+
+    /// The run priced.
+    pub fn run(&self) -> &'a Run {
+        self.run
+    }
+
+    /// Its op tables.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// The per-layer memory terms: stored activations by layer kind, a layer's input, the
+    /// weight-gradient inputs, the recompute working bytes and the logits.
+    pub fn activations(&self) -> &ActivationBytes {
+        self.activations.get_or_init(|| ActivationBytes::new(self.run))
+    }
+
+    /// Activations one micro-batch leaves stored in a segment from the forward to the backward.
+    pub fn stored_activations(&self, segment: &Segment) -> Bytes {
+        self.activations().stored(segment)
+    }
+
+    /// One pipeline send/receive of a micro-batch's activations (zero without a pipeline).
+    pub fn transfer(&self) -> Seconds {
+        *self.transfer.get_or_init(|| {
+            if self.run.plan().pp() > 1 { p2p_transfer(self.run) } else { Seconds::ZERO }
+        })
+    }
+
+    /// What one pipeline send carries.
+    pub fn transfer_bytes(&self) -> Bytes {
+        p2p_bytes(self.run)
+    }
+
+    fn price(&self, segment: Segment) -> PricedSegment {
+        PricedSegment {
+            segment,
+            work: segment_work(self.run, &self.tables, segment),
+            params: segment_params(self.run, &segment),
+        }
+    }
+
+    fn priced_stages(&self) -> &Stages {
+        self.stages.get_or_init(|| {
+            let segments: Vec<PricedSegment> =
+                stage_segments(self.run).into_iter().map(|s| self.price(s)).collect();
+            let first = segments.first().map_or_else(Params::default, |s| s.params);
+            Stages { first_collectives: data_parallel_collectives(self.run, first), segments }
+        })
+    }
+
+    /// Every pipeline stage (over all its virtual chunks), priced.
+    pub fn stages(&self) -> &[PricedSegment] {
+        &self.priced_stages().segments
+    }
+
+    /// The data-parallel collectives of the first stage's parameters.
+    pub fn first_stage_collectives(&self) -> DataParallelCollectives {
+        self.priced_stages().first_collectives
+    }
+
+    /// Every position (virtual stage) of a micro-batch's path, `pp x vp` of them, priced.
+    pub fn path(&self) -> &[PricedSegment] {
+        self.path.get_or_init(|| {
+            let plan = self.run.plan();
+            path_segments(self.run, plan.pp() * plan.vp())
+                .into_iter()
+                .map(|s| self.price(s))
+                .collect()
+        })
+    }
+
+    /// The data-parallel collectives of each position of the path.
+    pub fn path_collectives(&self) -> &[DataParallelCollectives] {
+        self.path_collectives.get_or_init(|| {
+            self.path().iter().map(|p| data_parallel_collectives(self.run, p.params)).collect()
+        })
+    }
+
+    /// Model states, workspaces and FSDP buffers of a rank holding `params` in `layers` layers.
+    pub fn model_states(&self, params: Params, layers: f64) -> MemoryBreakdown {
+        model_state_memory(self.run, params, layers)
+    }
+
+    /// The optimizer step of a rank holding `params`.
+    pub fn optimizer_time(&self, params: Params) -> Seconds {
+        optimizer_time_for(self.run, params)
+    }
+
+    /// The peak memory of every pipeline stage, as the closed form predicts it.
+    pub fn stage_memory(&self) -> Vec<StageMemory> {
+        self.stages()
+            .iter()
+            .zip(0..)
+            .map(|(priced, stage)| {
+                let states = self.model_states(priced.params, priced.segment.layers);
+                let breakdown = stage_peak(
+                    self.run,
+                    stage,
+                    states,
+                    self.stored_activations(&priced.segment),
+                    self.activations(),
+                );
+                StageMemory { stage, breakdown }
+            })
+            .collect()
+    }
+}
