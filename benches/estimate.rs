@@ -6,7 +6,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{PipelineSplit, PlanSpec, Precision, TrainingSpec};
 use meshplan::sim::{SimOptions, simulate, simulate_with};
-use meshplan::{Run, RunSpec, estimate, presets};
+use meshplan::{Run, RunSpec, closed_form, presets};
 
 fn llama_405b_on_16k_h100() -> Run {
     Run::from_spec(&RunSpec {
@@ -32,7 +32,7 @@ fn llama_405b_on_16k_h100() -> Run {
 fn bench_estimate(c: &mut Criterion) {
     let run = llama_405b_on_16k_h100();
     c.bench_function("estimate llama3.1-405b 16384 h100", |b| {
-        b.iter(|| estimate(std::hint::black_box(&run)))
+        b.iter(|| closed_form(std::hint::black_box(&run)))
     });
 }
 

@@ -1,8 +1,10 @@
 //! The result of pricing one run: memory per GPU, step time and throughput, each broken down so
 //! that the parts add up to the totals.
 //!
-//! These are plain values; the CLI renders them as tables or JSON. `estimate()` is the single
-//! entry point that turns a validated [`Run`] into an [`Estimate`]. The breakdown types live in
+//! These are plain values; the CLI renders them as tables or JSON. Two entry points turn a
+//! validated [`Run`] into an [`Estimate`]: [`estimate_simulated`] (what `meshplan estimate`,
+//! `simulate` and `validate` report: the step simulated under the plan's schedule) and
+//! [`closed_form`] (the microsecond fast path a search prices every candidate with). The breakdown types live in
 //! [`crate::cost::breakdown`], below the cost model that fills them, and are re-exported here.
 
 use serde::Serialize;
@@ -58,12 +60,12 @@ fn peak_stage(stages: &[StageMemory]) -> StageMemory {
 
 /// Prices one run with the closed form: memory of every stage and the time of one step. This is
 /// the fast path (a few microseconds) that a plan search calls for every candidate.
-pub fn estimate(run: &Run) -> Estimate {
-    estimate_from(&PricedRun::new(run))
+pub fn closed_form(run: &Run) -> Estimate {
+    closed_form_from(&PricedRun::new(run))
 }
 
-/// [`estimate`] of a run already priced.
-pub fn estimate_from(priced: &PricedRun) -> Estimate {
+/// [`closed_form`] of a run already priced.
+pub fn closed_form_from(priced: &PricedRun) -> Estimate {
     let run = priced.run();
     let stages = priced.stage_memory();
     let time = cost::step::step_time_from(priced);
@@ -200,12 +202,12 @@ mod tests {
         let options = SimOptions { timeline: true };
         for (run, before) in runs() {
             let priced = PricedRun::new(&run);
-            let closed = estimate_from(&priced);
+            let closed = closed_form_from(&priced);
             let bound = lower_bound_from(&priced);
             let (simulated, simulation) = estimate_simulated_from(&priced, options).unwrap();
             assert_eq!(figures(&closed, bound, &simulated), before, "{}", run.plan().label());
             // The entry points that take a run price it themselves, to the same figures.
-            assert_eq!(estimate(&run), closed);
+            assert_eq!(closed_form(&run), closed);
             assert_eq!(cost::memory::stage_memory(&run), closed.stages);
             assert_eq!(lower_bound(&run), bound);
             assert_eq!(estimate_simulated_with(&run, options).unwrap(), (simulated, simulation));
@@ -222,8 +224,8 @@ mod tests {
             assert_eq!(borrowed.tables(), owned.tables());
             assert_eq!(borrowed.stages(), owned.stages());
             assert_eq!(borrowed.path(), owned.path());
-            assert_eq!(estimate_from(&borrowed), estimate_from(&owned));
-            assert_eq!(cost::step::step_time_with(&run, &tables), estimate(&run).time);
+            assert_eq!(closed_form_from(&borrowed), closed_form_from(&owned));
+            assert_eq!(cost::step::step_time_with(&run, &tables), closed_form(&run).time);
             assert_eq!(lower_bound_with(&run, &tables), lower_bound_from(&owned));
             assert_eq!(
                 estimate_simulated_from(&borrowed, options).unwrap(),

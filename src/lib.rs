@@ -8,7 +8,7 @@
 //! published measurements in a calibration CSV.
 //!
 //! ```
-//! use meshplan::{estimate, presets, Run, RunSpec};
+//! use meshplan::{estimate::closed_form, presets, Run, RunSpec};
 //! use meshplan::hardware::ClusterSpec;
 //! use meshplan::plan::{PlanSpec, TrainingSpec};
 //!
@@ -19,7 +19,7 @@
 //!     plan: PlanSpec { tp: Some(8), pp: Some(4), vp: Some(5), ..PlanSpec::default() },
 //! };
 //! let run = Run::from_spec(&spec).unwrap();
-//! let estimate = estimate(&run);
+//! let estimate = closed_form(&run);
 //! assert!(estimate.throughput.tokens_per_sec_per_gpu > 0.0);
 //! assert!((estimate.time.step_time().value() - estimate.throughput.step_time.value()).abs() < 1e-12);
 //! ```
@@ -45,5 +45,5 @@ pub mod units;
 pub mod validate;
 pub mod violation;
 
-pub use estimate::{Estimate, estimate, estimate_simulated};
+pub use estimate::{Estimate, closed_form, estimate_simulated};
 pub use run::{Run, RunSpec};

@@ -110,7 +110,7 @@ mod tests {
             plan: PlanSpec::default(),
         };
         let run = Run::from_spec(&base).unwrap();
-        assert!(!crate::estimate(&run).fits());
+        assert!(!crate::estimate::closed_form(&run).fits());
         let found = fit_suggestions(&base, &run).unwrap();
         assert!(found.len() >= 2, "{found:?}");
         for suggestion in &found {

@@ -144,7 +144,7 @@ mod tests {
             },
         };
         let run = Run::from_spec(&spec).unwrap();
-        let mut estimate = crate::estimate(&run);
+        let mut estimate = crate::estimate::closed_form(&run);
         estimate.peak_memory.breakdown.buffers +=
             crate::units::Bytes::new(extra_gib * 1073741824.0);
         let candidate = Candidate {

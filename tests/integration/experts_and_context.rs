@@ -8,7 +8,7 @@ use meshplan::cost::layer::{OpKind, Phase, transformer_layer};
 use meshplan::cost::memory::{layer_activation_bytes, stage_params};
 use meshplan::plan::{CpComm, PipelineSplit, PlanSpec};
 use meshplan::units::Bytes;
-use meshplan::{Run, estimate};
+use meshplan::{Run, closed_form};
 
 use crate::support::{preset_run, training};
 
@@ -86,7 +86,7 @@ fn routing_imbalance_moves_the_busiest_rank_and_a_capacity_factor_caps_it() {
             moe_capacity_factor: capacity,
             ..PlanSpec::default()
         };
-        estimate(&run("mixtral-8x7b", "h100-sxm", 8, 4096, plan)).time.step_time().value()
+        closed_form(&run("mixtral-8x7b", "h100-sxm", 8, 4096, plan)).time.step_time().value()
     };
     let balanced = step(None, None);
     let skewed = step(Some(1.5), None);
@@ -100,7 +100,7 @@ fn routing_imbalance_moves_the_busiest_rank_and_a_capacity_factor_caps_it() {
 fn without_context_parallelism_the_exchange_kind_changes_nothing() {
     let price = |cp_comm| {
         let plan = PlanSpec { tp: Some(8), pp: Some(2), cp_comm, ..PlanSpec::default() };
-        estimate(&run("llama3.1-70b", "h100-sxm", 64, 8192, plan))
+        closed_form(&run("llama3.1-70b", "h100-sxm", 64, 8192, plan))
     };
     let default = price(None);
     for kind in CpComm::ALL {

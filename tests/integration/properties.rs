@@ -7,7 +7,7 @@ use meshplan::cost::layer::padded_vocab;
 use meshplan::cost::memory::stage_params;
 use meshplan::model::ModelSpec;
 use meshplan::plan::{PlanSpec, Precision, RecomputeKind};
-use meshplan::{Run, RunSpec, estimate, presets};
+use meshplan::{Run, RunSpec, closed_form, presets};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
@@ -70,7 +70,7 @@ proptest! {
     #[test]
     fn breakdowns_add_up_to_their_totals(plan in plans()) {
         let run = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), plan)).unwrap();
-        let estimate = estimate(&run);
+        let estimate = closed_form(&run);
         let parts: f64 = estimate.time.parts().iter().map(|(_, t)| t.value()).sum();
         let step = estimate.throughput.step_time.value();
         prop_assert!((parts - step).abs() <= 1e-12 * step);
@@ -98,7 +98,7 @@ proptest! {
         let reconstructed = per_rank * tp - (tp - 1.0) * replicated - padding;
         prop_assert!((reconstructed - model.total_params() as f64).abs() < 1.0);
         // Model states shard exactly: per-GPU states x shard size = 18 bytes per parameter.
-        let estimate = estimate(&run);
+        let estimate = closed_form(&run);
         if run.plan().fsdp() {
             let shard = (run.plan().shard_group() * run.plan().cp()) as f64;
             let stage0 = estimate.stages[0].breakdown;
@@ -110,8 +110,8 @@ proptest! {
     #[test]
     fn the_same_input_gives_the_same_estimate(plan in plans()) {
         let spec = spec(presets::model("llama3.1-8b").unwrap(), plan);
-        let first = estimate(&Run::from_spec(&spec).unwrap());
-        let second = estimate(&Run::from_spec(&spec).unwrap());
+        let first = closed_form(&Run::from_spec(&spec).unwrap());
+        let second = closed_form(&Run::from_spec(&spec).unwrap());
         prop_assert_eq!(first, second);
     }
 
@@ -123,7 +123,7 @@ proptest! {
         let mut wider_plan = plan;
         wider_plan.0 = tp * 2;
         let wider = Run::from_spec(&spec(presets::model("llama3.1-8b").unwrap(), wider_plan)).unwrap();
-        let weights = |run: &Run| estimate(run).stages[0].breakdown.weights;
+        let weights = |run: &Run| closed_form(run).stages[0].breakdown.weights;
         prop_assert!(weights(&wider) <= weights(&narrow));
     }
 }
@@ -149,7 +149,7 @@ proptest! {
         let mut spec = spec(uniform_model(), (1, pp, 1, 1, 1, m, 1, 0));
         spec.plan.vp = Some(vp);
         let run = Run::from_spec(&spec).unwrap();
-        let time = estimate(&run).time;
+        let time = closed_form(&run).time;
         let ideal = time.forward + time.backward + time.recompute + time.tp_exposed + time.cp_exposed;
         let expected = (pp - 1) as f64 / (vp * m) as f64;
         let bubble = time.pipeline_bubble / ideal;
