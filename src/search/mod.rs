@@ -23,15 +23,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
-use crate::cost::step::step_time_with;
+use crate::cost::priced::PricedRun;
+use crate::cost::step::step_time_from;
 use crate::cost::work::Tables;
-use crate::estimate::{Estimate, estimate_simulated_with};
+use crate::estimate::{Estimate, estimate_simulated_from};
 use crate::export::{Engine, check};
 use crate::hardware::Cluster;
 use crate::model::Model;
 use crate::plan::{PlanSpec, RecomputeKind};
 use crate::run::{Run, RunSpec, validate_training};
-use crate::sim::{SimError, SimOptions, lower_bound_with};
+use crate::sim::{SimError, SimOptions, lower_bound_from};
 use crate::units::Bytes;
 use crate::units::Seconds;
 use crate::violation::{Collector, Violations};
@@ -309,10 +310,11 @@ fn price(
             &own
         }
     };
+    let priced = PricedRun::with_tables(&run, tables);
     Priced::Kept(Kept {
         candidate,
-        closed_form: step_time_with(&run, tables).step_time(),
-        bound: lower_bound_with(&run, tables),
+        closed_form: step_time_from(&priced).step_time(),
+        bound: lower_bound_from(&priced),
         peak,
     })
 }
@@ -427,14 +429,50 @@ fn price_all(
     (kept, rejections)
 }
 
+/// Op tables of the simulated candidates, one set per table key, built once and shared by every
+/// candidate of that key (the tables do not depend on the pipeline layout, sharding or
+/// recompute), so a candidate is not priced again to be simulated.
+type SimulationTables = BTreeMap<TableKey, Tables>;
+
+/// Adds the tables of every table key of `kept` that `tables` lacks, built in parallel.
+fn add_tables(
+    spec: &SearchSpec,
+    template: &PlanSpec,
+    kept: &[&Kept],
+    tables: &mut SimulationTables,
+) -> Result<(), SearchError> {
+    let mut missing: BTreeMap<TableKey, Candidate> = BTreeMap::new();
+    for k in kept {
+        let key = table_key(&k.candidate);
+        if !tables.contains_key(&key) {
+            missing.entry(key).or_insert(k.candidate);
+        }
+    }
+    let built: Vec<(TableKey, Tables)> = missing
+        .into_par_iter()
+        .map(|(key, candidate)| {
+            let run = candidate_run(spec, template, &candidate).map_err(SearchError::Input)?;
+            Ok((key, Tables::new(&run)))
+        })
+        .collect::<Result<_, SearchError>>()?;
+    tables.extend(built);
+    Ok(())
+}
+
 fn simulate_candidate(
     spec: &SearchSpec,
     template: &PlanSpec,
-    candidate: Candidate,
-    closed_form: Seconds,
+    tables: &SimulationTables,
+    kept: &Kept,
 ) -> Result<RankedPlan, SearchError> {
+    let candidate = kept.candidate;
     let run = candidate_run(spec, template, &candidate).map_err(SearchError::Input)?;
-    let (estimate, _) = estimate_simulated_with(&run, SimOptions { timeline: false })?;
+    let options = SimOptions { timeline: false };
+    let (estimate, _) = match tables.get(&table_key(&candidate)) {
+        Some(tables) => estimate_simulated_from(&PricedRun::with_tables(&run, tables), options)?,
+        None => estimate_simulated_from(&PricedRun::new(&run), options)?,
+    };
+    let closed_form = kept.closed_form;
     Ok(RankedPlan { candidate, run, estimate, closed_form, equivalents: Vec::new() })
 }
 
@@ -495,6 +533,7 @@ pub fn search(
     let mut bar = None;
     let mut points = Vec::with_capacity(kept.len());
     let (mut simulated, mut pruned) = (0, 0);
+    let mut tables = SimulationTables::new();
     for chunk in kept.chunks(batch) {
         // The bar every candidate of this batch must reach, fixed before the batch runs.
         let (run, skip): (Vec<&Kept>, Vec<&Kept>) =
@@ -502,10 +541,9 @@ pub fn search(
         pruned += skip.len();
         simulated += run.len();
         points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
-        let results: Vec<Result<RankedPlan, SearchError>> = run
-            .par_iter()
-            .map(|k| simulate_candidate(spec, &template, k.candidate, k.closed_form))
-            .collect();
+        add_tables(spec, &template, &run, &mut tables)?;
+        let results: Vec<Result<RankedPlan, SearchError>> =
+            run.par_iter().map(|k| simulate_candidate(spec, &template, &tables, k)).collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
         bar = rank::keep_top(&mut best, top);
@@ -528,9 +566,11 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let template = template(spec);
     let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
     let (kept, mut rejections) = price_all(spec, &candidates, false, &|_, _| {});
+    // The reference builds every candidate's own tables.
+    let own = SimulationTables::new();
     let results = kept
         .iter()
-        .map(|k| simulate_candidate(spec, &template, k.candidate, k.closed_form))
+        .map(|k| simulate_candidate(spec, &template, &own, k))
         .collect::<Result<Vec<_>, _>>()?;
     let mut points = Vec::with_capacity(kept.len());
     let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
