@@ -208,6 +208,10 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
         ("Model TFLOP/s per GPU", format!("{:.1}", throughput.model_tflops_per_gpu)),
         ("MFU", format!("{:.1} %", throughput.mfu_pct)),
         ("HFU", format!("{:.1} %", throughput.hfu_pct)),
+        (
+            "MFU/HFU peak",
+            format!("dense {} {:.1} TFLOP/s", throughput.peak_basis, throughput.peak_tflops),
+        ),
     ];
     for (name, value) in lines {
         let _ = writeln!(out, "{name:<22} {value}");
@@ -395,6 +399,10 @@ pub struct ThroughputJson {
     model_tflops_per_gpu: f64,
     mfu_pct: f64,
     hfu_pct: f64,
+    /// The peak MFU and HFU are taken against (the dense peak of the plan's GEMM precision).
+    mfu_peak_tflops: f64,
+    /// `bf16`, `fp8` or `fp4`.
+    mfu_peak_basis: &'static str,
 }
 
 impl From<&Estimate> for ThroughputJson {
@@ -406,6 +414,8 @@ impl From<&Estimate> for ThroughputJson {
             model_tflops_per_gpu: throughput.model_tflops_per_gpu,
             mfu_pct: throughput.mfu_pct,
             hfu_pct: throughput.hfu_pct,
+            mfu_peak_tflops: throughput.peak_tflops,
+            mfu_peak_basis: throughput.peak_basis,
         }
     }
 }

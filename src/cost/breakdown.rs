@@ -114,8 +114,14 @@ pub struct Throughput {
     /// Model FLOPs (no recompute, causal attention, logit layer included) per second per GPU,
     /// in TFLOP/s.
     pub model_tflops_per_gpu: f64,
-    /// Model FLOPs utilization against the GPU's dense BF16 peak, in percent.
+    /// Model FLOPs utilization against [`Throughput::peak_tflops`], in percent.
     pub mfu_pct: f64,
     /// Hardware FLOPs utilization (recomputation counted) against the same peak, in percent.
     pub hfu_pct: f64,
+    /// The peak MFU and HFU are taken against, in TFLOP/s: the GPU's dense peak at the precision
+    /// the plan's GEMMs run in (BF16 for bf16 and fp16, FP8 for the fp8 recipes, FP4 for nvfp4),
+    /// as published tables quote it.
+    pub peak_tflops: f64,
+    /// Which dense peak that is: `bf16`, `fp8` or `fp4`.
+    pub peak_basis: &'static str,
 }

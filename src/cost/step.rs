@@ -16,6 +16,7 @@ use crate::cost::breakdown::{Throughput, TimeBreakdown};
 use crate::cost::priced::PricedRun;
 use crate::cost::step_terms::DataParallelCollectives;
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work};
+use crate::hardware::PrecisionClass;
 use crate::plan::{RecomputeKind, Sharding};
 use crate::run::Run;
 use crate::units::Seconds;
@@ -145,7 +146,14 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
         RecomputeKind::Op => model.num_layers() as f64 * 0.5 * model.layer_gemm_flops_per_token(),
     };
     let hardware_flops = model_flops + recompute_per_token * tokens;
-    let peak = run.cluster().gpu().peak_bf16().value();
+    // MFU against the dense peak of the precision the GEMMs run in (validation guarantees the GPU
+    // has one), so that an FP8 or FP4 run is not measured against the slower BF16 peak.
+    let gpu = run.cluster().gpu();
+    let class = training.precision().gemm_class();
+    let (peak, basis) = match gpu.peak(class) {
+        Some(peak) => (peak.value(), class.name()),
+        None => (gpu.peak_bf16().value(), PrecisionClass::Bits16.name()),
+    };
     let per_gpu = |flops: f64| flops / step.value() / gpus;
     Throughput {
         step_time: step,
@@ -153,6 +161,8 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
         model_tflops_per_gpu: per_gpu(model_flops) / 1e12,
         mfu_pct: per_gpu(model_flops) / peak * 100.0,
         hfu_pct: per_gpu(hardware_flops) / peak * 100.0,
+        peak_tflops: peak / 1e12,
+        peak_basis: basis,
     }
 }
 

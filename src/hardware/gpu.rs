@@ -107,6 +107,17 @@ pub enum PrecisionClass {
     Bits4,
 }
 
+impl PrecisionClass {
+    /// The short name of the class's dense peak: `bf16`, `fp8` or `fp4`.
+    pub fn name(self) -> &'static str {
+        match self {
+            PrecisionClass::Bits16 => "bf16",
+            PrecisionClass::Bits8 => "fp8",
+            PrecisionClass::Bits4 => "fp4",
+        }
+    }
+}
+
 /// Validated efficiencies.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Efficiency {

@@ -178,3 +178,42 @@ proptest! {
         prop_assert!(bound <= simulated * (1.0 + 1e-12), "bound {bound:?} > simulated {simulated:?}");
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..fixed_seed() })]
+    /// Any valid run, dense or MoE, on Hopper or Blackwell, in any precision the GPU has: every
+    /// figure finite and non-negative, and MFU and HFU at most 100 % of the peak that matches
+    /// the precision.
+    #[test]
+    fn every_figure_is_finite_and_utilization_stays_under_the_matching_peak(
+        plan in plans(),
+        model in 0usize..2,
+        hardware in 0usize..4,
+    ) {
+        let model = ["llama3.1-8b", "qwen3-30b-a3b"][model];
+        let (gpu, precision) = [
+            ("h100-sxm", Precision::Bf16),
+            ("h100-sxm", Precision::Fp8Current),
+            ("b200", Precision::Mxfp8),
+            ("b200", Precision::Nvfp4),
+        ][hardware];
+        let mut spec = spec(presets::model(model).unwrap(), plan);
+        spec.cluster.gpu = presets::gpu(gpu).unwrap();
+        spec.training.precision = Some(precision);
+        let Ok(run) = Run::from_spec(&spec) else { return Ok(()) };
+        let options = meshplan::sim::SimOptions { timeline: false };
+        let (estimate, _) = meshplan::estimate::estimate_simulated_with(&run, options).unwrap();
+        for (name, part) in estimate.time.parts() {
+            prop_assert!(part.value().is_finite() && part.value() >= 0.0, "{name}");
+        }
+        prop_assert!(estimate.time.step_time().value() > 0.0);
+        for stage in &estimate.stages {
+            let total = stage.breakdown.total().value();
+            prop_assert!(total.is_finite() && total > 0.0);
+        }
+        let t = &estimate.throughput;
+        prop_assert!(t.tokens_per_sec_per_gpu.is_finite() && t.tokens_per_sec_per_gpu > 0.0);
+        prop_assert!(t.mfu_pct > 0.0 && t.mfu_pct <= 100.0, "MFU {} % of {}", t.mfu_pct, t.peak_basis);
+        prop_assert!(t.hfu_pct >= t.mfu_pct && t.hfu_pct <= 100.0, "HFU {} %", t.hfu_pct);
+    }
+}
