@@ -122,22 +122,10 @@ pub fn flags_between(from: &Run, to: &Run) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hardware::ClusterSpec;
     use crate::plan::{PlanSpec, RecomputeKind, TrainingSpec};
-    use crate::presets;
 
     fn spec(model: &str, plan: PlanSpec) -> RunSpec {
-        RunSpec {
-            model: presets::model(model).unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 16 },
-            training: TrainingSpec {
-                seq_len: 4096,
-                global_batch: 32,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan,
-        }
+        crate::run::test_spec(model, 16, 4096, 32, 1, plan)
     }
 
     #[test]

@@ -12,7 +12,7 @@ use meshplan::violation::{Violation, Violations};
 
 use super::args::{CompareArgs, Format, RunArgs};
 use super::inputs::{self, Inputs};
-use super::render::{self, MemoryGib};
+use super::render;
 use super::{CliError, write_atomically};
 
 /// One plan file, validated and priced.
@@ -208,18 +208,9 @@ struct PlanJson<'a> {
     num_gpus: u64,
     training: &'a TrainingSpec,
     plan: &'a PlanSpec,
-    memory: MemoryJson,
+    memory: render::MemoryJson,
     time: TimeJson,
     throughput: render::ThroughputJson,
-}
-
-#[derive(Serialize)]
-struct MemoryJson {
-    stage: u64,
-    breakdown_gib: MemoryGib,
-    total_gib: f64,
-    capacity_gib: f64,
-    fits: bool,
 }
 
 #[derive(Serialize)]
@@ -258,13 +249,7 @@ fn json(
                 num_gpus: run.cluster().num_gpus(),
                 training: &spec.training,
                 plan: &spec.plan,
-                memory: MemoryJson {
-                    stage: e.peak_memory.stage,
-                    breakdown_gib: MemoryGib::from(&e.peak_memory.breakdown),
-                    total_gib: e.peak_memory.breakdown.total().as_gib(),
-                    capacity_gib: e.memory_capacity.as_gib(),
-                    fits: e.fits(),
-                },
+                memory: render::MemoryJson::from(e),
                 time: TimeJson { step_time_s: e.time.step_time().value(), breakdown_s: e.time },
                 throughput: render::ThroughputJson::from(e),
             }

@@ -373,14 +373,29 @@ impl From<&StageMemory> for StageJson {
     }
 }
 
+/// The memory of an estimate in JSON: the peak stage's breakdown, capacity and every stage.
 #[derive(Serialize)]
-struct MemoryJson {
+pub(super) struct MemoryJson {
     stage: u64,
     breakdown_gib: MemoryGib,
     total_gib: f64,
     capacity_gib: f64,
     fits: bool,
     stages: Vec<StageJson>,
+}
+
+impl From<&Estimate> for MemoryJson {
+    fn from(estimate: &Estimate) -> Self {
+        let peak = &estimate.peak_memory;
+        MemoryJson {
+            stage: peak.stage,
+            breakdown_gib: MemoryGib::from(&peak.breakdown),
+            total_gib: peak.breakdown.total().as_gib(),
+            capacity_gib: estimate.memory_capacity.as_gib(),
+            fits: estimate.fits(),
+            stages: estimate.stages.iter().map(StageJson::from).collect(),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -428,7 +443,6 @@ pub fn estimate_json(
 ) -> serde_json::Result<String> {
     let run = &inputs.run;
     let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
-    let peak = &estimate.peak_memory;
     let json = EstimateJson {
         run: RunJson {
             example: inputs.example,
@@ -445,14 +459,7 @@ pub fn estimate_json(
             precision: training.precision().name(),
             plan: PlanJson::of(plan),
         },
-        memory: MemoryJson {
-            stage: peak.stage,
-            breakdown_gib: MemoryGib::from(&peak.breakdown),
-            total_gib: peak.breakdown.total().as_gib(),
-            capacity_gib: estimate.memory_capacity.as_gib(),
-            fits: estimate.fits(),
-            stages: estimate.stages.iter().map(StageJson::from).collect(),
-        },
+        memory: MemoryJson::from(estimate),
         time: TimeJson {
             source: estimate.time_source,
             step_time_s: estimate.time.step_time().value(),

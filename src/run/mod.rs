@@ -176,6 +176,32 @@ fn balanced_layers(num_layers: u64, mtp: u64, positions: u64) -> Vec<u64> {
 /// ZeRO stage is 0-3, counts are not negative, MoE ratios are at least 1. The search checks its
 /// pins with these before enumerating; [`Run::from_spec`] reports the same problems with the same
 /// words through the full validation.
+/// The spec of `model` on `gpus` H100 SXM in the default precision, for the crate's unit tests.
+#[cfg(test)]
+pub(crate) fn test_spec(
+    model: &str,
+    gpus: i64,
+    seq_len: i64,
+    global_batch: i64,
+    micro_batch: i64,
+    plan: PlanSpec,
+) -> RunSpec {
+    RunSpec {
+        model: crate::presets::model(model).unwrap(),
+        cluster: crate::hardware::ClusterSpec {
+            gpu: crate::presets::gpu("h100-sxm").unwrap(),
+            num_gpus: gpus,
+        },
+        training: TrainingSpec {
+            seq_len,
+            global_batch,
+            micro_batch: Some(micro_batch),
+            precision: None,
+        },
+        plan,
+    }
+}
+
 /// A valid run of `model` on `gpus` H100 SXM in the default precision, for the crate's unit
 /// tests.
 #[cfg(test)]
@@ -187,19 +213,8 @@ pub(crate) fn test_run(
     micro_batch: i64,
     plan: PlanSpec,
 ) -> Run {
-    let gpu = crate::presets::gpu("h100-sxm").unwrap();
-    Run::from_spec(&RunSpec {
-        model,
-        cluster: crate::hardware::ClusterSpec { gpu, num_gpus: gpus },
-        training: TrainingSpec {
-            seq_len,
-            global_batch,
-            micro_batch: Some(micro_batch),
-            precision: None,
-        },
-        plan,
-    })
-    .unwrap()
+    let spec = test_spec("llama3.1-8b", gpus, seq_len, global_batch, micro_batch, plan);
+    Run::from_spec(&RunSpec { model, ..spec }).unwrap()
 }
 
 #[cfg(test)]

@@ -90,25 +90,12 @@ pub fn fit_suggestions(base: &RunSpec, run: &Run) -> Result<Vec<FitSuggestion>, 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hardware::ClusterSpec;
-    use crate::plan::TrainingSpec;
-    use crate::presets;
 
     #[test]
     fn a_plan_that_does_not_fit_gets_changes_that_fit_fastest_first() {
         // Llama 3.1 8B at seq 8192 on 8 GPUs, data-parallel only: model states and activations
         // overflow the GPU.
-        let base = RunSpec {
-            model: presets::model("llama3.1-8b").unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
-            training: TrainingSpec {
-                seq_len: 8192,
-                global_batch: 32,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan: PlanSpec::default(),
-        };
+        let base = crate::run::test_spec("llama3.1-8b", 8, 8192, 32, 1, PlanSpec::default());
         let run = Run::from_spec(&base).unwrap();
         assert!(!crate::estimate::closed_form(&run).fits());
         let found = fit_suggestions(&base, &run).unwrap();

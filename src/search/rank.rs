@@ -120,29 +120,14 @@ pub fn order(a: &RankedPlan, b: &RankedPlan) -> Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hardware::ClusterSpec;
-    use crate::plan::{CpComm, PipelineSchedule, PipelineSplit, PlanSpec, TrainingSpec};
+    use crate::plan::{CpComm, PipelineSchedule, PipelineSplit, PlanSpec};
     use crate::search::{RecomputeChoice, ShardingChoice};
-    use crate::{RunSpec, presets};
 
     /// A plan whose estimate is the one of a real run, with the candidate's exchange `cp_comm`.
     fn plan(cp_comm: CpComm, extra_gib: f64) -> RankedPlan {
-        let spec = RunSpec {
-            model: presets::model("llama3.1-8b").unwrap(),
-            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 16 },
-            training: TrainingSpec {
-                seq_len: 4096,
-                global_batch: 32,
-                micro_batch: Some(1),
-                precision: None,
-            },
-            plan: PlanSpec {
-                tp: Some(8),
-                cp: Some(2),
-                cp_comm: Some(cp_comm),
-                ..PlanSpec::default()
-            },
-        };
+        let pins =
+            PlanSpec { tp: Some(8), cp: Some(2), cp_comm: Some(cp_comm), ..PlanSpec::default() };
+        let spec = crate::run::test_spec("llama3.1-8b", 16, 4096, 32, 1, pins);
         let run = Run::from_spec(&spec).unwrap();
         let mut estimate = crate::estimate::closed_form(&run);
         estimate.peak_memory.breakdown.buffers +=
