@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use super::RowResult;
 use super::defaults::{Family, FamilyDefaults};
 use super::measured::{FlopShape, measured};
-use super::row::{CalibrationRow, count, number};
+use super::row::{CalibrationRow, count, positive};
 use super::structure;
 use crate::estimate::estimate_simulated_with;
 use crate::hardware::ClusterSpec;
@@ -51,7 +51,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
         measured_tokens_per_sec_per_gpu: None,
         predicted_tokens_per_sec_per_gpu: None,
         error_pct: None,
-        measured_memory_gib: number(&row.peak_memory_gib),
+        measured_memory_gib: positive(&row.peak_memory_gib),
         predicted_memory_gib: None,
         memory_error_pct: None,
         assumptions: Vec::new(),
@@ -517,7 +517,9 @@ fn batch(
     let mbs = count(&row.micro_batch_size);
     match (mbs, gbs, local_batch) {
         (Some(mbs), Some(gbs), _) => {
-            let per_step = mbs * dp;
+            let Some(per_step) = mbs.checked_mul(dp) else {
+                return Err(format!("micro-batch {mbs} x dp {dp} is past any batch"));
+            };
             if gbs % per_step == 0 {
                 Ok((mbs, gbs))
             } else {

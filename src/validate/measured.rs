@@ -5,7 +5,7 @@
 //! `tflops_definition` names (Megatron-LM's two published formulas; other definitions are not
 //! converted, so such rows are skipped rather than guessed).
 
-use super::row::{CalibrationRow, count, number};
+use super::row::{CalibrationRow, count, positive};
 
 /// A measured throughput and how it was obtained.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,25 +63,25 @@ fn megatron_core_flops_per_token(shape: &FlopShape) -> f64 {
 
 /// The row's measured throughput, or why there is none.
 pub fn measured(row: &CalibrationRow, shape: Option<&FlopShape>) -> Result<Measured, String> {
-    if let Some(value) = number(&row.tokens_per_sec_per_gpu) {
+    if let Some(value) = positive(&row.tokens_per_sec_per_gpu) {
         return Ok(Measured { tokens_per_sec_per_gpu: value, how: "tokens_per_sec_per_gpu" });
     }
     let gpus = count(&row.num_gpus);
-    if let (Some(total), Some(gpus)) = (number(&row.tokens_per_sec_total), gpus) {
+    if let (Some(total), Some(gpus)) = (positive(&row.tokens_per_sec_total), gpus) {
         return Ok(Measured {
             tokens_per_sec_per_gpu: total / gpus as f64,
             how: "tokens_per_sec_total / num_gpus",
         });
     }
     if let (Some(step), Some(gbs), Some(seq), Some(gpus)) =
-        (number(&row.step_time_s), count(&row.global_batch_size), count(&row.seq_length), gpus)
+        (positive(&row.step_time_s), count(&row.global_batch_size), count(&row.seq_length), gpus)
     {
         return Ok(Measured {
-            tokens_per_sec_per_gpu: (gbs * seq) as f64 / step / gpus as f64,
+            tokens_per_sec_per_gpu: gbs as f64 * seq as f64 / step / gpus as f64,
             how: "global batch x sequence / step time / GPUs",
         });
     }
-    let Some(tflops) = number(&row.tflops_per_gpu) else {
+    let Some(tflops) = positive(&row.tflops_per_gpu) else {
         return Err("the source states no throughput (tokens/s, step time or TFLOP/s)".into());
     };
     let Some(shape) = shape else {

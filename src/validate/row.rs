@@ -159,6 +159,12 @@ pub(super) fn number(cell: &str) -> Option<f64> {
     if cell.is_empty() { None } else { cell.parse().ok().filter(|v: &f64| v.is_finite()) }
 }
 
+/// The cell as a positive number: a measured figure (throughput, time, memory) that is zero or
+/// negative is not a measurement.
+pub(super) fn positive(cell: &str) -> Option<f64> {
+    number(cell).filter(|v| *v > 0.0)
+}
+
 /// The cell as a positive whole number.
 pub(super) fn count(cell: &str) -> Option<u64> {
     number(cell).filter(|v| *v > 0.0 && v.fract() == 0.0).map(|v| v as u64)

@@ -18,7 +18,9 @@ pub(super) fn sliding_window(
     layers: Option<i64>,
 ) -> Option<SlidingWindowSpec> {
     let window = config.int(&["sliding_window"]);
-    let layers = usize::try_from(layers?).ok()?;
+    // A layer count past its bound is reported by the model's validation; no list that long is
+    // built here.
+    let layers = usize::try_from(layers?).ok().filter(|&n| n as u64 <= crate::limits::LAYERS)?;
     let (windowed, key) = match config.get("layer_types") {
         Some(types) => (layer_types(config, types, layers)?, "layer_types"),
         None => (legacy_windowed(config, window.is_some(), layers), "max_window_layers"),
