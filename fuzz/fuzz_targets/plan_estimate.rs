@@ -1,0 +1,231 @@
+//! Feeds a structured plan (a preset model and GPU, a GPU count, the training setup and every
+//! `PlanSpec` option, small values most of the time and any `i64`/`f64` some of the time) to
+//! `Run::from_spec`, and every run that validates to `estimate_simulated_with` (no timeline);
+//! asserts no panic, and that every memory and time figure is finite and non-negative, the step
+//! time positive, throughput finite and positive, and MFU and HFU at most 100 %.
+#![no_main]
+
+use arbitrary::Arbitrary;
+use libfuzzer_sys::fuzz_target;
+use meshplan::estimate::estimate_simulated_with;
+use meshplan::hardware::ClusterSpec;
+use meshplan::plan::{
+    AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit,
+    PlanSpec, Precision, RecomputeKind, TrainingSpec,
+};
+use meshplan::sim::SimOptions;
+use meshplan::{Run, RunSpec, presets};
+
+/// A count: mostly a power of two or a small number, sometimes anything.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Count {
+    Pow2(u8),
+    Small(u8),
+    Any(i64),
+}
+
+impl Count {
+    fn value(self) -> i64 {
+        match self {
+            Count::Pow2(shift) => 1 << (shift % 12),
+            Count::Small(n) => i64::from(n),
+            Count::Any(n) => n,
+        }
+    }
+}
+
+/// A ratio: mostly near 1, sometimes any `f64` (NaN and infinities included).
+#[derive(Arbitrary, Debug, Clone, Copy)]
+enum Ratio {
+    Near(u8),
+    Any(f64),
+}
+
+impl Ratio {
+    fn value(self) -> f64 {
+        match self {
+            Ratio::Near(n) => 1.0 + f64::from(n) / 64.0,
+            Ratio::Any(x) => x,
+        }
+    }
+}
+
+#[derive(Arbitrary, Debug)]
+struct Input {
+    model: u8,
+    gpu: u8,
+    num_gpus: Count,
+    seq_len: Count,
+    /// Micro-batches per step: global batch = mbs x dp x this (when dp is given), or `global_batch`.
+    micro_batches: Option<u8>,
+    global_batch: Count,
+    micro_batch: Option<Count>,
+    precision: Option<u8>,
+    tp: Option<Count>,
+    pp: Option<Count>,
+    vp: Option<Count>,
+    dp: Option<Count>,
+    cp: Option<Count>,
+    cp_comm: Option<u8>,
+    pipeline_split: Option<u8>,
+    schedule: Option<u8>,
+    sequence_parallel: Option<bool>,
+    zero: Option<Count>,
+    fsdp: Option<bool>,
+    fsdp_mode: Option<bool>,
+    hybrid_shard: Option<Count>,
+    fsdp_reshard_after_forward: Option<bool>,
+    recompute: Option<u8>,
+    recompute_num_layers: Option<Count>,
+    overlap_grad_reduce: Option<bool>,
+    overlap_param_gather: Option<bool>,
+    tp_comm_overlap: Option<bool>,
+    adam_moments: Option<bool>,
+    grad_reduce_in_fp32: Option<bool>,
+    ep: Option<Count>,
+    etp: Option<Count>,
+    expert_dispatch: Option<bool>,
+    expert_comm_overlap: Option<bool>,
+    moe_imbalance: Option<Ratio>,
+    moe_capacity_factor: Option<Ratio>,
+    engine: Option<u8>,
+}
+
+fn pick<T: Copy>(all: &[T], index: u8) -> T {
+    all[usize::from(index) % all.len()]
+}
+
+fn spec(input: &Input) -> RunSpec {
+    let model = pick(presets::MODELS, input.model).name;
+    let gpu = pick(presets::GPUS, input.gpu).name;
+    let count = |c: Option<Count>| c.map(Count::value);
+    let micro_batch = count(input.micro_batch);
+    let global_batch = match (input.micro_batches, input.dp) {
+        (Some(m), Some(dp)) => {
+            micro_batch.unwrap_or(1).saturating_mul(dp.value()).saturating_mul(i64::from(m))
+        }
+        _ => input.global_batch.value(),
+    };
+    RunSpec {
+        model: presets::model(model).unwrap(),
+        cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: input.num_gpus.value() },
+        training: TrainingSpec {
+            seq_len: input.seq_len.value(),
+            global_batch,
+            micro_batch,
+            precision: input.precision.map(|i| pick(&Precision::ALL, i)),
+        },
+        plan: PlanSpec {
+            tp: count(input.tp),
+            pp: count(input.pp),
+            vp: count(input.vp),
+            dp: count(input.dp),
+            cp: count(input.cp),
+            cp_comm: input.cp_comm.map(|i| pick(&CpComm::ALL, i)),
+            pipeline_split: input.pipeline_split.map(|i| {
+                pick(
+                    &[
+                        PipelineSplit::Even,
+                        PipelineSplit::EmbeddingAndLoss,
+                        PipelineSplit::Balanced,
+                    ],
+                    i,
+                )
+            }),
+            schedule: input.schedule.map(|i| pick(&PipelineSchedule::ALL, i)),
+            sequence_parallel: input.sequence_parallel,
+            zero: count(input.zero),
+            fsdp: input.fsdp,
+            fsdp_mode: input.fsdp_mode.map(|b| if b { FsdpMode::Full } else { FsdpMode::GradOp }),
+            hybrid_shard: count(input.hybrid_shard),
+            fsdp_reshard_after_forward: input.fsdp_reshard_after_forward,
+            recompute: input.recompute.map(|i| {
+                pick(
+                    &[
+                        RecomputeKind::None,
+                        RecomputeKind::Selective,
+                        RecomputeKind::Full,
+                        RecomputeKind::Op,
+                    ],
+                    i,
+                )
+            }),
+            recompute_num_layers: count(input.recompute_num_layers),
+            overlap_grad_reduce: input.overlap_grad_reduce,
+            overlap_param_gather: input.overlap_param_gather,
+            tp_comm_overlap: input.tp_comm_overlap,
+            adam_moments: input
+                .adam_moments
+                .map(|b| if b { AdamMoments::Fp32 } else { AdamMoments::Bf16 }),
+            grad_reduce_in_fp32: input.grad_reduce_in_fp32,
+            ep: count(input.ep),
+            etp: count(input.etp),
+            expert_dispatch: input
+                .expert_dispatch
+                .map(|b| if b { ExpertDispatch::AllToAll } else { ExpertDispatch::Deduplicated }),
+            expert_comm_overlap: input.expert_comm_overlap,
+            moe_imbalance: input.moe_imbalance.map(Ratio::value),
+            moe_capacity_factor: input.moe_capacity_factor.map(Ratio::value),
+            engine: input.engine.map(|i| pick(&Engine::ALL, i)),
+        },
+    }
+}
+
+fn non_negative(what: &str, value: f64) {
+    assert!(value.is_finite() && value >= 0.0, "{what} = {value}");
+}
+
+fuzz_target!(|input: Input| {
+    let spec = spec(&input);
+    let Ok(run) = Run::from_spec(&spec) else { return };
+    let Ok((estimate, _)) = estimate_simulated_with(&run, SimOptions { timeline: false }) else {
+        return;
+    };
+    for stage in estimate.stages.iter().chain([&estimate.peak_memory]) {
+        let m = &stage.breakdown;
+        for (what, bytes) in [
+            ("weights", m.weights),
+            ("gradients", m.gradients),
+            ("optimizer states", m.optimizer_states),
+            ("activations", m.activations),
+            ("logits", m.logits),
+            ("buffers", m.buffers),
+            ("fragmentation", m.fragmentation),
+            ("total memory", m.total()),
+        ] {
+            non_negative(&format!("stage {} {what}", stage.stage), bytes.value());
+        }
+    }
+    non_negative("memory capacity", estimate.memory_capacity.value());
+    for (what, seconds) in estimate.time.parts() {
+        non_negative(what, seconds.value());
+    }
+    let step = estimate.time.step_time().value();
+    assert!(step.is_finite() && step > 0.0, "step time {step}");
+    let t = &estimate.throughput;
+    assert!(t.step_time.value() == step, "throughput's step {} vs {step}", t.step_time.value());
+    assert!(
+        t.tokens_per_sec_per_gpu.is_finite() && t.tokens_per_sec_per_gpu > 0.0,
+        "tokens/s/GPU {}",
+        t.tokens_per_sec_per_gpu
+    );
+    non_negative("model TFLOP/s per GPU", t.model_tflops_per_gpu);
+    non_negative("MFU %", t.mfu_pct);
+    non_negative("HFU %", t.hfu_pct);
+    assert!(
+        t.mfu_pct <= 100.0,
+        "MFU {:.1} % > 100 % ({:?} on {}, {})",
+        t.mfu_pct,
+        run.training().precision(),
+        run.cluster().gpu().name(),
+        run.plan().label()
+    );
+    assert!(
+        t.hfu_pct <= 100.0,
+        "HFU {:.1} % > 100 % ({:?} on {}, {})",
+        t.hfu_pct,
+        run.training().precision(),
+        run.cluster().gpu().name(),
+        run.plan().label()
+    );
+});
