@@ -7,6 +7,7 @@
 mod cli;
 mod experts_and_context;
 mod exports;
+mod fuzz_regressions;
 mod input_files;
 mod kernel_measurements;
 mod plan_files;
