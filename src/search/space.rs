@@ -123,7 +123,8 @@ pub struct Shape {
 
 /// Largest micro-batch size the space tries.
 const MAX_MICRO_BATCH: u64 = 16;
-/// Largest number of virtual chunks per pipeline rank the space tries.
+/// Largest number of virtual chunks per pipeline rank the space tries for an uneven (balanced)
+/// split; even splits try every vp down to one layer per chunk.
 const MAX_VP: u64 = 8;
 
 /// The divisors of `n` in increasing order, found up to its square root.
@@ -364,15 +365,14 @@ fn pipelines(
     ] {
         out.push((1, split, schedule));
     }
-    for vp in 2..=MAX_VP {
-        let fits = match split {
-            PipelineSplit::Balanced => units >= pp * vp,
-            _ => units.is_multiple_of(pp * vp),
-        };
-        if fits {
-            out.push((vp, split, PipelineSchedule::Interleaved));
-        }
-    }
+    // Chunks of equal whole layers: every vp that divides a stage's units, down to one layer per
+    // chunk (Megatron-LM runs Llama 2 70B at pp 4 x vp 20); an uneven split tries up to MAX_VP.
+    let interleavings: Vec<u64> = match split {
+        PipelineSplit::Balanced => (2..=MAX_VP).filter(|vp| units >= pp * vp).collect(),
+        _ if units.is_multiple_of(pp) => divisors(units / pp).filter(|vp| *vp >= 2).collect(),
+        _ => Vec::new(),
+    };
+    out.extend(interleavings.into_iter().map(|vp| (vp, split, PipelineSchedule::Interleaved)));
     out
 }
 
