@@ -67,15 +67,9 @@ pub fn to_toml(spec: &RunSpec) -> Result<String, PlanFileError> {
 
 /// Reads a plan file.
 pub fn from_toml(text: &str) -> Result<RunSpec, PlanFileError> {
-    let file: PlanFile = toml::from_str(text).map_err(|err| {
-        let location = err
-            .span()
-            .map(|span| {
-                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-                format!(" (line {line})")
-            })
-            .unwrap_or_default();
-        PlanFileError::Malformed { location, message: err.message().trim_end().to_owned() }
+    let file: PlanFile = toml::from_str(text).map_err(|err| PlanFileError::Malformed {
+        location: crate::violation::toml_error_line(text, &err),
+        message: err.message().trim_end().to_owned(),
     })?;
     Ok(RunSpec {
         model: file.model,

@@ -120,3 +120,14 @@ impl Collector {
         Violations::check(self.0)
     }
 }
+
+/// Where a TOML parse error is: " (line N)", or nothing when the parser does not know. Every
+/// reader of a TOML input (model, GPU and plan files) names the line the same way.
+pub fn toml_error_line(text: &str, err: &toml::de::Error) -> String {
+    err.span()
+        .map(|span| {
+            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+            format!(" (line {line})")
+        })
+        .unwrap_or_default()
+}

@@ -13,7 +13,7 @@ use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
 use meshplan::plan_file;
 use meshplan::presets::{self, PresetError};
 use meshplan::units::{parse_bandwidth, parse_seconds};
-use meshplan::violation::{Collector, Violations};
+use meshplan::violation::{Collector, Violations, toml_error_line};
 use meshplan::{Run, RunSpec};
 
 use super::args::RunArgs;
@@ -160,22 +160,16 @@ fn gpu_file(problems: &mut Collector, path: &Path) -> Option<GpuSpec> {
             problems.add(
                 "cluster.gpu",
                 &shown,
-                format!("GPU file {shown}{}: {}", toml_line(&text, &err), err.message().trim_end()),
+                format!(
+                    "GPU file {shown}{}: {}",
+                    toml_error_line(&text, &err),
+                    err.message().trim_end()
+                ),
                 hint,
             );
             None
         }
     }
-}
-
-/// " (line N)" of a TOML error, where the parser knows it.
-fn toml_line(text: &str, err: &toml::de::Error) -> String {
-    err.span()
-        .map(|span| {
-            let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
-            format!(" (line {line})")
-        })
-        .unwrap_or_default()
 }
 
 /// Reads a plan file, naming the path in every problem.
@@ -264,7 +258,7 @@ fn model_file(problems: &mut Collector, path: &Path) -> Option<ModelSpec> {
         Ok(spec) => Some(spec),
         Err(err) => {
             let message = err.message().trim_end().to_owned();
-            let location = toml_line(&text, &err);
+            let location = toml_error_line(&text, &err);
             problems.add(
                 "model",
                 &shown,

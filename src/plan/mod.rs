@@ -410,16 +410,6 @@ impl PlanSpec {
         }
         serde_json::from_value(serde_json::Value::Object(base)).unwrap_or_else(|_| over.clone())
     }
-
-    /// The file keys of the options this spec sets, in alphabetical order.
-    pub fn set_options(&self) -> Vec<String> {
-        match serde_json::to_value(self) {
-            Ok(serde_json::Value::Object(map)) => {
-                map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, _)| k).collect()
-            }
-            _ => Vec::new(),
-        }
-    }
 }
 
 /// The training setup as written by the user.
