@@ -194,3 +194,17 @@ fn megatron_flag_names_and_short_gpu_names_mean_the_same_run() {
     assert_eq!(code, 2);
     assert!(stderr.contains("h100-sxm") && stderr.contains("known gpu presets"), "{stderr}");
 }
+
+#[test]
+fn an_unknown_adam_moment_precision_is_refused_naming_the_choices() {
+    let (code, _, stderr) = meshplan("estimate --model llama3.1-8b --gpus 8 --adam-moments fp16");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(
+        stderr.contains("--adam-moments") && stderr.contains("fp32") && stderr.contains("bf16"),
+        "{stderr}"
+    );
+    let (code, _, stderr) =
+        meshplan("export --to torchtitan --model llama3.1-8b --gpus 8 --fsdp --adam-moments bf16");
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("--adam-moments fp32"), "{stderr}");
+}
