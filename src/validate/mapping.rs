@@ -41,6 +41,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
     let mut result = RowResult {
         row_id: row.row_id.clone(),
         source_id: row.source_id.clone(),
+        stack: family_name(Family::of(&row.source_id, &row.software_or_release)).to_owned(),
         model: row.model.clone(),
         architecture: row.arch_type.trim().to_owned(),
         context_parallel: count(&row.cp).is_some_and(|cp| cp > 1),

@@ -31,6 +31,8 @@ pub struct RowResult {
     pub row_id: String,
     /// The row's `source_id`.
     pub source_id: String,
+    /// The software stack the row ran on, read from its `software_or_release` text.
+    pub stack: String,
     /// The model name as the row writes it.
     pub model: String,
     /// The row's `arch_type` (`dense`, `moe`, `hybrid-mamba-moe`).
