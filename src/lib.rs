@@ -41,6 +41,7 @@ pub mod run;
 pub mod schema;
 pub mod search;
 pub mod sim;
+pub mod stack;
 pub mod units;
 pub mod validate;
 pub mod violation;

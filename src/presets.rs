@@ -1,8 +1,12 @@
 //! Built-in presets: model architectures and GPUs shipped as TOML data in `presets/` and embedded
 //! into the binary, so a preset is parsed by exactly the same code as a user's file.
 
+use std::sync::Arc;
+
 use crate::hardware::GpuSpec;
 use crate::model::ModelSpec;
+use crate::plan::Engine;
+use crate::stack::{Stack, StackSpec, merge_inherited};
 
 /// One embedded preset file.
 #[derive(Debug, Clone, Copy)]
@@ -80,13 +84,52 @@ pub const GPUS: &[PresetFile] = presets!("gpus":
     "v100-sxm3",
 );
 
+/// Every built-in software stack.
+pub const STACKS: &[PresetFile] = presets!("stacks":
+    "deepspeed",
+    "flagperf",
+    "generic",
+    "llm-foundry",
+    "megatron-core-0.12-0.13",
+    "megatron-core-0.14-plus",
+    "megatron-core-0.8-0.11",
+    "megatron-deepspeed",
+    "megatron-lm-2020-2022",
+    "nemo-24.07-25.07",
+    "nemo-25.09",
+    "nemo-25.11",
+    "nemo-26.02",
+    "nemo-26.02.01",
+    "nemo-26.04",
+    "nemo-26.04.01",
+    "nemo-26.06",
+    "nemo-26.06.01",
+    "nemo-26.08",
+    "nemo-automodel",
+    "torchtitan-2024-12",
+);
+
+/// The stack a run uses when neither it nor its engine names one more precisely: unlisted
+/// software, priced as a tuned published benchmark would run.
+pub const GENERIC_STACK: &str = "generic";
+
+/// The stack each engine's plans are priced with unless `--stack` names another release: the
+/// newest one meshplan has read.
+pub fn default_stack_id(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Megatron => "megatron-core-0.14-plus",
+        Engine::Torchtitan => "torchtitan-2024-12",
+        Engine::Deepspeed => "deepspeed",
+    }
+}
+
 /// Why a preset could not be produced.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum PresetError {
     /// No preset has that name.
     #[error("unknown {kind} preset `{name}`; known: {known}")]
     Unknown {
-        /// `model` or `gpu`.
+        /// `model`, `gpu` or `stack`.
         kind: &'static str,
         /// The name asked for.
         name: String,
@@ -155,6 +198,95 @@ pub fn gpu(name: &str) -> Result<GpuSpec, PresetError> {
     })
 }
 
+fn malformed(kind: &'static str, name: &str, message: impl ToString) -> PresetError {
+    PresetError::Malformed { kind, name: name.to_owned(), message: message.to_string() }
+}
+
+/// The stack preset of that name, merged with the presets it inherits from.
+pub fn stack_spec(name: &str) -> Result<StackSpec, PresetError> {
+    let mut chain = Vec::new();
+    let mut next = Some(name.trim().to_ascii_lowercase());
+    while let Some(id) = next {
+        if chain.len() >= crate::stack::MAX_INHERITANCE_DEPTH {
+            return Err(malformed("stack", name, "its `inherits` chain does not end"));
+        }
+        let file = find(STACKS, "stack", &id)?;
+        let table: toml::Table = toml::from_str(file.text).map_err(|e| malformed("stack", file.name, e))?;
+        // Each file on its own is a whole stack file too: unknown keys are rejected here.
+        toml::from_str::<StackSpec>(file.text).map_err(|e| malformed("stack", file.name, e))?;
+        next = table
+            .get("stack")
+            .and_then(|stack| stack.get("inherits"))
+            .and_then(|parent| parent.as_str())
+            .map(str::to_owned);
+        chain.push(table);
+    }
+    let mut merged = toml::Table::new();
+    for table in chain.iter().rev() {
+        merged = merge_inherited(&merged, table);
+    }
+    toml::Value::Table(merged).try_into().map_err(|e| malformed("stack", name, e))
+}
+
+/// The stack preset of that name, validated.
+pub fn stack(name: &str) -> Result<Stack, PresetError> {
+    let spec = stack_spec(name)?;
+    Stack::from_spec(&spec).map_err(|problems| malformed("stack", name, problems))
+}
+
+/// Every built-in stack, parsed once: the lookup for runs that name their software in words.
+#[derive(Debug, Clone)]
+pub struct StackCatalog {
+    stacks: Vec<(Arc<Stack>, Vec<String>)>,
+}
+
+impl StackCatalog {
+    /// Parses and validates every built-in stack.
+    pub fn builtin() -> Result<StackCatalog, PresetError> {
+        let stacks = STACKS
+            .iter()
+            .map(|file| {
+                let spec = stack_spec(file.name)?;
+                let matches = spec.stack.matches.iter().map(|m| m.to_ascii_lowercase()).collect();
+                let stack = Stack::from_spec(&spec)
+                    .map_err(|problems| malformed("stack", file.name, problems))?;
+                Ok((Arc::new(stack), matches))
+            })
+            .collect::<Result<_, PresetError>>()?;
+        Ok(StackCatalog { stacks })
+    }
+
+    /// The stack of that id.
+    pub fn get(&self, id: &str) -> Option<&Arc<Stack>> {
+        self.stacks.iter().find(|(stack, _)| stack.id() == id).map(|(stack, _)| stack)
+    }
+
+    /// Every stack, in file order.
+    pub fn all(&self) -> impl Iterator<Item = &Arc<Stack>> {
+        self.stacks.iter().map(|(stack, _)| stack)
+    }
+
+    /// The stack a software description names (`"NeMo 26.04 container (Megatron-Bridge +
+    /// Megatron-Core)"`): of the stacks' `matches` texts found in it, case-insensitively, the
+    /// one that starts first (the product the text names first), the longest of those; the
+    /// generic stack when none is found.
+    pub fn for_software(&self, text: &str) -> &Arc<Stack> {
+        let text = text.to_ascii_lowercase();
+        let best = self
+            .stacks
+            .iter()
+            .flat_map(|(stack, matches)| matches.iter().map(move |m| (stack, m)))
+            .filter(|(_, m)| !m.is_empty())
+            .filter_map(|(stack, m)| text.find(m.as_str()).map(|at| (stack, at, m.len())))
+            .min_by_key(|&(_, at, len)| (at, std::cmp::Reverse(len)));
+        let best = best.map(|(stack, _, _)| (stack, ()));
+        match best {
+            Some((stack, _)) => stack,
+            None => self.get(GENERIC_STACK).unwrap_or(&self.stacks[0].0),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,8 +314,40 @@ mod tests {
     }
 
     #[test]
+    fn every_stack_preset_validates_is_named_after_its_file_and_no_two_share_a_match() {
+        let catalog = StackCatalog::builtin().unwrap();
+        let mut seen = std::collections::BTreeMap::new();
+        for file in STACKS {
+            let spec = stack_spec(file.name).unwrap();
+            assert_eq!(spec.stack.id, file.name);
+            for text in &spec.stack.matches {
+                let earlier = seen.insert(text.to_ascii_lowercase(), file.name);
+                assert!(earlier.is_none(), "`{text}` matches {earlier:?} and {}", file.name);
+                assert_eq!(catalog.for_software(text).id(), file.name, "{text}");
+            }
+        }
+        for engine in Engine::ALL {
+            let stack = catalog.get(default_stack_id(engine)).unwrap();
+            assert_eq!(stack.engine(), Some(engine));
+        }
+    }
+
+    #[test]
+    fn software_text_picks_the_longest_matching_stack_and_unknown_text_the_generic_one() {
+        let catalog = StackCatalog::builtin().unwrap();
+        let of = |text: &str| catalog.for_software(text).id().to_owned();
+        assert_eq!(of("NeMo 26.04.01 container (Megatron-Bridge + Megatron-Core)"), "nemo-26.04.01");
+        assert_eq!(of("NeMo 26.04 container (Megatron-Bridge + Megatron-Core)"), "nemo-26.04");
+        assert_eq!(of("Megatron-DeepSpeed (BigScience fork) + DeepSpeed BF16Optimizer"), "megatron-deepspeed");
+        assert_eq!(of("NeMo AutoModel main (2025-10)"), "nemo-automodel");
+        assert_eq!(of("Megatron-LM (2021), NGC PyTorch 20.12 container"), "megatron-lm-2020-2022");
+        assert_eq!(of("metaseq (FairScale FSDP + Megatron-LM tensor parallelism)"), GENERIC_STACK);
+        assert_eq!(of("our in-house trainer"), GENERIC_STACK);
+    }
+
+    #[test]
     fn preset_lists_are_sorted_and_unique() {
-        for list in [MODELS, GPUS] {
+        for list in [MODELS, GPUS, STACKS] {
             for pair in list.windows(2) {
                 let (first, second) = (pair[0].name, pair[1].name);
                 assert!(

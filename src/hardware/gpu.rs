@@ -2,6 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::Generation;
+
 use super::interconnect::InterconnectSpec;
 use crate::units::{
     Bytes, BytesPerSec, FlopsPerSec, parse_bandwidth, parse_bytes, parse_flops_rate,
@@ -76,6 +78,10 @@ pub const DEFAULT_ATTENTION_HALF_SEQ: f64 = 512.0;
 pub struct GpuSpec {
     /// Short name used on the command line (`h100-sxm`).
     pub name: String,
+    /// Architecture generation (`hopper`): which attention kernels a software stack runs on it.
+    /// Without it, every stack's attention is priced at this preset's own attention curve.
+    #[serde(default)]
+    pub generation: Option<Generation>,
     /// Human-readable name.
     #[serde(default)]
     pub display_name: Option<String>,
@@ -146,6 +152,7 @@ pub struct Efficiency {
 pub struct Gpu {
     name: String,
     display_name: String,
+    generation: Option<Generation>,
     memory: Bytes,
     memory_bandwidth: BytesPerSec,
     sm_count: u64,
@@ -278,6 +285,7 @@ impl Gpu {
         Ok(Gpu {
             name: spec.name.clone(),
             display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
+            generation: spec.generation,
             memory: Bytes::new(memory),
             memory_bandwidth: BytesPerSec::new(bandwidth),
             sm_count: spec.sm_count as u64,
@@ -293,6 +301,10 @@ impl Gpu {
     /// Short name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+    /// Architecture generation, when the preset names it.
+    pub fn generation(&self) -> Option<Generation> {
+        self.generation
     }
     /// Human-readable name.
     pub fn display_name(&self) -> &str {

@@ -16,6 +16,7 @@ use serde::{Deserialize, Serialize};
     Serialize,
     Deserialize,
     clap::ValueEnum,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum Engine {

@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 use crate::hardware::PrecisionClass;
 
 /// A training precision recipe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {
     /// BF16 mixed precision (fp32 master weights and optimizer state).

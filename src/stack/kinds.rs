@@ -1,0 +1,181 @@
+//! The choices a software stack file makes, as enums.
+
+use serde::{Deserialize, Serialize};
+
+use crate::hardware::Generation;
+
+/// The family of training software a stack belongs to.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum StackFamily {
+    /// Unknown or unlisted software.
+    Generic,
+    /// Megatron-LM before Megatron-Core.
+    MegatronLm,
+    /// Megatron-LM with Megatron-Core.
+    MegatronCore,
+    /// NVIDIA NeMo and Megatron-Bridge.
+    Nemo,
+    /// NeMo AutoModel (PyTorch FSDP2).
+    NemoAutomodel,
+    /// PyTorch torchtitan.
+    Torchtitan,
+    /// Microsoft DeepSpeed.
+    Deepspeed,
+    /// Megatron-DeepSpeed (Megatron-LM model code on DeepSpeed).
+    MegatronDeepspeed,
+    /// MosaicML llm-foundry / Composer.
+    LlmFoundry,
+    /// FlagPerf benchmark scripts.
+    Flagperf,
+}
+
+/// An attention kernel.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttentionKernel {
+    /// cuDNN fused attention (through Transformer Engine or PyTorch).
+    CudnnFused,
+    /// Transformer Engine's DotProductAttention choosing at run time (cuDNN fused attention on
+    /// Hopper and Blackwell with recent Transformer Engine).
+    TeAuto,
+    /// FlashAttention-3 (Hopper).
+    #[serde(rename = "flash-attn-3")]
+    FlashAttn3,
+    /// FlashAttention-2.
+    #[serde(rename = "flash-attn-2")]
+    FlashAttn2,
+    /// `torch.nn.functional.scaled_dot_product_attention` choosing its backend: its flash
+    /// backend (FlashAttention-2) ranks first for causal bf16 attention.
+    SdpaAuto,
+}
+
+/// Measured speed of PyTorch's FlashAttention-2 relative to cuDNN fused attention on H100 SXM
+/// (causal, head dim 128, 1k-32k keys; `measurements/h100-sxm-kernels.json`): median of the six
+/// forward ratios (0.545 to 0.603).
+pub const FLASH_ATTN_2_HOPPER_FORWARD: f64 = 0.564;
+/// The same for the backward (0.580 to 0.632).
+pub const FLASH_ATTN_2_HOPPER_BACKWARD: f64 = 0.610;
+
+impl AttentionKernel {
+    /// Speed of this kernel relative to the GPU preset's attention curve, forward and backward.
+    ///
+    /// The Hopper and Blackwell presets' curves are cuDNN fused attention (measured on Hopper);
+    /// the Ampere and Volta curves are FlashAttention-2's own (FlashAttention-2 paper), which
+    /// every fused kernel there matches. FlashAttention-2 has no Hopper-specific path (no TMA or
+    /// warp-group MMA), so on Hopper it runs at the measured fraction of cuDNN; Blackwell is not
+    /// measured and takes Hopper's fraction, for the same reason. FlashAttention-3 is taken at
+    /// cuDNN's speed on Hopper (both use the Hopper asynchronous paths; FlashAttention-3 paper,
+    /// Shah et al. 2024, Fig. 5-6 compares them within a few percent).
+    pub fn relative_speed(self, generation: Option<Generation>) -> (f64, f64) {
+        let modern = matches!(generation, Some(Generation::Hopper | Generation::Blackwell));
+        match self {
+            AttentionKernel::FlashAttn2 | AttentionKernel::SdpaAuto if modern => {
+                (FLASH_ATTN_2_HOPPER_FORWARD, FLASH_ATTN_2_HOPPER_BACKWARD)
+            }
+            _ => (1.0, 1.0),
+        }
+    }
+
+    /// The name used in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionKernel::CudnnFused => "cudnn-fused",
+            AttentionKernel::TeAuto => "te-auto",
+            AttentionKernel::FlashAttn3 => "flash-attn-3",
+            AttentionKernel::FlashAttn2 => "flash-attn-2",
+            AttentionKernel::SdpaAuto => "sdpa-auto",
+        }
+    }
+}
+
+/// The library a stack's linear layers call.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GemmPath {
+    /// NVIDIA Transformer Engine modules (fused norms, casts and bias with the GEMMs).
+    TransformerEngine,
+    /// Plain `torch.nn.Linear` / `F.linear` (cuBLAS).
+    Cublas,
+}
+
+/// The data type of the data-parallel gradient reduction.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GradReduce {
+    /// bf16.
+    Bf16,
+    /// fp32.
+    Fp32,
+}
+
+/// What a stack captures in CUDA graphs by default.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GraphScope {
+    /// Nothing: every kernel is launched eagerly.
+    None,
+    /// Parts of each layer, chosen per recipe.
+    PerRecipe,
+    /// The whole training iteration.
+    FullIteration,
+}
+
+/// The activation recompute a stack's published runs use when they do not say.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum RecomputeDefault {
+    /// No recompute.
+    None,
+    /// The attention core (Megatron's selective recompute).
+    Selective,
+    /// Whole layers.
+    Full,
+    /// Per-op selective activation checkpointing (torchtitan `op`).
+    Op,
+    /// The least recompute that fits memory (none, then selective, then full): what a tuned,
+    /// published benchmark would use.
+    LeastThatFits,
+}
+
+/// The data-parallel sharding a stack's published runs use when they do not say.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ShardingDefault {
+    /// Plain data parallelism.
+    None,
+    /// Optimizer states sharded (Megatron's distributed optimizer, ZeRO-1).
+    DistributedOptimizer,
+    /// ZeRO-2.
+    Zero2,
+    /// ZeRO-3.
+    Zero3,
+    /// PyTorch FSDP full sharding.
+    FsdpFull,
+}
+
+impl ShardingDefault {
+    /// The ZeRO stage it amounts to.
+    pub fn zero_stage(self) -> i64 {
+        match self {
+            ShardingDefault::None => 0,
+            ShardingDefault::DistributedOptimizer => 1,
+            ShardingDefault::Zero2 => 2,
+            ShardingDefault::Zero3 | ShardingDefault::FsdpFull => 3,
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The software stack a run is trained with: what kernels it runs, what it overlaps and fuses,
+//! and what its published runs use when they do not say.
+//!
+//! One TOML file per stack lives in `presets/stacks/` (`spec.rs` mirrors it, `inherit.rs` merges
+//! a file with the one it inherits from). [`Stack::from_spec`] checks it: every field set has a
+//! source, every unknown field names a table, and the defaults are complete (that they never ask
+//! for what the stack's engine cannot run is checked beside the capability table). The cost model prices the kernel the stack really runs
+//! ([`Stack::attention_speed`], [`Stack::eager_elementwise`]); validation fills what a published
+//! run leaves blank from [`Stack::defaults`]. The built-in files and the lookup of the stack a
+//! run's software text names are in [`crate::presets`].
+
+mod inherit;
+pub mod kinds;
+mod spec;
+
+use std::collections::BTreeMap;
+
+pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
+pub use kinds::{AttentionKernel, GemmPath, GraphScope, RecomputeDefault, StackFamily};
+pub use spec::StackSpec;
+
+use crate::hardware::Generation;
+use crate::plan::{Engine, Precision};
+use crate::violation::{Collector, Violations};
+
+/// The tables of a stack file whose fields need a source.
+const SOURCED_TABLES: [&str; 8] =
+    ["attention", "gemm", "precision", "overlap", "cuda_graphs", "host", "fusions", "defaults"];
+
+/// What a published run of a stack used when it does not say, complete.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StackDefaults {
+    /// Activation recompute.
+    pub recompute: RecomputeDefault,
+    /// ZeRO stage (1 = distributed optimizer, 3 = full sharding).
+    pub zero: i64,
+    /// Full sharding is PyTorch FSDP rather than ZeRO-3.
+    pub fsdp: bool,
+    /// Sequence parallelism with tp > 1.
+    pub sequence_parallel: bool,
+    /// Tensor-parallel communication overlap with tp > 1.
+    pub tp_comm_overlap: bool,
+    /// DP gradient reduction overlapped with the backward.
+    pub overlap_grad_reduce: bool,
+    /// Precision when the run does not say.
+    pub precision: Precision,
+    /// What "FP8" without a recipe means.
+    pub fp8: Precision,
+    /// Uneven pipeline splits count the embedding and the loss as one layer each.
+    pub uneven_split_counts_embedding_and_loss: bool,
+    /// A run that states only its global batch used no gradient accumulation (micro-batch =
+    /// global batch / dp) rather than micro-batch 1.
+    pub no_gradient_accumulation: bool,
+}
+
+/// A validated software stack.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Stack {
+    id: String,
+    name: String,
+    family: StackFamily,
+    engine: Option<Engine>,
+    attention: BTreeMap<Generation, AttentionKernel>,
+    eager_elementwise: bool,
+    defaults: StackDefaults,
+    code: String,
+    sources: BTreeMap<String, String>,
+    unknown: Vec<String>,
+}
+
+/// The field paths (`table.field`) a spec sets, from its serialized form.
+fn set_fields(spec: &StackSpec) -> Vec<String> {
+    let mut fields = Vec::new();
+    let Ok(toml::Value::Table(table)) = toml::Value::try_from(spec) else { return fields };
+    for name in SOURCED_TABLES {
+        if let Some(toml::Value::Table(inner)) = table.get(name) {
+            for (key, value) in inner {
+                let empty = matches!(value, toml::Value::Array(items) if items.is_empty());
+                // A note says in words when a set field applies; the field's source covers it.
+                if !empty && key != "note" {
+                    fields.push(format!("{name}.{key}"));
+                }
+            }
+        }
+    }
+    if !spec.recipes.is_empty() {
+        fields.push("recipes".to_owned());
+    }
+    fields
+}
+
+fn has_source(sources: &BTreeMap<String, String>, field: &str) -> bool {
+    sources.keys().any(|key| {
+        key == field || field.strip_prefix(key.as_str()).is_some_and(|rest| rest.starts_with('.'))
+    }) || sources.keys().any(|key| key.starts_with(&format!("{field}.")))
+}
+
+impl Stack {
+    /// Checks a merged stack spec (see [`merge_inherited`]) and builds the stack.
+    pub fn from_spec(spec: &StackSpec) -> Result<Stack, Violations> {
+        let mut problems = Collector::default();
+        let header = &spec.stack;
+        let id_ok = !header.id.is_empty()
+            && header
+                .id
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.');
+        if !id_ok {
+            problems.add(
+                "stack.id",
+                &header.id,
+                "must be lowercase letters, digits, dots and dashes",
+                "name it after the software and release, e.g. `nemo-26.04`",
+            );
+        }
+        let fields = set_fields(spec);
+        for field in &fields {
+            if !has_source(&spec.sources, field) {
+                problems.add(
+                    format!("stack.sources.\"{field}\""),
+                    "missing",
+                    "every field a stack sets needs its source",
+                    "add the file and tag it was read from, or move the field to `unknown`",
+                );
+            }
+        }
+        for entry in &spec.unknown {
+            let table = entry.split('.').next().unwrap_or_default();
+            if !SOURCED_TABLES.contains(&table) {
+                problems.add(
+                    "stack.unknown",
+                    entry,
+                    "names no table of a stack file",
+                    format!("use one of {} (optionally `.field`)", SOURCED_TABLES.join(", ")),
+                );
+            } else if fields.contains(entry) {
+                problems.add(
+                    "stack.unknown",
+                    entry,
+                    "is listed as unknown but the stack sets it",
+                    "remove it from `unknown`",
+                );
+            }
+        }
+        let defaults = complete_defaults(spec, &mut problems);
+        problems.finish()?;
+        let Some(defaults) = defaults else {
+            unreachable!("incomplete defaults are reported as problems")
+        };
+        let attention = [
+            (Generation::Volta, spec.attention.volta),
+            (Generation::Ampere, spec.attention.ampere),
+            (Generation::Hopper, spec.attention.hopper),
+            (Generation::Blackwell, spec.attention.blackwell),
+        ]
+        .into_iter()
+        .filter_map(|(generation, kernel)| kernel.map(|kernel| (generation, kernel)))
+        .collect();
+        let fused_by_library = spec.gemm.path == Some(GemmPath::TransformerEngine);
+        let eager_elementwise = spec.fusions.norm == Some(false)
+            && spec.fusions.compile != Some(true)
+            && !fused_by_library;
+        Ok(Stack {
+            id: header.id.clone(),
+            name: header.name.clone(),
+            family: header.family,
+            engine: header.engine,
+            attention,
+            eager_elementwise,
+            defaults,
+            code: header.code.clone(),
+            sources: spec.sources.clone(),
+            unknown: spec.unknown.clone(),
+        })
+    }
+
+    /// Short name (`nemo-26.04`).
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+    /// Human name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+    /// The software family.
+    pub fn family(&self) -> StackFamily {
+        self.family
+    }
+    /// The engine meshplan exports its plans to, if any.
+    pub fn engine(&self) -> Option<Engine> {
+        self.engine
+    }
+    /// The code its facts were read from.
+    pub fn code(&self) -> &str {
+        &self.code
+    }
+    /// Where each field comes from.
+    pub fn sources(&self) -> &BTreeMap<String, String> {
+        &self.sources
+    }
+    /// Fields not established.
+    pub fn unknown(&self) -> &[String] {
+        &self.unknown
+    }
+    /// What its published runs use when they do not say.
+    pub fn defaults(&self) -> &StackDefaults {
+        &self.defaults
+    }
+
+    /// The attention kernel it runs on a GPU generation, when the file says.
+    pub fn attention_kernel(&self, generation: Option<Generation>) -> Option<AttentionKernel> {
+        generation.and_then(|generation| self.attention.get(&generation).copied())
+    }
+
+    /// Speed of its attention relative to the GPU preset's attention curve, forward and
+    /// backward: 1 where the kernel is not known.
+    pub fn attention_speed(&self, generation: Option<Generation>) -> (f64, f64) {
+        self.attention_kernel(generation)
+            .map_or((1.0, 1.0), |kernel| kernel.relative_speed(generation))
+    }
+
+    /// Whether its norms and activations run as separate eager PyTorch kernels (no fused norm,
+    /// no compile, no Transformer Engine modules).
+    pub fn eager_elementwise(&self) -> bool {
+        self.eager_elementwise
+    }
+}
+
+fn complete_defaults(spec: &StackSpec, problems: &mut Collector) -> Option<StackDefaults> {
+    let d = &spec.defaults;
+    let mut missing = Vec::new();
+    let mut need = |name: &str, set: bool| {
+        if !set {
+            missing.push(name.to_owned());
+        }
+    };
+    need("defaults.recompute", d.recompute.is_some());
+    need("defaults.sharding", d.sharding.is_some());
+    need("defaults.sequence_parallel", d.sequence_parallel.is_some());
+    need("defaults.tp_comm_overlap", d.tp_comm_overlap.is_some());
+    need("defaults.overlap_grad_reduce", d.overlap_grad_reduce.is_some());
+    need(
+        "defaults.uneven_split_counts_embedding_and_loss",
+        d.uneven_split_counts_embedding_and_loss.is_some(),
+    );
+    need("precision.default", spec.precision.default.is_some());
+    need("precision.fp8_default", spec.precision.fp8_default.is_some());
+    for field in &missing {
+        problems.add(
+            format!("stack.{field}"),
+            "unset",
+            "a stack must say what its published runs use when they do not say",
+            "set it with its source, or inherit a stack that does",
+        );
+    }
+    let sharding = d.sharding?;
+    Some(StackDefaults {
+        recompute: d.recompute?,
+        zero: sharding.zero_stage(),
+        fsdp: sharding == kinds::ShardingDefault::FsdpFull,
+        sequence_parallel: d.sequence_parallel?,
+        tp_comm_overlap: d.tp_comm_overlap?,
+        overlap_grad_reduce: d.overlap_grad_reduce?,
+        precision: spec.precision.default?,
+        fp8: spec.precision.fp8_default?,
+        uneven_split_counts_embedding_and_loss: d.uneven_split_counts_embedding_and_loss?,
+        no_gradient_accumulation: d.gradient_accumulation == Some(false),
+    })
+}
