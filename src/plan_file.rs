@@ -45,7 +45,7 @@ pub fn resolved_spec(base: &RunSpec, run: &Run) -> RunSpec {
         model: base.model.clone(),
         cluster: base.cluster.clone(),
         training: run.training().to_spec(),
-        plan: run.plan().to_spec(),
+        plan: PlanSpec { stack: Some(run.stack().id().to_owned()), ..run.plan().to_spec() },
     }
 }
 

@@ -128,18 +128,49 @@ fn attention_rate(
     gpu.peak_bf16() * (base_efficiency * seq_factor * dim_factor.min(1.0))
 }
 
-/// Time of a fused attention forward doing `flops` over sequences of `seq_len` keys.
-pub fn attention_forward_time(gpu: &Gpu, flops: Flops, seq_len: f64, head_dim: f64) -> Seconds {
+/// Time of a fused attention forward doing `flops` over sequences of `seq_len` keys, for a
+/// kernel running at `speed` of the GPU preset's attention curve (the software stack's kernel,
+/// [`crate::stack::Stack::attention_speed`]).
+pub fn attention_forward_time(
+    gpu: &Gpu,
+    flops: Flops,
+    seq_len: f64,
+    head_dim: f64,
+    speed: f64,
+) -> Seconds {
     let efficiency = gpu.efficiency();
     let (base, half_seq) = (efficiency.attention_forward, efficiency.attention_forward_half_seq);
-    flops / attention_rate(gpu, seq_len, head_dim, base, half_seq)
+    flops / (attention_rate(gpu, seq_len, head_dim, base, half_seq) * speed)
 }
 
 /// Time of the matching fused attention backward (`flops` is the forward's FLOPs).
-pub fn attention_backward_time(gpu: &Gpu, flops: Flops, seq_len: f64, head_dim: f64) -> Seconds {
+pub fn attention_backward_time(
+    gpu: &Gpu,
+    flops: Flops,
+    seq_len: f64,
+    head_dim: f64,
+    speed: f64,
+) -> Seconds {
     let efficiency = gpu.efficiency();
     let (base, half_seq) = (efficiency.attention_backward, efficiency.attention_backward_half_seq);
-    (flops * ATTENTION_BACKWARD_FLOP_RATIO) / attention_rate(gpu, seq_len, head_dim, base, half_seq)
+    (flops * ATTENTION_BACKWARD_FLOP_RATIO)
+        / (attention_rate(gpu, seq_len, head_dim, base, half_seq) * speed)
+}
+
+/// Fractions of HBM bandwidth that eager PyTorch element-wise code reaches on H100 SXM
+/// (`measurements/h100-sxm-kernels.json`, bytes read plus written): a Python RMSNorm
+/// (`x * rsqrt(mean(x^2) + eps) * w`) forward 1.98 and backward 0.89 TB/s, SwiGLU 1.08 TB/s, of
+/// 3.35 TB/s. A stack that runs its norms and activations this way (no fused kernel, no
+/// compile) pays these instead of the fused kernels' `memory` efficiency.
+pub const EAGER_NORM_FORWARD_BANDWIDTH: f64 = 0.59;
+/// See [`EAGER_NORM_FORWARD_BANDWIDTH`].
+pub const EAGER_NORM_BACKWARD_BANDWIDTH: f64 = 0.27;
+/// See [`EAGER_NORM_FORWARD_BANDWIDTH`].
+pub const EAGER_ACTIVATION_BANDWIDTH: f64 = 0.32;
+
+/// Time of an eager element-wise kernel that moves `bytes` at `fraction` of HBM bandwidth.
+pub fn eager_memory_time(gpu: &Gpu, bytes: Bytes, fraction: f64) -> Seconds {
+    bytes / (gpu.memory_bandwidth() * fraction)
 }
 
 /// Time of a streaming kernel that moves `bytes` through HBM.
@@ -222,12 +253,12 @@ mod tests {
     fn attention_efficiency_rises_with_sequence_length() {
         let gpu = h100();
         let flops = Flops::new(1e12);
-        let short = attention_forward_time(&gpu, flops, 384.0, 128.0);
-        let long = attention_forward_time(&gpu, flops, 8192.0, 128.0);
+        let short = attention_forward_time(&gpu, flops, 384.0, 128.0, 1.0);
+        let long = attention_forward_time(&gpu, flops, 8192.0, 128.0, 1.0);
         assert!((short / long - (8192.0 / 8576.0) / 0.5).abs() < 1e-9);
         // The backward fills the GPU later: half its long-sequence rate at 1536 tokens.
-        let backward_short = attention_backward_time(&gpu, flops, 1536.0, 128.0);
-        let backward_long = attention_backward_time(&gpu, flops, 8192.0, 128.0);
+        let backward_short = attention_backward_time(&gpu, flops, 1536.0, 128.0, 1.0);
+        let backward_long = attention_backward_time(&gpu, flops, 8192.0, 128.0, 1.0);
         assert!((backward_short / backward_long - (8192.0 / 9728.0) / 0.5).abs() < 1e-9);
     }
 }

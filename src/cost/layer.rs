@@ -8,7 +8,9 @@
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
-    GemmShape, attention_backward_time, attention_forward_time, grouped_gemm_time, memory_time,
+    EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
+    GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
+    grouped_gemm_time, memory_time,
     recipe_gemm_speed,
 };
 use crate::hardware::{Gpu, PrecisionClass};
@@ -175,12 +177,32 @@ impl<'a> Ctx<'a> {
     }
 
     /// A memory-bound kernel moving `bytes_per_token` per token forward and twice that backward.
+    /// Norms and activations of a stack that runs them as eager PyTorch code move at the
+    /// measured eager rates instead of the fused kernels'.
     fn streaming(&self, table: &mut OpTable, name: &'static str, bytes_per_token: f64) {
         let gpu = self.run.cluster().gpu();
         let forward = Bytes::new(bytes_per_token * self.tokens);
-        table.push_memory(gpu, name, Phase::Forward, forward);
         let backward = forward * 2.0;
-        table.push_memory(gpu, name, Phase::Backward, backward);
+        let eager = match name {
+            _ if !self.run.stack().eager_elementwise() => None,
+            "input-norm" | "mlp-norm" | "final-norm" => {
+                Some((EAGER_NORM_FORWARD_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH))
+            }
+            "activation" => Some((EAGER_ACTIVATION_BANDWIDTH, EAGER_ACTIVATION_BANDWIDTH)),
+            _ => None,
+        };
+        match eager {
+            Some((forward_fraction, backward_fraction)) => {
+                let time = |bytes, fraction| eager_memory_time(gpu, bytes, fraction);
+                let kind = OpKind::Memory;
+                table.push(name, Phase::Forward, kind, Flops::ZERO, forward, time(forward, forward_fraction));
+                table.push(name, Phase::Backward, kind, Flops::ZERO, backward, time(backward, backward_fraction));
+            }
+            None => {
+                table.push_memory(gpu, name, Phase::Forward, forward);
+                table.push_memory(gpu, name, Phase::Backward, backward);
+            }
+        }
     }
 
     /// Tensor-parallel collectives around one block: forward and backward each move one
@@ -416,13 +438,14 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
     let flops = Flops::new(total / (ctx.tp * plan.cp() as f64));
     let kernel_seq = seq * plan.cp_a2a() as f64 / plan.cp() as f64;
     let head_dim = model.qk_head_dim() as f64;
+    let (forward_speed, backward_speed) = run.stack().attention_speed(gpu.generation());
     table.push(
         "attention",
         Phase::Forward,
         OpKind::Attention,
         flops,
         Bytes::ZERO,
-        attention_forward_time(gpu, flops, kernel_seq, head_dim),
+        attention_forward_time(gpu, flops, kernel_seq, head_dim, forward_speed),
     );
     table.push(
         "attention",
@@ -430,7 +453,7 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
         OpKind::Attention,
         flops * 2.0,
         Bytes::ZERO,
-        attention_backward_time(gpu, flops, kernel_seq, head_dim),
+        attention_backward_time(gpu, flops, kernel_seq, head_dim, backward_speed),
     );
     if plan.cp() > 1 {
         context_parallel_exchange(ctx, table);

@@ -386,6 +386,11 @@ pub struct PlanSpec {
     /// configuration. [default: megatron]
     #[arg(long, value_enum, value_name = "ENGINE", help_heading = PLAN)]
     pub engine: Option<Engine>,
+    /// The software stack and release the plan runs on (`meshplan presets` lists them): it
+    /// decides the kernels priced, such as the attention kernel and fused or eager norms.
+    /// [default: the engine's newest: megatron-core-0.14-plus, torchtitan-2024-12, deepspeed]
+    #[arg(long, value_name = "STACK", help_heading = PLAN)]
+    pub stack: Option<String>,
 }
 
 /// Help heading of the parallel-plan flags.
@@ -554,6 +559,8 @@ impl Plan {
             moe_imbalance: Some(self.moe_imbalance),
             moe_capacity_factor: self.moe_capacity_factor,
             engine: Some(self.engine),
+            // The stack is the run's, not the plan's: `plan_file::resolved_spec` writes it.
+            stack: None,
         }
     }
 

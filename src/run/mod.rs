@@ -4,14 +4,18 @@
 //! only way the cost model receives input, so every divisibility and capacity rule is checked
 //! exactly once, here, and all violations are reported together.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 mod rules;
 
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
-use crate::plan::{PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
-use crate::violation::{Collector, Violations};
+use crate::plan::{Engine, PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
+use crate::presets;
+use crate::stack::Stack;
+use crate::violation::{Collector, Violation, Violations};
 
 use rules::validate_plan;
 pub(crate) use rules::{check_plan_fields, validate_training};
@@ -46,13 +50,62 @@ pub struct Run {
     cluster: Cluster,
     training: Training,
     plan: Plan,
+    stack: Arc<Stack>,
 }
 
 /// A positive count no larger than `max`, or `default` (with the problem recorded).
 impl Run {
-    /// Validates every part and every rule that ties the parts together.
+    /// Validates every part and every rule that ties the parts together, with the stack the
+    /// plan names (or its engine's default stack) read from the built-in presets.
     pub fn from_spec(spec: &RunSpec) -> Result<Run, Violations> {
+        let engine = spec.plan.engine.unwrap_or(Engine::DEFAULT);
+        let id = spec.plan.stack.clone().unwrap_or_else(|| presets::default_stack_id(engine).to_owned());
+        match presets::stack(&id) {
+            Ok(stack) => Run::from_spec_with_stack(spec, Arc::new(stack)),
+            Err(err) => {
+                let mut problems = Violations::one(Violation::new(
+                    "plan.stack",
+                    &id,
+                    err.to_string(),
+                    "name one of the stacks `meshplan presets` lists",
+                ));
+                // Every other problem is reported too, against the engine's default stack.
+                if let Ok(stack) = presets::stack(presets::default_stack_id(engine)) {
+                    let mut without = spec.clone();
+                    without.plan.stack = None;
+                    if let Err(more) = Run::from_spec_with_stack(&without, Arc::new(stack)) {
+                        problems.extend(more);
+                    }
+                }
+                Err(problems)
+            }
+        }
+    }
+
+    /// Validates like [`Run::from_spec`] with a stack already read (a search or a validation
+    /// prices many runs of one stack): `stack` must be the one the plan names, if it names one.
+    pub fn from_spec_with_stack(spec: &RunSpec, stack: Arc<Stack>) -> Result<Run, Violations> {
         let mut collector = Collector::default();
+        if let Some(named) = &spec.plan.stack
+            && named.trim().to_ascii_lowercase() != stack.id()
+        {
+            collector.add(
+                "plan.stack",
+                named,
+                format!("the run was given the stack `{}`", stack.id()),
+                "name the same stack in both places",
+            );
+        }
+        if let (Some(engine), Some(runs_on)) = (spec.plan.engine, stack.engine())
+            && engine != runs_on
+        {
+            collector.add(
+                "plan.stack",
+                stack.id(),
+                format!("is run by {}, not by the plan's engine {}", runs_on.name(), engine.name()),
+                format!("leave out --engine, or name a stack of {}", engine.name()),
+            );
+        }
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
         let training = validate_training(&mut collector, &spec.training);
@@ -61,14 +114,30 @@ impl Run {
         // (A count past its bound is reported by the cluster; the plan is checked against the
         // bound, so that its arithmetic stays within u64.)
         let num_gpus = spec.cluster.num_gpus.clamp(1, crate::limits::GPUS as i64) as u64;
+        // A plan that names no engine is run by its stack's engine.
+        let mut plan_spec = spec.plan.clone();
+        if plan_spec.engine.is_none() {
+            plan_spec.engine = stack.engine();
+        }
         let plan = model.as_ref().and_then(|model| {
-            validate_plan(&mut collector, &spec.plan, model, num_gpus, cluster.as_ref(), &training)
+            validate_plan(&mut collector, &plan_spec, model, num_gpus, cluster.as_ref(), &training)
         });
         collector.finish()?;
         match (model, cluster, plan) {
-            (Some(model), Some(cluster), Some(plan)) => Ok(Run { model, cluster, training, plan }),
+            (Some(model), Some(cluster), Some(plan)) => {
+                Ok(Run { model, cluster, training, plan, stack })
+            }
             _ => unreachable!("validation reported no problem, so every part was built"),
         }
+    }
+
+    /// The software stack the run is priced with.
+    pub fn stack(&self) -> &Stack {
+        &self.stack
+    }
+    /// The same, shared.
+    pub fn stack_arc(&self) -> &Arc<Stack> {
+        &self.stack
     }
 
     /// The model.

@@ -19,6 +19,7 @@ mod rejection;
 pub mod space;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
@@ -31,6 +32,8 @@ use crate::export::{Engine, check};
 use crate::hardware::Cluster;
 use crate::model::Model;
 use crate::plan::{PlanSpec, RecomputeKind};
+use crate::presets;
+use crate::stack::Stack;
 use crate::run::{Run, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions, lower_bound_from};
 use crate::units::Bytes;
@@ -212,7 +215,7 @@ fn tp_comm_overlap(engine: Option<Engine>) -> bool {
 /// and every pin on top. How gradients are reduced and the MoE workload (routing imbalance,
 /// token dropping, dispatch, all-to-all overlap) are not searched: they come from the pins or
 /// their defaults.
-pub fn template(spec: &SearchSpec) -> PlanSpec {
+pub fn template(spec: &SearchSpec) -> Template {
     let searched = PlanSpec {
         sequence_parallel: Some(true),
         overlap_grad_reduce: Some(true),
@@ -221,21 +224,39 @@ pub fn template(spec: &SearchSpec) -> PlanSpec {
         engine: spec.engine,
         ..PlanSpec::default()
     };
-    searched.overridden_by(&spec.base.plan)
+    let plan = searched.overridden_by(&spec.base.plan);
+    let engine = plan.engine.unwrap_or(Engine::DEFAULT);
+    let id = plan.stack.clone().unwrap_or_else(|| presets::default_stack_id(engine).to_owned());
+    // Read once for every candidate; a stack that does not read is reported by each
+    // candidate's validation.
+    let stack = presets::stack(&id).ok().map(Arc::new);
+    Template { plan, stack }
+}
+
+/// The options every candidate shares ([`template`]) and the software stack they run on, read
+/// once.
+#[derive(Debug, Clone)]
+pub struct Template {
+    /// The shared plan options.
+    pub plan: PlanSpec,
+    stack: Option<Arc<Stack>>,
 }
 
 /// The run of a candidate (`template` from [`template`]).
 pub fn candidate_run(
     spec: &SearchSpec,
-    template: &PlanSpec,
+    template: &Template,
     candidate: &Candidate,
 ) -> Result<Run, Violations> {
     let mut run_spec = spec.base.clone();
     let layers = run_spec.model.num_layers.max(1) as u64;
     let stage_layers = space::stage_layers(layers, candidate.pp, candidate.split);
-    run_spec.plan = candidate.plan_spec(stage_layers, template);
+    run_spec.plan = candidate.plan_spec(stage_layers, &template.plan);
     run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
-    Run::from_spec(&run_spec)
+    match &template.stack {
+        Some(stack) => Run::from_spec_with_stack(&run_spec, Arc::clone(stack)),
+        None => Run::from_spec(&run_spec),
+    }
 }
 
 fn fits_in(peak: Bytes, capacity: Bytes, headroom: f64) -> bool {
@@ -273,7 +294,7 @@ fn table_key(c: &Candidate) -> TableKey {
 /// asks for it: a search rejects millions of candidates and shows one example per reason.
 fn price(
     spec: &SearchSpec,
-    template: &PlanSpec,
+    template: &Template,
     candidate: Candidate,
     shared: Option<&mut Option<Tables>>,
     explain: bool,
@@ -333,7 +354,7 @@ fn layout_key(c: &Candidate) -> LayoutKey {
 /// kind pricing would give.
 fn model_states_by_layout(
     spec: &SearchSpec,
-    template: &PlanSpec,
+    template: &Template,
     candidates: &[Candidate],
 ) -> BTreeMap<LayoutKey, Option<Rejection>> {
     let mut representatives: BTreeMap<LayoutKey, Candidate> = BTreeMap::new();
@@ -437,7 +458,7 @@ type SimulationTables = BTreeMap<TableKey, Tables>;
 /// Adds the tables of every table key of `kept` that `tables` lacks, built in parallel.
 fn add_tables(
     spec: &SearchSpec,
-    template: &PlanSpec,
+    template: &Template,
     kept: &[&Kept],
     tables: &mut SimulationTables,
 ) -> Result<(), SearchError> {
@@ -461,7 +482,7 @@ fn add_tables(
 
 fn simulate_candidate(
     spec: &SearchSpec,
-    template: &PlanSpec,
+    template: &Template,
     tables: &SimulationTables,
     kept: &Kept,
 ) -> Result<RankedPlan, SearchError> {
