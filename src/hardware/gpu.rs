@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::generation::GpuGeneration;
 use super::interconnect::InterconnectSpec;
 use crate::units::{
     Bytes, BytesPerSec, FlopsPerSec, parse_bandwidth, parse_bytes, parse_flops_rate,
@@ -82,6 +83,10 @@ pub struct GpuSpec {
     /// Where the figures come from.
     #[serde(default)]
     pub source: Option<String>,
+    /// The architecture generation (`hopper`); unset for a GPU of unknown generation, which
+    /// validation evidence is not pooled with.
+    #[serde(default)]
+    pub generation: Option<GpuGeneration>,
     /// Memory capacity usable by the program (`"80 GB"`).
     pub memory: String,
     /// Memory bandwidth (`"3.35 TB/s"`).
@@ -146,6 +151,7 @@ pub struct Efficiency {
 pub struct Gpu {
     name: String,
     display_name: String,
+    generation: Option<GpuGeneration>,
     memory: Bytes,
     memory_bandwidth: BytesPerSec,
     sm_count: u64,
@@ -278,6 +284,7 @@ impl Gpu {
         Ok(Gpu {
             name: spec.name.clone(),
             display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
+            generation: spec.generation,
             memory: Bytes::new(memory),
             memory_bandwidth: BytesPerSec::new(bandwidth),
             sm_count: spec.sm_count as u64,
@@ -297,6 +304,10 @@ impl Gpu {
     /// Human-readable name.
     pub fn display_name(&self) -> &str {
         &self.display_name
+    }
+    /// The architecture generation, when the GPU file names it.
+    pub fn generation(&self) -> Option<GpuGeneration> {
+        self.generation
     }
     /// Memory capacity.
     pub fn memory(&self) -> Bytes {

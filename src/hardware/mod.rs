@@ -7,9 +7,11 @@
 //! really reaches), documented with its source in the preset that sets it.
 
 mod cluster;
+mod generation;
 mod gpu;
 mod interconnect;
 
 pub use cluster::{Cluster, ClusterSpec};
+pub use generation::GpuGeneration;
 pub use gpu::{Efficiency, EfficiencySpec, Gpu, GpuSpec, PeakSpec, PrecisionClass};
 pub use interconnect::{Interconnect, InterconnectSpec, LinkTier};
