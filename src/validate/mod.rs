@@ -123,5 +123,6 @@ pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
     let mut results = calibrate::evaluate(&refs, &Calibration::new());
     held_out::attach_held_out(&rows, &mut results);
     let (accuracy, bands) = accuracy::accuracy(&rows, &results);
-    Ok(summary::summarize(results, accuracy, bands))
+    let summary::Summaries { summary, by_source, by_gpu, by_kind } = summary::summarize(&results);
+    Ok(ValidationReport { accuracy, summary, by_source, by_gpu, by_kind, rows: results, bands })
 }

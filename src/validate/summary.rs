@@ -4,9 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::accuracy::Accuracy;
-use super::bands::BandTable;
-use super::{RowResult, ValidationReport};
+use super::RowResult;
 
 /// Overall statistics, in the JSON shape scripts rely on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -116,13 +114,16 @@ fn groups(rows: &[RowResult], key: impl Fn(&RowResult) -> String) -> Vec<GroupSu
     by_key.into_iter().map(|(name, rows)| group(name, &rows)).collect()
 }
 
-/// Builds the report from the per-row results, with the accuracy section and band table built
-/// from them.
-pub(super) fn summarize(
-    rows: Vec<RowResult>,
-    accuracy: Accuracy,
-    bands: BandTable,
-) -> ValidationReport {
+/// The statistics of a validation's rows: overall and per source, GPU and architecture.
+pub(super) struct Summaries {
+    pub summary: Summary,
+    pub by_source: Vec<GroupSummary>,
+    pub by_gpu: Vec<GroupSummary>,
+    pub by_kind: Vec<GroupSummary>,
+}
+
+/// The statistics of the per-row results.
+pub(super) fn summarize(rows: &[RowResult]) -> Summaries {
     let all: Vec<&RowResult> = rows.iter().collect();
     let overall = group(String::new(), &all);
     let memory_errors: Vec<f64> =
@@ -131,24 +132,21 @@ pub(super) fn summarize(
         rows: rows.len(),
         predicted: overall.predicted,
         skipped: rows.iter().filter(|r| r.skipped_reason.is_some()).count(),
-        skipped_reasons: skipped_reasons(&rows),
+        skipped_reasons: skipped_reasons(rows),
         median_abs_error_pct: overall.median_abs_error_pct,
         p90_abs_error_pct: overall.p90_abs_error_pct,
         mean_error_pct: overall.mean_error_pct,
         memory_rows: memory_errors.len(),
         memory_median_abs_error_pct: percentile(&memory_errors, 0.5),
     };
-    let mut by_kind = groups(&rows, |r| r.architecture.clone());
+    let mut by_kind = groups(rows, |r| r.architecture.clone());
     let context_parallel: Vec<&RowResult> = rows.iter().filter(|r| r.context_parallel).collect();
     by_kind.push(group("context parallel (cp > 1)".to_owned(), &context_parallel));
-    ValidationReport {
-        accuracy,
-        bands,
-        by_source: groups(&rows, |r| r.source_id.clone()),
-        by_gpu: groups(&rows, |r| r.gpu.clone()),
+    Summaries {
+        by_source: groups(rows, |r| r.source_id.clone()),
+        by_gpu: groups(rows, |r| r.gpu.clone()),
         by_kind,
         summary,
-        rows,
     }
 }
 
