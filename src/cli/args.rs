@@ -198,6 +198,10 @@ pub struct CalibrateArgs {
     /// Calibration CSV with the columns of data/calibration/runs.csv.
     #[arg(value_name = "FILE.csv")]
     pub file: PathBuf,
+    /// Also write the table of 80 % error bands (from every row's leave-one-source-out error, as
+    /// `validate` computes them) to this file; data/error-bands.json is the one meshplan embeds.
+    #[arg(long, value_name = "FILE.json")]
+    pub write_bands: Option<PathBuf>,
     /// Output format; json is the whole report as one object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -2,6 +2,7 @@
 //! (`inputs.rs`), rendering (`render.rs`) and one file per subcommand. All printing happens here;
 //! the library never prints.
 
+mod accuracy;
 pub mod args;
 mod calibrate;
 mod compare;

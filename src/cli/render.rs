@@ -34,11 +34,13 @@ fn percent(part: f64, total: f64) -> String {
     if total > 0.0 { format!("{:.1}", 100.0 * part / total) } else { "-".to_owned() }
 }
 
-fn optional(value: Option<f64>, decimals: usize) -> String {
+/// A number with `decimals` decimals, or `-`.
+pub fn optional(value: Option<f64>, decimals: usize) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:.decimals$}"))
 }
 
-fn signed(value: Option<f64>) -> String {
+/// A signed number with one decimal, or `-`.
+pub fn signed(value: Option<f64>) -> String {
     value.map_or_else(|| "-".to_owned(), |v| format!("{v:+.1}"))
 }
 
@@ -216,6 +218,25 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     for (name, value) in lines {
         let _ = writeln!(out, "{name:<22} {value}");
     }
+    match meshplan::validate::run_band(&inputs.run) {
+        Some(band) => {
+            let (low, high) = band.throughput_range(throughput.tokens_per_sec_per_gpu);
+            let (fast, slow) = band.step_time_range(throughput.step_time.value());
+            let _ = writeln!(
+                out,
+                "{:<22} {low:.1} .. {high:.1} tokens/s per GPU, step time {fast:.3} .. {slow:.3} s \
+                 (errors {:+.1} .. {:+.1} %)\n{:<22} {}",
+                "80 % band",
+                band.low_pct,
+                band.high_pct,
+                "",
+                band.describe()
+            );
+        }
+        None => {
+            let _ = writeln!(out, "{:<22} none: too few validated runs of this kind", "80 % band");
+        }
+    }
     out
 }
 
@@ -233,8 +254,41 @@ struct EstimateJson<'a> {
     memory: MemoryJson,
     time: TimeJson,
     throughput: ThroughputJson,
+    /// The 80 % error band of the throughput, from held-out validation errors; null when there is
+    /// too little evidence for one.
+    error_band: Option<BandJson>,
     /// Empty when the plan fits.
     fit_suggestions: Vec<FitJson>,
+}
+
+/// An estimate's 80 % error band: the signed-error band, the ranges it gives, and its basis.
+#[derive(Serialize)]
+struct BandJson {
+    tokens_per_sec_per_gpu_low: f64,
+    tokens_per_sec_per_gpu_high: f64,
+    step_time_s_low: f64,
+    step_time_s_high: f64,
+    /// The band as the source of truth: (predicted - measured) / measured, in %.
+    #[serde(flatten)]
+    band: meshplan::validate::ErrorBand,
+    /// The basis in words.
+    description: String,
+}
+
+impl BandJson {
+    fn of(estimate: &Estimate, band: meshplan::validate::ErrorBand) -> BandJson {
+        let throughput = &estimate.throughput;
+        let (tokens_low, tokens_high) = band.throughput_range(throughput.tokens_per_sec_per_gpu);
+        let (step_low, step_high) = band.step_time_range(throughput.step_time.value());
+        BandJson {
+            tokens_per_sec_per_gpu_low: tokens_low,
+            tokens_per_sec_per_gpu_high: tokens_high,
+            step_time_s_low: step_low,
+            step_time_s_high: step_high,
+            description: band.describe(),
+            band,
+        }
+    }
 }
 
 /// A change that makes a plan fit: the flags to add and the plan they give.
@@ -466,6 +520,7 @@ pub fn estimate_json(
             breakdown_s: estimate.time,
         },
         throughput: ThroughputJson::from(estimate),
+        error_band: meshplan::validate::run_band(run).map(|band| BandJson::of(estimate, band)),
         fit_suggestions: suggestions.iter().map(FitJson::from).collect(),
     };
     serde_json::to_string_pretty(&json)

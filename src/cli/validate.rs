@@ -6,8 +6,8 @@ use anyhow::Context as _;
 use meshplan::violation::{Violation, Violations};
 
 use super::args::{Format, ValidateArgs};
-use super::render;
 use super::{CliError, Progress};
+use super::{accuracy, render};
 
 /// Reads the CSV, validates every row and renders the report.
 pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
@@ -18,7 +18,7 @@ pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
     let report =
         meshplan::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
     let rendered = match args.format {
-        Format::Text => render::validation_text(&report),
+        Format::Text => accuracy::accuracy_text(&report) + "\n" + &render::validation_text(&report),
         Format::Json => render::validation_json(&report)
             .context("cannot serialize the validation report as JSON")
             .map_err(CliError::Other)?,

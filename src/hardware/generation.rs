@@ -41,4 +41,15 @@ impl Generation {
             Generation::Cdna3 => "cdna3",
         }
     }
+
+    /// The name people use (`Hopper`, `CDNA 3`).
+    pub fn display_name(self) -> &'static str {
+        match self {
+            Generation::Volta => "Volta",
+            Generation::Ampere => "Ampere",
+            Generation::Hopper => "Hopper",
+            Generation::Blackwell => "Blackwell",
+            Generation::Cdna3 => "CDNA 3",
+        }
+    }
 }

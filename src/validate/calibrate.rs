@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::mapping::{Calibration, evaluate_row};
@@ -54,8 +55,10 @@ pub struct CalibrationReport {
     pub cross_validation: CrossValidation,
 }
 
-fn evaluate(rows: &[&CalibrationRow], calibration: &Calibration) -> Vec<RowResult> {
-    rows.iter().map(|row| evaluate_row(row, calibration)).collect()
+/// Every row priced under `calibration`, in the rows' order (priced in parallel, collected in
+/// order, so the result does not depend on thread timing).
+pub(super) fn evaluate(rows: &[&CalibrationRow], calibration: &Calibration) -> Vec<RowResult> {
+    rows.par_iter().map(|row| evaluate_row(row, calibration)).collect()
 }
 
 fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {
@@ -85,29 +88,47 @@ pub fn fit(rows: &[&CalibrationRow], gpus: &[String]) -> Calibration {
     calibration
 }
 
-fn all_gpus(results: &[RowResult]) -> Vec<String> {
-    let mut gpus: Vec<String> =
-        results.iter().filter(|r| r.error_pct.is_some()).map(|r| r.gpu.clone()).collect();
-    gpus.sort();
-    gpus.dedup();
-    gpus
+/// The distinct `source_id`s of `rows`, sorted.
+pub(super) fn sources<'a>(rows: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut sources: Vec<&str> = rows.into_iter().collect();
+    sources.sort_unstable();
+    sources.dedup();
+    sources
+}
+
+/// One fit per source in `held_out`: the factors fitted on `fit_rows` without that source's rows.
+/// A source with no fit rows gets the fit on every row, computed once.
+pub(super) fn held_out_fits(
+    fit_rows: &[&CalibrationRow],
+    gpus: &[String],
+    held_out: &[&str],
+) -> BTreeMap<String, Calibration> {
+    let mut full: Option<Calibration> = None;
+    let mut fits = BTreeMap::new();
+    for &source in held_out {
+        let training: Vec<&CalibrationRow> =
+            fit_rows.iter().copied().filter(|r| r.source_id != source).collect();
+        let calibration = if training.len() == fit_rows.len() {
+            full.get_or_insert_with(|| fit(fit_rows, gpus)).clone()
+        } else {
+            fit(&training, gpus)
+        };
+        fits.insert(source.to_owned(), calibration);
+    }
+    fits
 }
 
 /// Leave-one-source-out cross-validation over the predicted rows.
 pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidation {
-    let mut sources: Vec<&str> = rows.iter().map(|r| r.source_id.as_str()).collect();
-    sources.sort();
-    sources.dedup();
+    let sources = sources(rows.iter().map(|r| r.source_id.as_str()));
+    let fits = held_out_fits(rows, gpus, &sources);
     let mut all_errors = Vec::new();
     let mut by_source = Vec::new();
     for source in sources {
-        let training: Vec<&CalibrationRow> =
-            rows.iter().copied().filter(|r| r.source_id != source).collect();
         let held_out: Vec<&CalibrationRow> =
             rows.iter().copied().filter(|r| r.source_id == source).collect();
-        let calibration = fit(&training, gpus);
         let errors: Vec<f64> =
-            evaluate(&held_out, &calibration).iter().filter_map(|r| r.error_pct).collect();
+            evaluate(&held_out, &fits[source]).iter().filter_map(|r| r.error_pct).collect();
         if errors.is_empty() {
             continue;
         }
@@ -120,27 +141,33 @@ pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidat
     }
 }
 
+/// The rows a fit reads, given every row's outcome under the preset factors (`results`, in the
+/// rows' order): the dense rows the model prices. The factor stands for a GPU's achievable
+/// efficiency on dense training, so mixture-of-experts rows (whose extra costs the model prices
+/// separately) stay out-of-sample, and unpriced rows would be skipped in every fold anyway. Also
+/// returns the GPUs those rows run on, sorted.
+pub(super) fn fit_rows<'a>(
+    rows: &[&'a CalibrationRow],
+    results: &[RowResult],
+) -> (Vec<&'a CalibrationRow>, Vec<String>) {
+    let priced: Vec<(&CalibrationRow, &RowResult)> = rows
+        .iter()
+        .zip(results)
+        .filter(|(row, result)| result.error_pct.is_some() && row.arch_type.trim() == "dense")
+        .map(|(row, result)| (*row, result))
+        .collect();
+    let mut gpus: Vec<String> = priced.iter().map(|(_, result)| result.gpu.clone()).collect();
+    gpus.sort();
+    gpus.dedup();
+    (priced.into_iter().map(|(row, _)| row).collect(), gpus)
+}
+
 /// Fits every GPU's factor on a calibration CSV and measures held-out accuracy.
 pub fn calibrate_csv(text: &str) -> Result<CalibrationReport, ValidateError> {
     let parsed = row::parse_rows(text)?;
     let rows: Vec<&CalibrationRow> = parsed.iter().collect();
     let presets = evaluate(&rows, &Calibration::new());
-    // Only dense rows the model can price take part: the factor stands for a GPU's achievable
-    // efficiency on dense training, so mixture-of-experts rows (whose extra costs the model prices
-    // separately) stay out-of-sample, and unpriced rows would be skipped in every fold anyway.
-    let priced: Vec<&CalibrationRow> = rows
-        .iter()
-        .zip(&presets)
-        .filter(|(row, result)| result.error_pct.is_some() && row.arch_type.trim() == "dense")
-        .map(|(row, _)| *row)
-        .collect();
-    let dense_results: Vec<RowResult> = rows
-        .iter()
-        .zip(presets)
-        .filter(|(row, _)| row.arch_type.trim() == "dense")
-        .map(|(_, result)| result)
-        .collect();
-    let gpus = all_gpus(&dense_results);
+    let (priced, gpus) = fit_rows(&rows, &presets);
     let base: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
     let base_errors = median_error_by_gpu(&evaluate(&priced, &base));
     let calibration = fit(&priced, &gpus);

@@ -52,6 +52,8 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
         measured_tokens_per_sec_per_gpu: None,
         predicted_tokens_per_sec_per_gpu: None,
         error_pct: None,
+        held_out_predicted_tokens_per_sec_per_gpu: None,
+        held_out_error_pct: None,
         measured_memory_gib: positive(&row.peak_memory_gib),
         predicted_memory_gib: None,
         memory_error_pct: None,

@@ -7,22 +7,33 @@
 //! ever dropped silently. Settings a row leaves blank are filled by one rule per software family
 //! (`defaults.rs`), and every assumption made for a row is listed with its result.
 
+mod accuracy;
+pub mod bands;
 mod calibrate;
 mod compare;
+mod coverage;
 mod defaults;
+mod held_out;
 mod mapping;
 mod measured;
+mod rank;
 mod row;
+mod run_band;
 mod structure;
 mod summary;
 
 use serde::Serialize;
 
+pub use accuracy::{Accuracy, KindAccuracy};
+pub use bands::{BandTable, ErrorBand};
 pub use calibrate::{CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
 pub use compare::{ComparisonSummary, SearchComparison, compare_search_csv};
+pub use coverage::BandCoverage;
 pub use mapping::Calibration;
+pub use rank::{RankAgreement, Sweep, kendall_tau_b};
 pub use row::CalibrationRow;
-pub use summary::{GroupSummary, Summary, percentile};
+pub use run_band::{run_band, run_band_key, run_stack};
+pub use summary::{GroupSummary, ReasonCount, Summary, percentile};
 
 /// The outcome for one CSV row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -51,6 +62,11 @@ pub struct RowResult {
     pub predicted_tokens_per_sec_per_gpu: Option<f64>,
     /// (predicted - measured) / measured x 100.
     pub error_pct: Option<f64>,
+    /// Predicted tokens per second per GPU with the calibration factors fitted without this row's
+    /// source (leave-one-source-out): the out-of-sample prediction.
+    pub held_out_predicted_tokens_per_sec_per_gpu: Option<f64>,
+    /// The out-of-sample error: (held-out prediction - measured) / measured x 100.
+    pub held_out_error_pct: Option<f64>,
     /// Measured peak memory per GPU in GiB, when the row states it.
     pub measured_memory_gib: Option<f64>,
     /// Predicted peak memory per GPU in GiB.
@@ -66,7 +82,10 @@ pub struct RowResult {
 /// The whole validation: every row, the overall summary and breakdowns.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ValidationReport {
-    /// Totals and error percentiles over every predicted row.
+    /// The lead figures: held-out and in-sample error per architecture, rank agreement in
+    /// sweeps, and the coverage of the error bands.
+    pub accuracy: Accuracy,
+    /// Totals and error percentiles (in-sample) over every predicted row.
     pub summary: Summary,
     /// The same statistics per `source_id`.
     pub by_source: Vec<GroupSummary>,
@@ -76,6 +95,8 @@ pub struct ValidationReport {
     pub by_kind: Vec<GroupSummary>,
     /// Every row in file order.
     pub rows: Vec<RowResult>,
+    /// The error bands of every held-out error (what `data/error-bands.json` holds).
+    pub bands: BandTable,
 }
 
 /// Why the CSV itself could not be read.
@@ -94,11 +115,14 @@ pub enum ValidateError {
     },
 }
 
-/// Predicts every row of a calibration CSV and compares with what was measured.
+/// Predicts every row of a calibration CSV and compares with what was measured: in-sample (the
+/// preset factors) and held-out (factors refitted without the row's source).
 pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
     let rows = row::parse_rows(text)?;
-    let calibration = Calibration::new();
-    let results: Vec<RowResult> =
-        rows.iter().map(|row| mapping::evaluate_row(row, &calibration)).collect();
-    Ok(summary::summarize(results))
+    let refs: Vec<&CalibrationRow> = rows.iter().collect();
+    let mut results = calibrate::evaluate(&refs, &Calibration::new());
+    held_out::attach_held_out(&rows, &mut results);
+    let (accuracy, bands) = accuracy::accuracy(&rows, &results);
+    let summary::Summaries { summary, by_source, by_gpu, by_kind } = summary::summarize(&results);
+    Ok(ValidationReport { accuracy, summary, by_source, by_gpu, by_kind, rows: results, bands })
 }

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::{RowResult, ValidationReport};
+use super::RowResult;
 
 /// Overall statistics, in the JSON shape scripts rely on.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -15,6 +15,8 @@ pub struct Summary {
     pub predicted: usize,
     /// Rows skipped, each with its reason in `rows`.
     pub skipped: usize,
+    /// Each distinct reason rows were skipped for, with how many rows, most frequent first.
+    pub skipped_reasons: Vec<ReasonCount>,
     /// Median of |error %| over predicted rows.
     pub median_abs_error_pct: Option<f64>,
     /// 90th percentile of |error %| over predicted rows.
@@ -25,6 +27,29 @@ pub struct Summary {
     pub memory_rows: usize,
     /// Median of |memory error %| over those rows.
     pub memory_median_abs_error_pct: Option<f64>,
+}
+
+/// A reason rows were skipped for, and how many.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ReasonCount {
+    /// The reason, as each row states it.
+    pub reason: String,
+    /// Rows skipped for it.
+    pub rows: usize,
+}
+
+/// Each distinct skip reason with its count: most rows first, then alphabetical.
+fn skipped_reasons(rows: &[RowResult]) -> Vec<ReasonCount> {
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for reason in rows.iter().filter_map(|r| r.skipped_reason.as_deref()) {
+        *counts.entry(reason).or_default() += 1;
+    }
+    let mut reasons: Vec<ReasonCount> = counts
+        .into_iter()
+        .map(|(reason, rows)| ReasonCount { reason: reason.to_owned(), rows })
+        .collect();
+    reasons.sort_by(|a, b| b.rows.cmp(&a.rows).then_with(|| a.reason.cmp(&b.reason)));
+    reasons
 }
 
 /// Statistics of one group of rows (a source or a GPU).
@@ -89,8 +114,16 @@ fn groups(rows: &[RowResult], key: impl Fn(&RowResult) -> String) -> Vec<GroupSu
     by_key.into_iter().map(|(name, rows)| group(name, &rows)).collect()
 }
 
-/// Builds the report from the per-row results.
-pub(super) fn summarize(rows: Vec<RowResult>) -> ValidationReport {
+/// The statistics of a validation's rows: overall and per source, GPU and architecture.
+pub(super) struct Summaries {
+    pub summary: Summary,
+    pub by_source: Vec<GroupSummary>,
+    pub by_gpu: Vec<GroupSummary>,
+    pub by_kind: Vec<GroupSummary>,
+}
+
+/// The statistics of the per-row results.
+pub(super) fn summarize(rows: &[RowResult]) -> Summaries {
     let all: Vec<&RowResult> = rows.iter().collect();
     let overall = group(String::new(), &all);
     let memory_errors: Vec<f64> =
@@ -99,21 +132,21 @@ pub(super) fn summarize(rows: Vec<RowResult>) -> ValidationReport {
         rows: rows.len(),
         predicted: overall.predicted,
         skipped: rows.iter().filter(|r| r.skipped_reason.is_some()).count(),
+        skipped_reasons: skipped_reasons(rows),
         median_abs_error_pct: overall.median_abs_error_pct,
         p90_abs_error_pct: overall.p90_abs_error_pct,
         mean_error_pct: overall.mean_error_pct,
         memory_rows: memory_errors.len(),
         memory_median_abs_error_pct: percentile(&memory_errors, 0.5),
     };
-    let mut by_kind = groups(&rows, |r| r.architecture.clone());
+    let mut by_kind = groups(rows, |r| r.architecture.clone());
     let context_parallel: Vec<&RowResult> = rows.iter().filter(|r| r.context_parallel).collect();
     by_kind.push(group("context parallel (cp > 1)".to_owned(), &context_parallel));
-    ValidationReport {
-        by_source: groups(&rows, |r| r.source_id.clone()),
-        by_gpu: groups(&rows, |r| r.gpu.clone()),
+    Summaries {
+        by_source: groups(rows, |r| r.source_id.clone()),
+        by_gpu: groups(rows, |r| r.gpu.clone()),
         by_kind,
         summary,
-        rows,
     }
 }
 
