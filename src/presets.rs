@@ -211,7 +211,8 @@ pub fn stack_spec(name: &str) -> Result<StackSpec, PresetError> {
             return Err(malformed("stack", name, "its `inherits` chain does not end"));
         }
         let file = find(STACKS, "stack", &id)?;
-        let table: toml::Table = toml::from_str(file.text).map_err(|e| malformed("stack", file.name, e))?;
+        let table: toml::Table =
+            toml::from_str(file.text).map_err(|e| malformed("stack", file.name, e))?;
         // Each file on its own is a whole stack file too: unknown keys are rejected here.
         toml::from_str::<StackSpec>(file.text).map_err(|e| malformed("stack", file.name, e))?;
         next = table
@@ -336,9 +337,15 @@ mod tests {
     fn software_text_picks_the_longest_matching_stack_and_unknown_text_the_generic_one() {
         let catalog = StackCatalog::builtin().unwrap();
         let of = |text: &str| catalog.for_software(text).id().to_owned();
-        assert_eq!(of("NeMo 26.04.01 container (Megatron-Bridge + Megatron-Core)"), "nemo-26.04.01");
+        assert_eq!(
+            of("NeMo 26.04.01 container (Megatron-Bridge + Megatron-Core)"),
+            "nemo-26.04.01"
+        );
         assert_eq!(of("NeMo 26.04 container (Megatron-Bridge + Megatron-Core)"), "nemo-26.04");
-        assert_eq!(of("Megatron-DeepSpeed (BigScience fork) + DeepSpeed BF16Optimizer"), "megatron-deepspeed");
+        assert_eq!(
+            of("Megatron-DeepSpeed (BigScience fork) + DeepSpeed BF16Optimizer"),
+            "megatron-deepspeed"
+        );
         assert_eq!(of("NeMo AutoModel main (2025-10)"), "nemo-automodel");
         assert_eq!(of("Megatron-LM (2021), NGC PyTorch 20.12 container"), "megatron-lm-2020-2022");
         assert_eq!(of("metaseq (FairScale FSDP + Megatron-LM tensor parallelism)"), GENERIC_STACK);

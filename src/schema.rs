@@ -6,6 +6,7 @@ use schemars::schema_for;
 
 use crate::hardware::GpuSpec;
 use crate::model::ModelSpec;
+use crate::stack::StackSpec;
 
 /// Every input schema: file name under `schemas/` and its pretty-printed JSON text.
 pub fn input_schemas() -> Vec<(&'static str, String)> {
@@ -17,5 +18,6 @@ pub fn input_schemas() -> Vec<(&'static str, String)> {
     vec![
         ("model.schema.json", pretty(schema_for!(ModelSpec))),
         ("gpu.schema.json", pretty(schema_for!(GpuSpec))),
+        ("stack.schema.json", pretty(schema_for!(StackSpec))),
     ]
 }

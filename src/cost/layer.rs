@@ -10,8 +10,7 @@ use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
     GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
-    grouped_gemm_time, memory_time,
-    recipe_gemm_speed,
+    grouped_gemm_time, memory_time, recipe_gemm_speed,
 };
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
@@ -195,8 +194,22 @@ impl<'a> Ctx<'a> {
             Some((forward_fraction, backward_fraction)) => {
                 let time = |bytes, fraction| eager_memory_time(gpu, bytes, fraction);
                 let kind = OpKind::Memory;
-                table.push(name, Phase::Forward, kind, Flops::ZERO, forward, time(forward, forward_fraction));
-                table.push(name, Phase::Backward, kind, Flops::ZERO, backward, time(backward, backward_fraction));
+                table.push(
+                    name,
+                    Phase::Forward,
+                    kind,
+                    Flops::ZERO,
+                    forward,
+                    time(forward, forward_fraction),
+                );
+                table.push(
+                    name,
+                    Phase::Backward,
+                    kind,
+                    Flops::ZERO,
+                    backward,
+                    time(backward, backward_fraction),
+                );
             }
             None => {
                 table.push_memory(gpu, name, Phase::Forward, forward);

@@ -379,8 +379,7 @@ mod tests {
         assert!(((thin.low_pct + thin.high_pct) / 2.0 - middle).abs() < 1e-9);
         assert!(thin.describe().contains("fewer than 8 validated runs on torchtitan"));
         // No stack: the same group, saying why.
-        let no_stack =
-            table.band(&key(ArchClass::Dense, Some(Generation::Hopper), None)).unwrap();
+        let no_stack = table.band(&key(ArchClass::Dense, Some(Generation::Hopper), None)).unwrap();
         let expected = format!("widened x{WIDENING:.2} (software stack not known)");
         assert!(no_stack.describe().starts_with(&expected), "{}", no_stack.describe());
         // Ampere has 3 runs, Blackwell none, and an unknown generation: the class, widened twice.

@@ -14,10 +14,11 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::mapping::{Calibration, evaluate_row};
+use super::mapping::{Calibration, evaluate_row, unpriced};
 use super::row::CalibrationRow;
 use super::summary::{GroupSummary, error_summary, percentile};
 use super::{RowResult, ValidateError, row};
+use crate::presets::StackCatalog;
 
 /// Fixed-point iterations of the fit; the medians move by well under 0.1% after four.
 const FIT_ITERATIONS: usize = 4;
@@ -57,8 +58,16 @@ pub struct CalibrationReport {
 
 /// Every row priced under `calibration`, in the rows' order (priced in parallel, collected in
 /// order, so the result does not depend on thread timing).
+/// A row's software stack comes from its `software_or_release` text ([`StackCatalog`]).
 pub(super) fn evaluate(rows: &[&CalibrationRow], calibration: &Calibration) -> Vec<RowResult> {
-    rows.par_iter().map(|row| evaluate_row(row, calibration)).collect()
+    let Ok(stacks) = StackCatalog::builtin() else {
+        // The built-in stacks are checked by the tests; without them no row can be priced.
+        return rows
+            .iter()
+            .map(|row| unpriced(row, "the built-in software stacks do not read"))
+            .collect();
+    };
+    rows.par_iter().map(|row| evaluate_row(row, calibration, &stacks)).collect()
 }
 
 fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {

@@ -80,12 +80,17 @@ pub fn compare_search_csv(
 ) -> Result<ComparisonSummary, ValidateError> {
     let rows: Vec<CalibrationRow> = parse_rows(text)?;
     let calibration = Calibration::new();
+    let stacks = crate::presets::StackCatalog::builtin()
+        .map_err(|err| ValidateError::Stacks(err.to_string()))?;
     // The published plan of each case: the fastest among its rows, by meshplan's model.
     let mut cases: BTreeMap<String, (Vec<String>, crate::run::RunSpec, Run, f64, bool)> =
         BTreeMap::new();
     for row in &rows {
-        let Ok(mapped) = map_row(row, &calibration) else { continue };
-        let Ok(run) = Run::from_spec(&mapped.spec) else { continue };
+        let stack = stacks.for_software(&row.software_or_release);
+        let Ok(mapped) = map_row(row, &calibration, stack) else { continue };
+        let Ok(run) = Run::from_spec_with_stack(&mapped.spec, std::sync::Arc::clone(stack)) else {
+            continue;
+        };
         let Ok((estimate, _)) = estimate_simulated_with(&run, SimOptions { timeline: false })
         else {
             continue;

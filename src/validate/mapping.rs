@@ -9,9 +9,10 @@
 //! the row's assumptions.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::RowResult;
-use super::defaults::{Family, FamilyDefaults};
+use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
 use super::row::{CalibrationRow, count, positive};
 use super::structure;
@@ -19,13 +20,18 @@ use crate::estimate::estimate_simulated_with;
 use crate::hardware::ClusterSpec;
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
 use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
-use crate::presets;
+use crate::presets::{self, StackCatalog};
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
+use crate::stack::{RecomputeDefault, Stack, StackDefaults};
 
 /// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor. Fitted by
 /// `calibrate.rs`, applied here to the GPU a row maps to.
 pub type Calibration = BTreeMap<String, f64>;
+
+/// The assumption a row gets when its stack leaves recompute to memory.
+const LEAST_RECOMPUTE: &str =
+    "activation recompute not stated: the least that fits memory (none, else selective, else full)";
 
 /// A row ready to price, with what was assumed to get there.
 pub(super) struct Mapped {
@@ -36,12 +42,13 @@ pub(super) struct Mapped {
     shape: Option<FlopShape>,
 }
 
-/// Predicts one row, or says why it cannot be predicted.
-pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> RowResult {
-    let mut result = RowResult {
+/// A row's result before pricing: what the row states, with no prediction; `reason` says why
+/// there is none.
+pub(super) fn unpriced(row: &CalibrationRow, reason: &str) -> RowResult {
+    RowResult {
         row_id: row.row_id.clone(),
         source_id: row.source_id.clone(),
-        stack: family_name(Family::of(&row.source_id, &row.software_or_release)).to_owned(),
+        stack: String::new(),
         model: row.model.clone(),
         architecture: row.arch_type.trim().to_owned(),
         context_parallel: count(&row.cp).is_some_and(|cp| cp > 1),
@@ -58,9 +65,21 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
         predicted_memory_gib: None,
         memory_error_pct: None,
         assumptions: Vec::new(),
-        skipped_reason: None,
-    };
-    let mapped = match map_row(row, calibration) {
+        skipped_reason: Some(reason.to_owned()),
+    }
+}
+
+/// Predicts one row, or says why it cannot be predicted. The row's software stack is the one its
+/// `software_or_release` text names in `stacks`; nothing else about the row's source is read.
+pub(super) fn evaluate_row(
+    row: &CalibrationRow,
+    calibration: &Calibration,
+    stacks: &StackCatalog,
+) -> RowResult {
+    let stack = Arc::clone(stacks.for_software(&row.software_or_release));
+    let mut result =
+        RowResult { stack: stack.id().to_owned(), skipped_reason: None, ..unpriced(row, "") };
+    let mapped = match map_row(row, calibration, &stack) {
         Ok(mapped) => mapped,
         Err(reason) => {
             result.skipped_reason = Some(reason);
@@ -80,24 +99,50 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
         result.assumptions.push(format!("measured throughput from {}", measured.how));
     }
     result.measured_tokens_per_sec_per_gpu = Some(measured.tokens_per_sec_per_gpu);
-    let run = match Run::from_spec(&mapped.spec) {
-        Ok(run) => run,
-        Err(violations) => {
-            let problems: Vec<String> = violations
-                .list()
-                .iter()
-                .map(|v| format!("{} = {}: {}", v.field, v.value, v.message))
-                .collect();
-            result.skipped_reason = Some(format!("plan not modelled: {}", problems.join("; ")));
-            return result;
-        }
+    // A stack that leaves recompute to memory: the least recompute whose run fits.
+    let least = mapped.assumptions.iter().any(|a| a == LEAST_RECOMPUTE);
+    let kinds: &[RecomputeKind] = if least {
+        &[RecomputeKind::None, RecomputeKind::Selective, RecomputeKind::Full]
+    } else {
+        &[RecomputeKind::None]
     };
-    let estimate = match estimate_simulated_with(&run, SimOptions { timeline: false }) {
-        Ok((estimate, _)) => estimate,
-        Err(err) => {
-            result.skipped_reason = Some(format!("schedule not simulated: {err}"));
-            return result;
+    let mut priced = None;
+    for (i, kind) in kinds.iter().enumerate() {
+        let mut spec = mapped.spec.clone();
+        if least {
+            spec.plan.recompute = Some(*kind);
         }
+        let run = match Run::from_spec_with_stack(&spec, Arc::clone(&stack)) {
+            Ok(run) => run,
+            Err(violations) => {
+                let problems: Vec<String> = violations
+                    .list()
+                    .iter()
+                    .map(|v| format!("{} = {}: {}", v.field, v.value, v.message))
+                    .collect();
+                result.skipped_reason = Some(format!("plan not modelled: {}", problems.join("; ")));
+                return result;
+            }
+        };
+        let estimate = match estimate_simulated_with(&run, SimOptions { timeline: false }) {
+            Ok((estimate, _)) => estimate,
+            Err(err) => {
+                result.skipped_reason = Some(format!("schedule not simulated: {err}"));
+                return result;
+            }
+        };
+        let last = i + 1 == kinds.len();
+        if estimate.fits() || last {
+            if least {
+                result.assumptions.push(format!("recompute {kind:?}: the least that fits"));
+            }
+            priced = Some((run, estimate));
+            break;
+        }
+    }
+    let Some((run, estimate)) = priced else {
+        result.skipped_reason = Some("no recompute setting was priced".into());
+        return result;
     };
     let predicted = estimate.throughput.tokens_per_sec_per_gpu;
     result.plan = Some(run.plan().label());
@@ -120,7 +165,11 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
     result
 }
 
-pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result<Mapped, String> {
+pub(super) fn map_row(
+    row: &CalibrationRow,
+    calibration: &Calibration,
+    stack: &Stack,
+) -> Result<Mapped, String> {
     let moe = match row.arch_type.trim() {
         "dense" => false,
         "moe" => true,
@@ -129,8 +178,7 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         }
         other => return Err(format!("architecture type `{other}` is not modelled")),
     };
-    let family = Family::of(&row.source_id, &row.software_or_release);
-    let defaults = family.defaults();
+    let defaults = stack.defaults();
     let mut assumptions = Vec::new();
     let mut model = model_spec(row, &mut assumptions)?;
     if moe {
@@ -167,8 +215,8 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         ));
     }
     let dp = num_gpus / model_parallel;
-    let precision = precision(row, family, &defaults, gpu_name, &mut assumptions)?;
-    let (micro_batch, global_batch) = batch(row, family, dp, pp, &mut assumptions)?;
+    let precision = precision(row, stack, defaults, gpu_name, &mut assumptions)?;
+    let (micro_batch, global_batch) = batch(row, stack, dp, pp, &mut assumptions)?;
     let mut plan = PlanSpec {
         tp: Some(tp as i64),
         pp: Some(pp as i64),
@@ -183,7 +231,7 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
             plan.pipeline_split = Some(PipelineSplit::EmbeddingAndLoss);
             assumptions.push(format!(
                 "{layers} layers do not split evenly over pp {pp} x vp {vp}: embedding and loss counted as layers ({} rule)",
-                family_name(family)
+                stack.id()
             ));
         } else {
             plan.pipeline_split = Some(PipelineSplit::Balanced);
@@ -195,8 +243,8 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
     if moe {
         experts_plan(row, model.name.as_str(), &mut plan, &mut assumptions);
     }
-    sharding(row, &defaults, dp, &mut plan, &mut assumptions);
-    recompute(row, &defaults, &mut plan, &mut assumptions);
+    sharding(row, defaults, dp, &mut plan, &mut assumptions);
+    recompute(row, defaults, &mut plan, &mut assumptions);
     let settings = row.other_settings.to_ascii_lowercase();
     let sp_stated = row.sequence_parallel.trim().to_ascii_lowercase();
     plan.sequence_parallel =
@@ -217,8 +265,12 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
         z if z.contains("ddp-impl torch") => true,
         _ => defaults.overlap_grad_reduce || settings.contains("overlap-grad-reduce"),
     });
-    if tp > 1 && (family == Family::Nemo || family == Family::MegatronCore) {
-        assumptions.push(format!("{}: {}", family_name(family), defaults.source));
+    if tp > 1 && stack.defaults().tp_comm_overlap {
+        assumptions.push(format!(
+            "{}: sequence parallel and TP communication overlap by its defaults ({})",
+            stack.id(),
+            stack.sources().get("defaults.tp_comm_overlap").map_or("", String::as_str)
+        ));
     }
     // The published FLOP formulas (to turn a TFLOP/s figure into tokens/s) are dense ones; MoE
     // rows are compared on the throughput they state.
@@ -241,7 +293,7 @@ pub(super) fn map_row(row: &CalibrationRow, calibration: &Calibration) -> Result
             micro_batch: Some(micro_batch as i64),
             precision: Some(precision),
         },
-        plan,
+        plan: PlanSpec { stack: Some(stack.id().to_owned()), ..plan },
     };
     Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape })
 }
@@ -272,21 +324,6 @@ fn experts_plan(
     if text.contains("tokendrop") || text.contains("token dropping") {
         plan.moe_capacity_factor = Some(1.0);
         assumptions.push("token dropping at capacity factor 1.0".into());
-    }
-}
-
-fn family_name(family: Family) -> &'static str {
-    match family {
-        Family::Megatron2020 => "Megatron-LM 2020",
-        Family::Megatron2021 => "Megatron-LM 2021",
-        Family::MegatronCore => "Megatron-Core",
-        Family::Nemo => "NeMo",
-        Family::AutoModel => "NeMo AutoModel",
-        Family::Torchtitan => "torchtitan",
-        Family::Composer => "Composer",
-        Family::FlagPerf => "FlagPerf",
-        Family::MegatronDeepSpeed => "Megatron-DeepSpeed",
-        Family::Other => "other",
     }
 }
 
@@ -402,67 +439,10 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
     })
 }
 
-type NetworkOverride = Option<(String, String)>;
-
-/// The GPU preset for a `gpu_type` text, and a network bandwidth override where the row states a
-/// fabric that differs from the preset's.
-fn gpu_preset(gpu_type: &str) -> Option<(&'static str, NetworkOverride)> {
-    let text = gpu_type.to_ascii_uppercase();
-    let name = if text.contains("GB300") {
-        "gb300"
-    } else if text.contains("GB200") {
-        "gb200"
-    } else if text.contains("B300") {
-        "b300"
-    } else if text.contains("B200") {
-        "b200"
-    } else if text.contains("H100") && text.contains("96GB") {
-        "h100-96gb"
-    } else if text.contains("H800") {
-        "h800"
-    } else if text.contains("H200") {
-        "h200"
-    } else if text.contains("H100") {
-        "h100-sxm"
-    } else if text.contains("A800") {
-        "a800"
-    } else if text.contains("A100") && text.contains("40GB") {
-        "a100-40gb"
-    } else if text.contains("A100") {
-        "a100-80gb"
-    } else if text.contains("V100") && text.contains("SXM3") {
-        "v100-sxm3"
-    } else if text.contains("V100") {
-        "v100-sxm2"
-    } else if text.contains("MI300X") {
-        "mi300x"
-    } else {
-        return None;
-    };
-    let network = if text.contains("4X OMNIPATH") {
-        // Jean Zay: four 100 Gb/s Omni-Path links per 8-GPU node.
-        Some((
-            "50 Gb/s".to_owned(),
-            "network: 4 x 100 Gb/s Omni-Path per 8-GPU node = 50 Gb/s per GPU (row's gpu_type)"
-                .to_owned(),
-        ))
-    } else if text.contains("1600 GBPS") {
-        Some((
-            "200 Gb/s".to_owned(),
-            "network: 1600 Gb/s RoCE per 8-GPU node = 200 Gb/s per GPU (row's gpu_type)".to_owned(),
-        ))
-    } else if text.contains("IB 200GB/S") {
-        Some(("200 Gb/s".to_owned(), "network: IB 200 Gb/s per GPU (row's gpu_type)".to_owned()))
-    } else {
-        None
-    };
-    Some((name, network))
-}
-
 fn precision(
     row: &CalibrationRow,
-    family: Family,
-    defaults: &FamilyDefaults,
+    stack: &Stack,
+    defaults: &StackDefaults,
     gpu: &str,
     assumptions: &mut Vec<String>,
 ) -> Result<Precision, String> {
@@ -472,7 +452,7 @@ fn precision(
         assumptions.push(format!(
             "precision {} ({} default)",
             defaults.precision.name(),
-            family_name(family)
+            stack.id()
         ));
         defaults.precision
     } else if text.contains("nvfp4") {
@@ -490,7 +470,7 @@ fn precision(
             assumptions.push(format!(
                 "FP8 recipe {} ({} default)",
                 defaults.fp8.name(),
-                family_name(family)
+                stack.id()
             ));
         }
         if text.contains("te hybrid") { Precision::Fp8Delayed } else { defaults.fp8 }
@@ -507,7 +487,7 @@ fn precision(
 /// Micro-batch and global batch, filling what the row leaves blank.
 fn batch(
     row: &CalibrationRow,
-    family: Family,
+    stack: &Stack,
     dp: u64,
     pp: u64,
     assumptions: &mut Vec<String>,
@@ -543,18 +523,12 @@ fn batch(
             Ok((micro, gbs.unwrap_or(local * dp)))
         }
         (None, Some(gbs), None) => {
-            let micro = match family {
-                Family::Megatron2020 => gbs / dp.max(1),
-                _ => 1,
-            };
+            let whole = stack.defaults().no_gradient_accumulation;
+            let micro = if whole { gbs / dp.max(1) } else { 1 };
             assumptions.push(format!(
                 "micro-batch {micro} ({} rule: {})",
-                family_name(family),
-                if family == Family::Megatron2020 {
-                    "no gradient accumulation"
-                } else {
-                    "Megatron-LM examples use 1"
-                }
+                stack.id(),
+                if whole { "no gradient accumulation" } else { "Megatron-LM examples use 1" }
             ));
             Ok((micro.max(1), gbs))
         }
@@ -564,7 +538,7 @@ fn batch(
 
 fn sharding(
     row: &CalibrationRow,
-    defaults: &FamilyDefaults,
+    defaults: &StackDefaults,
     dp: u64,
     plan: &mut PlanSpec,
     assumptions: &mut Vec<String>,
@@ -596,7 +570,7 @@ fn sharding(
         plan.zero = Some(0);
     } else {
         plan.zero = Some(defaults.zero);
-        if defaults.zero == 3 {
+        if defaults.zero == 3 && defaults.fsdp {
             plan.zero = None;
             plan.fsdp = Some(true);
         }
@@ -606,13 +580,13 @@ fn sharding(
             2 => "ZeRO-2",
             _ => "FSDP full shard",
         };
-        assumptions.push(format!("data-parallel sharding not stated: {what} (family default)"));
+        assumptions.push(format!("data-parallel sharding not stated: {what} (stack default)"));
     }
 }
 
 fn recompute(
     row: &CalibrationRow,
-    defaults: &FamilyDefaults,
+    defaults: &StackDefaults,
     plan: &mut PlanSpec,
     assumptions: &mut Vec<String>,
 ) {
@@ -627,17 +601,34 @@ fn recompute(
     } else if text.contains("none") {
         RecomputeKind::None
     } else {
-        assumptions.push(format!(
-            "activation recompute not stated: {:?} (family default)",
-            defaults.recompute
-        ));
-        defaults.recompute
+        match defaults.recompute {
+            RecomputeDefault::LeastThatFits => {
+                // Priced with none here; `evaluate_row` moves to more recompute while the run
+                // does not fit.
+                assumptions.push(LEAST_RECOMPUTE.to_owned());
+                RecomputeKind::None
+            }
+            default => {
+                assumptions
+                    .push(format!("activation recompute not stated: {default:?} (stack default)"));
+                match default {
+                    RecomputeDefault::Selective => RecomputeKind::Selective,
+                    RecomputeDefault::Full => RecomputeKind::Full,
+                    RecomputeDefault::Op => RecomputeKind::Op,
+                    _ => RecomputeKind::None,
+                }
+            }
+        }
     });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn stacks() -> StackCatalog {
+        StackCatalog::builtin().unwrap()
+    }
 
     #[test]
     fn gpu_types_map_to_presets_and_stated_fabrics() {
@@ -681,7 +672,7 @@ mod tests {
 
     #[test]
     fn a_dense_row_is_priced_with_its_family_defaults_listed() {
-        let result = evaluate_row(&dense_row(), &Calibration::new());
+        let result = evaluate_row(&dense_row(), &Calibration::new(), &stacks());
         assert_eq!(result.skipped_reason, None);
         assert_eq!(result.plan.as_deref(), Some("tp1 pp1 vp1 cp1 dp8"));
         let error = result.error_pct.unwrap();
@@ -695,16 +686,17 @@ mod tests {
     #[test]
     fn rows_that_cannot_be_priced_say_why() {
         let moe = CalibrationRow { arch_type: "moe".into(), ..dense_row() };
-        let reason = evaluate_row(&moe, &Calibration::new()).skipped_reason.unwrap();
+        let reason = evaluate_row(&moe, &Calibration::new(), &stacks()).skipped_reason.unwrap();
         assert!(reason.contains("`num_experts` not stated"), "{reason}");
         let mamba = CalibrationRow { arch_type: "hybrid-mamba-moe".into(), ..dense_row() };
-        let reason = evaluate_row(&mamba, &Calibration::new()).skipped_reason.unwrap();
+        let reason = evaluate_row(&mamba, &Calibration::new(), &stacks()).skipped_reason.unwrap();
         assert!(reason.contains("Mamba"), "{reason}");
         let no_plan = CalibrationRow { tp: String::new(), ..dense_row() };
-        let reason = evaluate_row(&no_plan, &Calibration::new()).skipped_reason.unwrap();
+        let reason = evaluate_row(&no_plan, &Calibration::new(), &stacks()).skipped_reason.unwrap();
         assert!(reason.contains("not stated"), "{reason}");
         let too_many_experts = CalibrationRow { ep: "3".into(), ..moe_row() };
-        let reason = evaluate_row(&too_many_experts, &Calibration::new()).skipped_reason.unwrap();
+        let reason =
+            evaluate_row(&too_many_experts, &Calibration::new(), &stacks()).skipped_reason.unwrap();
         assert!(reason.contains("plan.ep = 3"), "{reason}");
     }
 
@@ -723,17 +715,17 @@ mod tests {
     fn a_plan_needing_more_gpus_than_the_row_has_is_skipped_with_its_reason() {
         let row =
             CalibrationRow { tp: "8".into(), pp: "4".into(), num_gpus: "8".into(), ..dense_row() };
-        let result = evaluate_row(&row, &Calibration::new());
+        let result = evaluate_row(&row, &Calibration::new(), &stacks());
         let reason = result.skipped_reason.unwrap();
         assert!(reason.contains("needs more than the 8 GPUs"), "{reason}");
         let huge = CalibrationRow { tp: "4294967296".into(), ..dense_row() };
-        assert!(evaluate_row(&huge, &Calibration::new()).skipped_reason.is_some());
+        assert!(evaluate_row(&huge, &Calibration::new(), &stacks()).skipped_reason.is_some());
     }
 
     #[test]
     fn moe_rows_are_priced_with_their_experts_and_uneven_splits_balanced() {
         let uneven = CalibrationRow { pp: "3".into(), num_gpus: "24".into(), ..moe_row() };
-        let result = evaluate_row(&uneven, &Calibration::new());
+        let result = evaluate_row(&uneven, &Calibration::new(), &stacks());
         assert_eq!(result.skipped_reason, None);
         assert_eq!(result.plan.as_deref(), Some("tp1 pp3 vp1 cp1 dp8 ep8 etp1 split-balanced"));
         let assumptions = result.assumptions.join("\n");
@@ -746,8 +738,8 @@ mod tests {
         let stated = |text: &str| {
             let row = CalibrationRow { activation_recompute: text.into(), ..dense_row() };
             let mut plan = PlanSpec::default();
-            let defaults = Family::Torchtitan.defaults();
-            recompute(&row, &defaults, &mut plan, &mut Vec::new());
+            let stack = crate::presets::stack("torchtitan-2024-12").unwrap();
+            recompute(&row, stack.defaults(), &mut plan, &mut Vec::new());
             plan.recompute.unwrap()
         };
         assert_eq!(stated("selective (per-op SAC per default config)"), RecomputeKind::Op);
@@ -760,8 +752,8 @@ mod tests {
         let text =
             "FP8 block-scaled (GB200/B200: MXFP8 32x32; H100: 128x128 weights / 1x128 activations)";
         let row = CalibrationRow { precision: text.into(), ..dense_row() };
-        let defaults = Family::Nemo.defaults();
-        let on = |gpu| precision(&row, Family::Nemo, &defaults, gpu, &mut Vec::new()).unwrap();
+        let stack = crate::presets::stack("nemo-26.04").unwrap();
+        let on = |gpu| precision(&row, &stack, stack.defaults(), gpu, &mut Vec::new()).unwrap();
         assert_eq!(on("h100-sxm"), Precision::Fp8Blockwise);
         assert_eq!(on("gb200"), Precision::Mxfp8);
     }

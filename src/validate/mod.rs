@@ -12,7 +12,7 @@ pub mod bands;
 mod calibrate;
 mod compare;
 mod coverage;
-mod defaults;
+mod gpu_type;
 mod held_out;
 mod mapping;
 mod measured;
@@ -102,6 +102,9 @@ pub struct ValidationReport {
 /// Why the CSV itself could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum ValidateError {
+    /// The built-in software stacks do not read (a bug in the shipped data).
+    #[error("the built-in software stacks do not read: {0}")]
+    Stacks(String),
     /// The text is not CSV with the expected header.
     #[error("cannot read the calibration CSV: {0}")]
     Csv(#[from] csv::Error),

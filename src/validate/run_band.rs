@@ -4,14 +4,10 @@
 use super::bands::{ArchClass, BandKey, BandTable, ErrorBand};
 use crate::Run;
 
-/// The software stack a run's band is looked up by, in the vocabulary of `RowResult::stack`.
-///
-/// TO WIRE: a run does not name its software stack yet, so this returns `None` and the band comes
-/// from every stack of the run's class and GPU generation (widened once, and saying so). When a
-/// run carries a stack id (`nemo-26.04`, `torchtitan-2024-12`, as validation rows name theirs),
-/// return it here; nothing else needs to change.
-pub fn run_stack(_run: &Run) -> Option<String> {
-    None
+/// The software stack a run's band is looked up by: the stack it is priced with, named as
+/// validation rows name theirs (`nemo-26.04`, `torchtitan-2024-12`).
+pub fn run_stack(run: &Run) -> Option<String> {
+    Some(run.stack().id().to_owned())
 }
 
 /// The band key of a run.

@@ -197,8 +197,8 @@ fn fused_attention_matches_the_measured_times_by_sequence_length() {
         for row in rows(&data, "attention").iter().filter(|row| row["backend"] == "cudnn") {
             let flops = Flops::new(number(row, "forward_flops"));
             let (seq, head_dim) = (number(row, "seq"), number(row, "head_dim_qk"));
-            let f = attention_forward_time(&gpu, flops, seq, head_dim);
-            let b = attention_backward_time(&gpu, flops, seq, head_dim);
+            let f = attention_forward_time(&gpu, flops, seq, head_dim, 1.0);
+            let b = attention_backward_time(&gpu, flops, seq, head_dim, 1.0);
             forward.push(error(f, number(row, "forward_seconds")));
             backward.push(error(b, number(row, "backward_seconds")));
         }

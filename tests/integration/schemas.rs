@@ -31,6 +31,8 @@ fn every_preset_validates_against_its_schema_shape() {
         assert_eq!(schema["additionalProperties"], false, "{name} rejects unknown keys");
         let files = if name.starts_with("model") {
             meshplan::presets::MODELS
+        } else if name.starts_with("stack") {
+            meshplan::presets::STACKS
         } else {
             meshplan::presets::GPUS
         };

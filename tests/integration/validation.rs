@@ -173,3 +173,38 @@ fn validate_leads_with_out_of_sample_accuracy_and_calibrated_bands() {
     assert!(accuracy.contains("Skipped: "), "{accuracy}");
     assert!(accuracy.contains("hybrid Mamba layers are not modelled"), "{accuracy}");
 }
+
+#[test]
+fn renaming_every_source_id_changes_no_prediction() {
+    // A row's source plays no part in its prediction: the software comes from its
+    // `software_or_release` text. Rename every source and compare each row's in-sample result.
+    let text = calibration_text();
+    let mut reader = csv::Reader::from_reader(text.as_bytes());
+    let headers = reader.headers().unwrap().clone();
+    let column = headers.iter().position(|h| h == "source_id").unwrap();
+    let mut writer = csv::Writer::from_writer(Vec::new());
+    writer.write_record(&headers).unwrap();
+    for (i, record) in reader.records().enumerate() {
+        let record = record.unwrap();
+        let renamed: Vec<String> = record
+            .iter()
+            .enumerate()
+            .map(|(c, v)| if c == column { format!("unseen_{}", i % 7) } else { v.to_owned() })
+            .collect();
+        writer.write_record(&renamed).unwrap();
+    }
+    let renamed = String::from_utf8(writer.into_inner().unwrap()).unwrap();
+    let original = meshplan::validate::validate_csv(&text).unwrap();
+    let other = meshplan::validate::validate_csv(&renamed).unwrap();
+    assert_eq!(original.rows.len(), other.rows.len());
+    for (a, b) in original.rows.iter().zip(&other.rows) {
+        assert_eq!(
+            a.predicted_tokens_per_sec_per_gpu, b.predicted_tokens_per_sec_per_gpu,
+            "row {}",
+            a.row_id
+        );
+        assert_eq!(a.predicted_memory_gib, b.predicted_memory_gib, "row {}", a.row_id);
+        assert_eq!(a.assumptions, b.assumptions, "row {}", a.row_id);
+        assert_eq!(a.stack, b.stack, "row {}", a.row_id);
+    }
+}
