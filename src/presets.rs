@@ -280,9 +280,8 @@ impl StackCatalog {
             .filter(|(_, m)| !m.is_empty())
             .filter_map(|(stack, m)| text.find(m.as_str()).map(|at| (stack, at, m.len())))
             .min_by_key(|&(_, at, len)| (at, std::cmp::Reverse(len)));
-        let best = best.map(|(stack, _, _)| (stack, ()));
         match best {
-            Some((stack, _)) => stack,
+            Some((stack, _, _)) => stack,
             None => self.get(GENERIC_STACK).unwrap_or(&self.stacks[0].0),
         }
     }

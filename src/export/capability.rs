@@ -484,6 +484,33 @@ mod tests {
     use crate::plan::{PlanSpec, TrainingSpec};
     use crate::run::RunSpec;
 
+    #[test]
+    fn a_stack_never_defaults_to_what_its_engine_lacks() {
+        let stacks = crate::presets::StackCatalog::builtin().unwrap();
+        for stack in stacks.all() {
+            let Some(engine) = stack.engine() else { continue };
+            let (defaults, caps) = (stack.defaults(), engine.capabilities());
+            assert!(!defaults.tp_comm_overlap || caps.tp_comm_overlap, "{}", stack.id());
+            if let Some(kind @ (RecomputeKind::Selective | RecomputeKind::Op)) =
+                defaults.recompute.kind()
+            {
+                assert_eq!(Some(kind), caps.selective_recompute, "{}", stack.id());
+            }
+            for precision in std::iter::once(defaults.precision).chain(defaults.fp8) {
+                assert!(caps.precisions.contains(&precision), "{} {precision:?}", stack.id());
+            }
+        }
+    }
+
+    #[test]
+    fn torchtitan_runs_checkpoint_per_op_and_leave_async_tp_off_as_its_config_does() {
+        let stack = crate::presets::stack("torchtitan-2024-12").unwrap();
+        let caps = Engine::Torchtitan.capabilities();
+        assert_eq!(stack.defaults().recompute.kind(), caps.selective_recompute);
+        // Off by the published default, though the engine has it.
+        assert!(caps.tp_comm_overlap && !stack.defaults().tp_comm_overlap);
+    }
+
     fn run(gpus: i64, precision: Precision, plan: PlanSpec) -> Run {
         Run::from_spec(&RunSpec {
             model: crate::presets::model("llama3.1-8b").unwrap(),

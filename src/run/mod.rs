@@ -136,10 +136,6 @@ impl Run {
     pub fn stack(&self) -> &Stack {
         &self.stack
     }
-    /// The same, shared.
-    pub fn stack_arc(&self) -> &Arc<Stack> {
-        &self.stack
-    }
 
     /// The model.
     pub fn model(&self) -> &Model {

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::hardware::Generation;
+use crate::plan::RecomputeKind;
 
 /// The family of training software a stack belongs to.
 #[derive(
@@ -148,6 +149,20 @@ pub enum RecomputeDefault {
     /// The least recompute that fits memory (none, then selective, then full): what a tuned,
     /// published benchmark would use.
     LeastThatFits,
+}
+
+impl RecomputeDefault {
+    /// The one recompute kind this default names; `None` for [`RecomputeDefault::LeastThatFits`],
+    /// which depends on the run's memory.
+    pub fn kind(self) -> Option<RecomputeKind> {
+        match self {
+            RecomputeDefault::None => Some(RecomputeKind::None),
+            RecomputeDefault::Selective => Some(RecomputeKind::Selective),
+            RecomputeDefault::Full => Some(RecomputeKind::Full),
+            RecomputeDefault::Op => Some(RecomputeKind::Op),
+            RecomputeDefault::LeastThatFits => None,
+        }
+    }
 }
 
 /// The data-parallel sharding a stack's published runs use when they do not say.

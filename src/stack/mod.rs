@@ -44,8 +44,8 @@ pub struct StackDefaults {
     pub overlap_grad_reduce: bool,
     /// Precision when the run does not say.
     pub precision: Precision,
-    /// What "FP8" without a recipe means.
-    pub fp8: Precision,
+    /// What "FP8" without a recipe means; `None` for a stack with no FP8 recipe of its own.
+    pub fp8: Option<Precision>,
     /// Uneven pipeline splits count the embedding and the loss as one layer each.
     pub uneven_split_counts_embedding_and_loss: bool,
     /// A run that states only its global batch used no gradient accumulation (micro-batch =
@@ -244,7 +244,6 @@ fn complete_defaults(spec: &StackSpec, problems: &mut Collector) -> Option<Stack
         d.uneven_split_counts_embedding_and_loss.is_some(),
     );
     need("precision.default", spec.precision.default.is_some());
-    need("precision.fp8_default", spec.precision.fp8_default.is_some());
     for field in &missing {
         problems.add(
             format!("stack.{field}"),
@@ -262,7 +261,7 @@ fn complete_defaults(spec: &StackSpec, problems: &mut Collector) -> Option<Stack
         tp_comm_overlap: d.tp_comm_overlap?,
         overlap_grad_reduce: d.overlap_grad_reduce?,
         precision: spec.precision.default?,
-        fp8: spec.precision.fp8_default?,
+        fp8: spec.precision.fp8_default,
         uneven_split_counts_embedding_and_loss: d.uneven_split_counts_embedding_and_loss?,
         no_gradient_accumulation: d.gradient_accumulation == Some(false),
     })

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::mapping::{Calibration, evaluate_row, unpriced};
+use super::mapping::{Calibration, evaluate_row};
 use super::row::CalibrationRow;
 use super::summary::{GroupSummary, error_summary, percentile};
 use super::{RowResult, ValidateError, row};
@@ -58,16 +58,18 @@ pub struct CalibrationReport {
 
 /// Every row priced under `calibration`, in the rows' order (priced in parallel, collected in
 /// order, so the result does not depend on thread timing).
-/// A row's software stack comes from its `software_or_release` text ([`StackCatalog`]).
-pub(super) fn evaluate(rows: &[&CalibrationRow], calibration: &Calibration) -> Vec<RowResult> {
-    let Ok(stacks) = StackCatalog::builtin() else {
-        // The built-in stacks are checked by the tests; without them no row can be priced.
-        return rows
-            .iter()
-            .map(|row| unpriced(row, "the built-in software stacks do not read"))
-            .collect();
-    };
-    rows.par_iter().map(|row| evaluate_row(row, calibration, &stacks)).collect()
+/// A row's software stack is the one its `software_or_release` text names in `stacks`.
+pub(super) fn evaluate(
+    rows: &[&CalibrationRow],
+    calibration: &Calibration,
+    stacks: &StackCatalog,
+) -> Vec<RowResult> {
+    rows.par_iter().map(|row| evaluate_row(row, calibration, stacks)).collect()
+}
+
+/// The built-in stacks, read once for a whole validation or calibration.
+pub(super) fn builtin_stacks() -> Result<StackCatalog, ValidateError> {
+    StackCatalog::builtin().map_err(|err| ValidateError::Stacks(err.to_string()))
 }
 
 fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {
@@ -82,10 +84,10 @@ fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {
 
 /// Fits the factor of every GPU that has predicted rows among `rows`, starting from 1.0. GPUs
 /// without rows are set to 1.0 (uncalibrated base values).
-pub fn fit(rows: &[&CalibrationRow], gpus: &[String]) -> Calibration {
+pub fn fit(rows: &[&CalibrationRow], gpus: &[String], stacks: &StackCatalog) -> Calibration {
     let mut calibration: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
     for _ in 0..FIT_ITERATIONS {
-        let errors = median_error_by_gpu(&evaluate(rows, &calibration));
+        let errors = median_error_by_gpu(&evaluate(rows, &calibration, stacks));
         for (gpu, errors) in errors {
             if let (Some(median), Some(factor)) =
                 (percentile(&errors, 0.5), calibration.get_mut(&gpu))
@@ -111,6 +113,7 @@ pub(super) fn held_out_fits(
     fit_rows: &[&CalibrationRow],
     gpus: &[String],
     held_out: &[&str],
+    stacks: &StackCatalog,
 ) -> BTreeMap<String, Calibration> {
     let mut full: Option<Calibration> = None;
     let mut fits = BTreeMap::new();
@@ -118,9 +121,9 @@ pub(super) fn held_out_fits(
         let training: Vec<&CalibrationRow> =
             fit_rows.iter().copied().filter(|r| r.source_id != source).collect();
         let calibration = if training.len() == fit_rows.len() {
-            full.get_or_insert_with(|| fit(fit_rows, gpus)).clone()
+            full.get_or_insert_with(|| fit(fit_rows, gpus, stacks)).clone()
         } else {
-            fit(&training, gpus)
+            fit(&training, gpus, stacks)
         };
         fits.insert(source.to_owned(), calibration);
     }
@@ -128,16 +131,20 @@ pub(super) fn held_out_fits(
 }
 
 /// Leave-one-source-out cross-validation over the predicted rows.
-pub fn cross_validate(rows: &[&CalibrationRow], gpus: &[String]) -> CrossValidation {
+pub fn cross_validate(
+    rows: &[&CalibrationRow],
+    gpus: &[String],
+    stacks: &StackCatalog,
+) -> CrossValidation {
     let sources = sources(rows.iter().map(|r| r.source_id.as_str()));
-    let fits = held_out_fits(rows, gpus, &sources);
+    let fits = held_out_fits(rows, gpus, &sources, stacks);
     let mut all_errors = Vec::new();
     let mut by_source = Vec::new();
     for source in sources {
         let held_out: Vec<&CalibrationRow> =
             rows.iter().copied().filter(|r| r.source_id == source).collect();
         let errors: Vec<f64> =
-            evaluate(&held_out, &fits[source]).iter().filter_map(|r| r.error_pct).collect();
+            evaluate(&held_out, &fits[source], stacks).iter().filter_map(|r| r.error_pct).collect();
         if errors.is_empty() {
             continue;
         }
@@ -175,12 +182,13 @@ pub(super) fn fit_rows<'a>(
 pub fn calibrate_csv(text: &str) -> Result<CalibrationReport, ValidateError> {
     let parsed = row::parse_rows(text)?;
     let rows: Vec<&CalibrationRow> = parsed.iter().collect();
-    let presets = evaluate(&rows, &Calibration::new());
+    let stacks = builtin_stacks()?;
+    let presets = evaluate(&rows, &Calibration::new(), &stacks);
     let (priced, gpus) = fit_rows(&rows, &presets);
     let base: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
-    let base_errors = median_error_by_gpu(&evaluate(&priced, &base));
-    let calibration = fit(&priced, &gpus);
-    let fitted_errors = median_error_by_gpu(&evaluate(&priced, &calibration));
+    let base_errors = median_error_by_gpu(&evaluate(&priced, &base, &stacks));
+    let calibration = fit(&priced, &gpus, &stacks);
+    let fitted_errors = median_error_by_gpu(&evaluate(&priced, &calibration, &stacks));
     let fits = gpus
         .iter()
         .map(|gpu| GpuFit {
@@ -191,5 +199,5 @@ pub fn calibrate_csv(text: &str) -> Result<CalibrationReport, ValidateError> {
             fitted_median_error_pct: fitted_errors.get(gpu).and_then(|e| percentile(e, 0.5)),
         })
         .collect();
-    Ok(CalibrationReport { fits, cross_validation: cross_validate(&priced, &gpus) })
+    Ok(CalibrationReport { fits, cross_validation: cross_validate(&priced, &gpus, &stacks) })
 }

@@ -80,8 +80,7 @@ pub fn compare_search_csv(
 ) -> Result<ComparisonSummary, ValidateError> {
     let rows: Vec<CalibrationRow> = parse_rows(text)?;
     let calibration = Calibration::new();
-    let stacks = crate::presets::StackCatalog::builtin()
-        .map_err(|err| ValidateError::Stacks(err.to_string()))?;
+    let stacks = super::calibrate::builtin_stacks()?;
     // The published plan of each case: the fastest among its rows, by meshplan's model.
     let mut cases: BTreeMap<String, (Vec<String>, crate::run::RunSpec, Run, f64, bool)> =
         BTreeMap::new();

@@ -23,15 +23,11 @@ use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, T
 use crate::presets::{self, StackCatalog};
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
-use crate::stack::{RecomputeDefault, Stack, StackDefaults};
+use crate::stack::{Stack, StackDefaults};
 
 /// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor. Fitted by
 /// `calibrate.rs`, applied here to the GPU a row maps to.
 pub type Calibration = BTreeMap<String, f64>;
-
-/// The assumption a row gets when its stack leaves recompute to memory.
-const LEAST_RECOMPUTE: &str =
-    "activation recompute not stated: the least that fits memory (none, else selective, else full)";
 
 /// A row ready to price, with what was assumed to get there.
 pub(super) struct Mapped {
@@ -40,15 +36,16 @@ pub(super) struct Mapped {
     gpu: String,
     assumptions: Vec<String>,
     shape: Option<FlopShape>,
+    /// The row leaves recompute to its stack, which takes the least that fits memory.
+    least_recompute: bool,
 }
 
-/// A row's result before pricing: what the row states, with no prediction; `reason` says why
-/// there is none.
-pub(super) fn unpriced(row: &CalibrationRow, reason: &str) -> RowResult {
+/// A row's result before pricing: what the row states, with no prediction yet.
+fn stated(row: &CalibrationRow, stack: &Stack) -> RowResult {
     RowResult {
         row_id: row.row_id.clone(),
         source_id: row.source_id.clone(),
-        stack: String::new(),
+        stack: stack.id().to_owned(),
         model: row.model.clone(),
         architecture: row.arch_type.trim().to_owned(),
         context_parallel: count(&row.cp).is_some_and(|cp| cp > 1),
@@ -65,7 +62,7 @@ pub(super) fn unpriced(row: &CalibrationRow, reason: &str) -> RowResult {
         predicted_memory_gib: None,
         memory_error_pct: None,
         assumptions: Vec::new(),
-        skipped_reason: Some(reason.to_owned()),
+        skipped_reason: None,
     }
 }
 
@@ -77,8 +74,7 @@ pub(super) fn evaluate_row(
     stacks: &StackCatalog,
 ) -> RowResult {
     let stack = Arc::clone(stacks.for_software(&row.software_or_release));
-    let mut result =
-        RowResult { stack: stack.id().to_owned(), skipped_reason: None, ..unpriced(row, "") };
+    let mut result = stated(row, &stack);
     let mapped = match map_row(row, calibration, &stack) {
         Ok(mapped) => mapped,
         Err(reason) => {
@@ -100,7 +96,7 @@ pub(super) fn evaluate_row(
     }
     result.measured_tokens_per_sec_per_gpu = Some(measured.tokens_per_sec_per_gpu);
     // A stack that leaves recompute to memory: the least recompute whose run fits.
-    let least = mapped.assumptions.iter().any(|a| a == LEAST_RECOMPUTE);
+    let least = mapped.least_recompute;
     let kinds: &[RecomputeKind] = if least {
         &[RecomputeKind::None, RecomputeKind::Selective, RecomputeKind::Full]
     } else {
@@ -244,7 +240,7 @@ pub(super) fn map_row(
         experts_plan(row, model.name.as_str(), &mut plan, &mut assumptions);
     }
     sharding(row, defaults, dp, &mut plan, &mut assumptions);
-    recompute(row, defaults, &mut plan, &mut assumptions);
+    let least_recompute = recompute(row, defaults, &mut plan, &mut assumptions);
     let settings = row.other_settings.to_ascii_lowercase();
     let sp_stated = row.sequence_parallel.trim().to_ascii_lowercase();
     plan.sequence_parallel =
@@ -295,7 +291,7 @@ pub(super) fn map_row(
         },
         plan: PlanSpec { stack: Some(stack.id().to_owned()), ..plan },
     };
-    Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape })
+    Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape, least_recompute })
 }
 
 /// Expert parallelism of an MoE row: `ep` and `etp` as stated (blank: not used, 1, as the
@@ -465,15 +461,16 @@ fn precision(
     } else if text.contains("fp8-cs") || text.contains("current scaling") || text.contains("float8")
     {
         Precision::Fp8Current
+    } else if text.contains("fp8") && text.contains("te hybrid") {
+        Precision::Fp8Delayed
     } else if text.contains("fp8") {
+        let fp8 = defaults.fp8.ok_or_else(|| {
+            format!("precision `{}` names no FP8 recipe and {} has none", row.precision, stack.id())
+        })?;
         if text == "fp8" {
-            assumptions.push(format!(
-                "FP8 recipe {} ({} default)",
-                defaults.fp8.name(),
-                stack.id()
-            ));
+            assumptions.push(format!("FP8 recipe {} ({} default)", fp8.name(), stack.id()));
         }
-        if text.contains("te hybrid") { Precision::Fp8Delayed } else { defaults.fp8 }
+        fp8
     } else if text.contains("fp16") {
         Precision::Fp16
     } else if text.contains("bf16") || text.starts_with("amp") {
@@ -589,8 +586,9 @@ fn recompute(
     defaults: &StackDefaults,
     plan: &mut PlanSpec,
     assumptions: &mut Vec<String>,
-) {
+) -> bool {
     let text = row.activation_recompute.to_ascii_lowercase();
+    let mut least = false;
     plan.recompute = Some(if text.contains("per-op") {
         // torchtitan's per-op selective activation checkpointing.
         RecomputeKind::Op
@@ -601,25 +599,25 @@ fn recompute(
     } else if text.contains("none") {
         RecomputeKind::None
     } else {
-        match defaults.recompute {
-            RecomputeDefault::LeastThatFits => {
-                // Priced with none here; `evaluate_row` moves to more recompute while the run
-                // does not fit.
-                assumptions.push(LEAST_RECOMPUTE.to_owned());
-                RecomputeKind::None
-            }
-            default => {
+        match defaults.recompute.kind() {
+            Some(kind) => {
                 assumptions
-                    .push(format!("activation recompute not stated: {default:?} (stack default)"));
-                match default {
-                    RecomputeDefault::Selective => RecomputeKind::Selective,
-                    RecomputeDefault::Full => RecomputeKind::Full,
-                    RecomputeDefault::Op => RecomputeKind::Op,
-                    _ => RecomputeKind::None,
-                }
+                    .push(format!("activation recompute not stated: {kind:?} (stack default)"));
+                kind
+            }
+            None => {
+                // Priced with none first; `evaluate_row` moves to more recompute while the run
+                // does not fit.
+                assumptions.push(
+                    "activation recompute not stated: the least that fits memory (none, else selective, else full)"
+                        .to_owned(),
+                );
+                least = true;
+                RecomputeKind::None
             }
         }
     });
+    least
 }
 
 #[cfg(test)]

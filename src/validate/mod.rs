@@ -123,8 +123,9 @@ pub enum ValidateError {
 pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
     let rows = row::parse_rows(text)?;
     let refs: Vec<&CalibrationRow> = rows.iter().collect();
-    let mut results = calibrate::evaluate(&refs, &Calibration::new());
-    held_out::attach_held_out(&rows, &mut results);
+    let stacks = calibrate::builtin_stacks()?;
+    let mut results = calibrate::evaluate(&refs, &Calibration::new(), &stacks);
+    held_out::attach_held_out(&rows, &mut results, &stacks);
     let (accuracy, bands) = accuracy::accuracy(&rows, &results);
     let summary::Summaries { summary, by_source, by_gpu, by_kind } = summary::summarize(&results);
     Ok(ValidationReport { accuracy, summary, by_source, by_gpu, by_kind, rows: results, bands })
