@@ -105,6 +105,27 @@ fn every_problem_is_reported_at_once() {
 }
 
 #[test]
+fn an_unknown_stack_or_one_of_another_engine_is_refused_naming_the_fix() {
+    let unknown = run(&["estimate", "--stack", "nope", "--tp", "0"]);
+    assert_eq!(unknown.code, 2, "stdout: {}", unknown.stdout);
+    let err = &unknown.stderr;
+    assert!(err.contains("plan.stack = nope: unknown stack preset `nope`"), "{err}");
+    assert!(err.contains("torchtitan-2024-12"), "the known stacks are listed: {err}");
+    // The other problems of the run are reported with it.
+    assert!(err.contains("plan.tp"), "{err}");
+    let other = run(&["estimate", "--engine", "torchtitan", "--stack", "nemo-26.04"]);
+    assert_eq!(other.code, 2, "stdout: {}", other.stdout);
+    assert!(
+        other.stderr.contains(
+            "plan.stack = nemo-26.04: is run by megatron, not by the plan's engine torchtitan"
+        ),
+        "{}",
+        other.stderr
+    );
+    assert!(other.stderr.contains("hint: leave out --engine"), "{}", other.stderr);
+}
+
+#[test]
 fn flag_problems_and_plan_problems_come_back_together() {
     let output = run(&[
         "estimate",

@@ -36,6 +36,22 @@ fn a_malformed_gpu_file_names_its_line_and_key() {
 }
 
 #[test]
+fn a_gpu_file_with_an_unknown_generation_names_the_key_and_the_generations() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("pascal.toml");
+    let text = read_repo_file("presets/gpus/h100-sxm.toml")
+        .replace("generation = \"hopper\"", "generation = \"pascal\"");
+    std::fs::write(&file, text).unwrap();
+    let output =
+        run(&[words("estimate --model llama3.1-8b --gpus 8 --gpu"), vec![file.to_str().unwrap()]]
+            .concat());
+    assert_eq!(output.code, 2, "{}", output.stdout);
+    for part in ["cluster.gpu", "(line 2)", "pascal", "hopper", "blackwell"] {
+        assert!(output.stderr.contains(part), "{part}: {}", output.stderr);
+    }
+}
+
+#[test]
 fn an_endless_model_file_is_refused_not_read_to_the_end() {
     let output = run(&words("estimate --model /dev/zero"));
     assert_eq!(output.code, 2, "{}", output.stdout);
