@@ -44,9 +44,11 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// Whether the worst stage's predicted peak fits in GPU memory.
+    /// Whether the worst stage fits in GPU memory: its allocated tensors, CUDA context and NCCL
+    /// buffers within the capacity ([`MemoryBreakdown::fit_need`]; the allocator's cache gives
+    /// way before an out-of-memory).
     pub fn fits(&self) -> bool {
-        self.peak_memory.breakdown.total() <= self.memory_capacity
+        self.peak_memory.breakdown.fit_need() <= self.memory_capacity
     }
 }
 

@@ -253,7 +253,7 @@ fn over_memory(spec: &SearchSpec, run: &Run, needed: Bytes, check: MemoryCheck) 
 }
 
 fn fits(estimate: &Estimate, headroom: f64) -> bool {
-    fits_in(estimate.peak_memory.breakdown.total(), estimate.memory_capacity, headroom)
+    fits_in(estimate.peak_memory.breakdown.fit_need(), estimate.memory_capacity, headroom)
 }
 
 /// What a candidate's op tables depend on besides the search's base run: the per-layer work of
@@ -294,7 +294,7 @@ fn price(
     }
     // Memory first: a candidate that does not fit needs no step time.
     let stages = crate::cost::memory::stage_memory(&run);
-    let peak = stages.iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
+    let peak = stages.iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
     let capacity = run.cluster().gpu().memory();
     if !fits_in(peak, capacity, spec.memory_headroom) {
         let example =

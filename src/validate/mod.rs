@@ -10,8 +10,10 @@
 mod calibrate;
 mod compare;
 mod defaults;
+mod fit;
 mod mapping;
 mod measured;
+mod memory_counter;
 mod row;
 mod structure;
 mod summary;
@@ -20,6 +22,7 @@ use serde::Serialize;
 
 pub use calibrate::{CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
 pub use compare::{ComparisonSummary, SearchComparison, compare_search_csv};
+pub use fit::OverCapacity;
 pub use mapping::Calibration;
 pub use row::CalibrationRow;
 pub use summary::{GroupSummary, Summary, percentile};
@@ -57,6 +60,14 @@ pub struct RowResult {
     pub predicted_memory_gib: Option<f64>,
     /// (predicted - measured) / measured x 100 for memory.
     pub memory_error_pct: Option<f64>,
+    /// The predicted memory of the worst pipeline stage, by what it holds; the figure compared
+    /// is the part of it `memory_counter` reads.
+    pub memory_breakdown: Option<crate::cost::breakdown::MemoryBreakdown>,
+    /// The counter the row's measured memory reads (allocated, reserved or device total), for rows
+    /// that state one.
+    pub memory_counter: Option<crate::cost::breakdown::MemoryCounter>,
+    /// Why the run is predicted not to fit in GPU memory; `None` when it fits or was not priced.
+    pub over_capacity: Option<OverCapacity>,
     /// Settings the row left blank and the value assumed, with the rule's source.
     pub assumptions: Vec<String>,
     /// Why the row was not predicted; `None` when it was.
@@ -76,6 +87,8 @@ pub struct ValidationReport {
     pub by_kind: Vec<GroupSummary>,
     /// Every row in file order.
     pub rows: Vec<RowResult>,
+    /// The predicted runs that do not fit in GPU memory, in file order (each also in `rows`).
+    pub over_capacity: Vec<OverCapacity>,
 }
 
 /// Why the CSV itself could not be read.
