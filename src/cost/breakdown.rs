@@ -12,8 +12,7 @@ use crate::units::{Bytes, Seconds};
 /// ([`MemoryBreakdown::reserved`]), plus what lives outside it ([`MemoryBreakdown::device_total`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct MemoryBreakdown {
-    /// Model weights in their training dtype (BF16), after TP/PP/FSDP sharding, with the cached
-    /// FP8 copies (and transposes) low-precision recipes keep of them.
+    /// Model weights in their training dtype (BF16), after TP/PP/FSDP sharding.
     pub weights: Bytes,
     /// Gradient buffers (FP32 main grads in Megatron, BF16 without `grad_reduce_in_fp32`,
     /// sharded under ZeRO-2/3).

@@ -487,20 +487,6 @@ pub fn gradient_bytes_per_param(run: &Run) -> f64 {
     }
 }
 
-/// Bytes per parameter of the quantized weight copies a low-precision recipe caches for a whole
-/// step: Transformer Engine quantizes each weight on the first micro-batch (`is_first_microbatch`,
-/// which Megatron-LM passes) and keeps its row-wise and column-wise (transposed) copies for the
-/// others. Under full sharding the weights are gathered per layer and cast on each use instead.
-fn cached_low_precision_weight_bytes(run: &Run) -> f64 {
-    let precision = run.training().precision();
-    if matches!(precision, Precision::Bf16 | Precision::Fp16)
-        || run.plan().sharding() == Sharding::Full
-    {
-        return 0.0;
-    }
-    2.0 * precision.saved_gemm_input_bytes()
-}
-
 /// The NCCL communicators a rank uses: a ring for each of its TP, CP and data-parallel groups
 /// (and the expert-data-parallel one where it differs) of more than one rank, and point-to-point
 /// peers for pipeline sends (two neighbours) and the expert all-to-all (every other EP rank).
@@ -537,10 +523,7 @@ pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreak
         }
     }
     MemoryBreakdown {
-        weights: Bytes::new(
-            sharded(weight_shard) * WEIGHT_BYTES_PER_PARAM
-                + total * cached_low_precision_weight_bytes(run),
-        ),
+        weights: Bytes::new(sharded(weight_shard) * WEIGHT_BYTES_PER_PARAM),
         gradients: Bytes::new(sharded(gradient_shard) * gradient_bytes),
         optimizer_states: Bytes::new(sharded(optimizer_shard) * optimizer_bytes_per_param(run)),
         buffers,
