@@ -169,24 +169,24 @@ mod tests {
 
     const GOLDEN_DENSE: [u64; 5] = [
         0x401454e518ed1a1f,
-        0x4221212933333333,
+        0x4222b501e5604189,
         0x40138bf092427122,
         0x401436e0df9abaec,
-        0x422123c933333333,
+        0x4222b7d32d0e5604,
     ];
     const GOLDEN_MOE: [u64; 5] = [
         0x4000108f26849e30,
-        0x422587c1eacccccd,
+        0x422757b895f5c28f,
         0x3ffda16c3933adb0,
         0x4000064d26d8b7b5,
-        0x422587c1eacccccd,
+        0x422757b895f5c28f,
     ];
     const GOLDEN_CP: [u64; 5] = [
         0x4016ddbf92164866,
-        0x4220d84f1999999a,
+        0x42228ed01f3b645a,
         0x4015e6c3b1ecb114,
         0x40165d21760b9a80,
-        0x4220d84f1999999a,
+        0x42228ed01f3b645a,
     ];
 
     fn figures(closed: &Estimate, bound: Seconds, simulated: &Estimate) -> [u64; 5] {

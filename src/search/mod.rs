@@ -488,7 +488,7 @@ fn keep_fitting(
         if fits(&plan.estimate, spec.memory_headroom) {
             points.push(PricedPoint {
                 candidate: plan.candidate,
-                peak_memory: plan.estimate.peak_memory.breakdown.total(),
+                peak_memory: plan.estimate.peak_memory.breakdown.fit_need(),
                 step_time: plan.estimate.time.step_time(),
                 tokens_per_sec_per_gpu: plan.estimate.throughput.tokens_per_sec_per_gpu,
                 simulated: true,
