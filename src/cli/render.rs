@@ -260,7 +260,7 @@ impl From<&FitSuggestion> for FitJson {
             flags: suggestion.flags.clone(),
             plan: suggestion.plan.label(),
             step_time_s: estimate.time.step_time().value(),
-            peak_memory_gib: estimate.peak_memory.breakdown.total().as_gib(),
+            peak_memory_gib: estimate.peak_memory.breakdown.fit_need().as_gib(),
             tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
         }
     }

@@ -1,11 +1,57 @@
-//! Published runs predicted not to fit in GPU memory: they did run, so each is a modelling or
-//! default error to find. For each, what must fit (allocated tensors, CUDA context, NCCL buffers),
-//! the capacity, how much over, and the part that dominates.
+//! A row's predicted memory against what it measured (the counter it read), and published runs
+//! predicted not to fit in GPU memory: they did run, so each is a modelling or default error to
+//! find. For each, what must fit (allocated tensors, CUDA context, NCCL buffers), the capacity, how
+//! much over, and the part that dominates.
 
 use serde::Serialize;
 
+use super::RowResult;
+use super::memory_counter::memory_counter;
+use super::row::CalibrationRow;
+use crate::Estimate;
 use crate::cost::breakdown::MemoryBreakdown;
 use crate::units::Bytes;
+
+/// Fills a priced row's memory figures: the breakdown, the counter its measurement reads and the
+/// error against it, and why it does not fit when it does not.
+pub(super) fn compare_memory(row: &CalibrationRow, estimate: &Estimate, result: &mut RowResult) {
+    let breakdown = estimate.peak_memory.breakdown;
+    result.memory_breakdown = Some(breakdown);
+    let mut predicted_memory = breakdown.total().as_gib();
+    if let Some(measured_memory) = result.measured_memory_gib {
+        let (counter, assumed) = memory_counter(row);
+        if let Some(why) = assumed {
+            result.assumptions.push(format!("measured memory read as {}: {why}", counter.name()));
+        }
+        predicted_memory = breakdown.counted(counter).as_gib();
+        result.memory_counter = Some(counter);
+        result.memory_error_pct =
+            Some((predicted_memory - measured_memory) / measured_memory * 100.0);
+    }
+    result.predicted_memory_gib = Some(predicted_memory);
+    let Some((need, capacity, part, part_gib, memory_assumptions)) =
+        over_capacity(&breakdown, estimate.memory_capacity, &result.assumptions)
+    else {
+        return;
+    };
+    result.assumptions.push(format!(
+        "predicted allocated memory, CUDA context and NCCL buffers {need:.1} GiB exceed the \
+         {capacity:.1} GiB capacity by {:.1} GiB (largest part: {part} {part_gib:.1} GiB)",
+        need - capacity
+    ));
+    result.over_capacity = Some(OverCapacity {
+        row_id: result.row_id.clone(),
+        model: result.model.clone(),
+        gpu: result.gpu.clone(),
+        plan: result.plan.clone().unwrap_or_default(),
+        need_gib: need,
+        capacity_gib: capacity,
+        over_gib: need - capacity,
+        largest_part: part.to_owned(),
+        largest_part_gib: part_gib,
+        memory_assumptions,
+    });
+}
 
 /// Why one predicted run does not fit.
 #[derive(Debug, Clone, PartialEq, Serialize)]

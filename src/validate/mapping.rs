@@ -12,9 +12,8 @@ use std::collections::BTreeMap;
 
 use super::RowResult;
 use super::defaults::{Family, FamilyDefaults};
-use super::fit::{OverCapacity, over_capacity};
+use super::fit::compare_memory;
 use super::measured::{FlopShape, measured};
-use super::memory_counter::memory_counter;
 use super::row::{CalibrationRow, count, positive};
 use super::structure;
 use crate::estimate::estimate_simulated_with;
@@ -108,40 +107,7 @@ pub(super) fn evaluate_row(row: &CalibrationRow, calibration: &Calibration) -> R
     result.error_pct = Some(
         (predicted - measured.tokens_per_sec_per_gpu) / measured.tokens_per_sec_per_gpu * 100.0,
     );
-    let breakdown = estimate.peak_memory.breakdown;
-    result.memory_breakdown = Some(breakdown);
-    let mut predicted_memory = breakdown.total().as_gib();
-    if let Some(measured_memory) = result.measured_memory_gib {
-        let (counter, assumed) = memory_counter(row);
-        if let Some(why) = assumed {
-            result.assumptions.push(format!("measured memory read as {}: {why}", counter.name()));
-        }
-        predicted_memory = breakdown.counted(counter).as_gib();
-        result.memory_counter = Some(counter);
-        result.memory_error_pct =
-            Some((predicted_memory - measured_memory) / measured_memory * 100.0);
-    }
-    result.predicted_memory_gib = Some(predicted_memory);
-    if let Some((need, capacity, part, part_gib, memory_assumptions)) =
-        over_capacity(&breakdown, estimate.memory_capacity, &result.assumptions)
-    {
-        result.assumptions.push(format!(
-            "predicted allocated memory, CUDA context and NCCL buffers {need:.1} GiB exceed the {capacity:.1} GiB capacity by {:.1} GiB (largest part: {part} {part_gib:.1} GiB)",
-            need - capacity
-        ));
-        result.over_capacity = Some(OverCapacity {
-            row_id: result.row_id.clone(),
-            model: result.model.clone(),
-            gpu: result.gpu.clone(),
-            plan: result.plan.clone().unwrap_or_default(),
-            need_gib: need,
-            capacity_gib: capacity,
-            over_gib: need - capacity,
-            largest_part: part.to_owned(),
-            largest_part_gib: part_gib,
-            memory_assumptions,
-        });
-    }
+    compare_memory(row, &estimate, &mut result);
     result
 }
 
