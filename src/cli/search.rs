@@ -324,7 +324,7 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
                 closed_form_step_time_s: plan.closed_form.value(),
                 tokens_per_sec_per_gpu: e.throughput.tokens_per_sec_per_gpu,
                 mfu_pct: e.throughput.mfu_pct,
-                peak_memory_gib: e.peak_memory.breakdown.fit_need().as_gib(),
+                peak_memory_gib: e.peak_memory.breakdown.total().as_gib(),
                 largest_overhead: plan.dominant_overhead(),
                 equivalents: also(plan),
             }
