@@ -142,7 +142,7 @@ fn figures(plans: &[Compared]) -> Vec<(String, Vec<String>)> {
         }),
         row("sharding, recompute", &|p| p.inputs.run.plan().memory_label()),
     ];
-    for index in 0..7 {
+    for index in 0..10 {
         let name = render::memory_parts(&plans[0].estimate.peak_memory.breakdown)[index].0;
         rows.push(row(&format!("{name} GiB"), &|p| {
             format!("{:.2}", render::memory_parts(&p.estimate.peak_memory.breakdown)[index].1)
@@ -153,8 +153,8 @@ fn figures(plans: &[Compared]) -> Vec<(String, Vec<String>)> {
         format!("{:.2} ({})", peak.breakdown.total().as_gib(), peak.stage)
     }));
     rows.push(row("fits", &|p| {
-        let over =
-            p.estimate.peak_memory.breakdown.total().as_gib() - p.estimate.memory_capacity.as_gib();
+        let over = p.estimate.peak_memory.breakdown.fit_need().as_gib()
+            - p.estimate.memory_capacity.as_gib();
         if p.estimate.fits() {
             format!("yes ({:.2} GiB free)", -over)
         } else {

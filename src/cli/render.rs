@@ -73,16 +73,8 @@ fn recompute_label(plan: &Plan, layers_per_stage: u64) -> String {
     }
 }
 
-pub fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 7] {
-    [
-        ("weights", memory.weights.as_gib()),
-        ("gradients", memory.gradients.as_gib()),
-        ("optimizer states", memory.optimizer_states.as_gib()),
-        ("activations", memory.activations.as_gib()),
-        ("logits", memory.logits.as_gib()),
-        ("buffers", memory.buffers.as_gib()),
-        ("fragmentation", memory.fragmentation.as_gib()),
-    ]
+pub fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 10] {
+    memory.parts().map(|(name, bytes)| (name, bytes.as_gib()))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -179,21 +171,33 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     for (name, gib) in memory_parts(&peak.breakdown) {
         memory.add_row([name.to_owned(), format!("{gib:.2}"), percent(gib, total)]);
     }
-    memory.add_row(["total".to_owned(), format!("{total:.2}"), percent(total, total)]);
+    memory.add_row([
+        "total (device, nvidia-smi)".to_owned(),
+        format!("{total:.2}"),
+        percent(total, total),
+    ]);
+    for (name, bytes) in [
+        ("  of which allocated (torch max allocated)", peak.breakdown.allocated()),
+        ("  of which reserved (torch max reserved)", peak.breakdown.reserved()),
+    ] {
+        let gib = bytes.as_gib();
+        memory.add_row([name.to_owned(), format!("{gib:.2}"), percent(gib, total)]);
+    }
     align_numbers(&mut memory, 1);
     let _ = writeln!(out, "\n{memory}");
     let capacity = estimate.memory_capacity.as_gib();
+    let need = peak.breakdown.fit_need().as_gib();
     if estimate.fits() {
         let _ = writeln!(
             out,
-            "Capacity {capacity:.2} GiB per GPU: fits ({:.2} GiB free)",
-            capacity - total
+            "Capacity {capacity:.2} GiB per GPU: fits ({:.2} GiB free for allocated tensors, CUDA context and NCCL)",
+            capacity - need
         );
     } else {
         let _ = writeln!(
             out,
-            "Capacity {capacity:.2} GiB per GPU: DOES NOT FIT ({:.2} GiB over)",
-            total - capacity
+            "Capacity {capacity:.2} GiB per GPU: DOES NOT FIT (allocated tensors, CUDA context and NCCL {:.2} GiB over)",
+            need - capacity
         );
     }
 
@@ -310,7 +314,7 @@ impl From<&FitSuggestion> for FitJson {
             flags: suggestion.flags.clone(),
             plan: suggestion.plan.label(),
             step_time_s: estimate.time.step_time().value(),
-            peak_memory_gib: estimate.peak_memory.breakdown.total().as_gib(),
+            peak_memory_gib: estimate.peak_memory.breakdown.fit_need().as_gib(),
             tokens_per_sec_per_gpu: estimate.throughput.tokens_per_sec_per_gpu,
         }
     }
@@ -393,7 +397,10 @@ pub struct MemoryGib {
     activations: f64,
     logits: f64,
     buffers: f64,
+    workspaces: f64,
     fragmentation: f64,
+    cuda_context: f64,
+    nccl_buffers: f64,
 }
 
 impl From<&MemoryBreakdown> for MemoryGib {
@@ -405,7 +412,10 @@ impl From<&MemoryBreakdown> for MemoryGib {
             activations: memory.activations.as_gib(),
             logits: memory.logits.as_gib(),
             buffers: memory.buffers.as_gib(),
+            workspaces: memory.workspaces.as_gib(),
             fragmentation: memory.fragmentation.as_gib(),
+            cuda_context: memory.cuda_context.as_gib(),
+            nccl_buffers: memory.nccl_buffers.as_gib(),
         }
     }
 }

@@ -18,7 +18,12 @@ pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
     let report =
         meshplan::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
     let rendered = match args.format {
-        Format::Text => accuracy::accuracy_text(&report) + "\n" + &render::validation_text(&report),
+        Format::Text => {
+            accuracy::accuracy_text(&report)
+                + "\n"
+                + &render::validation_text(&report)
+                + &over_capacity_text(&report)
+        }
         Format::Json => render::validation_json(&report)
             .context("cannot serialize the validation report as JSON")
             .map_err(CliError::Other)?,
@@ -110,4 +115,47 @@ fn compare(args: &ValidateArgs, text: &str) -> Result<String, CliError> {
             ))
         }
     }
+}
+
+/// The published runs predicted not to fit in GPU memory, one line each with what must fit, the
+/// capacity, the largest part and the blank settings that decide memory: each is a modelling or
+/// default error, since the run did fit.
+fn over_capacity_text(report: &meshplan::validate::ValidationReport) -> String {
+    use std::fmt::Write as _;
+    let runs = &report.over_capacity;
+    let mut out = format!(
+        "\nPublished runs predicted not to fit in GPU memory: {} of {} predicted \
+         (allocated tensors + CUDA context + NCCL buffers vs the GPU's memory)\n",
+        runs.len(),
+        report.summary.predicted
+    );
+    if runs.is_empty() {
+        return out;
+    }
+    let mut table = render::table(&[
+        "row",
+        "model",
+        "GPU",
+        "plan",
+        "need GiB",
+        "capacity GiB",
+        "over GiB",
+        "largest part",
+        "assumed",
+    ]);
+    for run in runs {
+        table.add_row([
+            run.row_id.clone(),
+            run.model.clone(),
+            run.gpu.clone(),
+            run.plan.clone(),
+            format!("{:.1}", run.need_gib),
+            format!("{:.1}", run.capacity_gib),
+            format!("{:.1}", run.over_gib),
+            format!("{} {:.1} GiB", run.largest_part, run.largest_part_gib),
+            run.memory_assumptions.join("; "),
+        ]);
+    }
+    let _ = writeln!(out, "{table}");
+    out
 }

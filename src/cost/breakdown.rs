@@ -6,12 +6,16 @@ use serde::Serialize;
 
 use crate::units::{Bytes, Seconds};
 
-/// Per-GPU memory of one pipeline stage, by what it holds.
+/// Per-GPU memory of one pipeline stage, by what it holds. The parts sum, in three nested
+/// figures, to what the three usual counters read ([`MemoryCounter`]): the tensors the caching
+/// allocator has handed out ([`MemoryBreakdown::allocated`]), plus what it keeps cached
+/// ([`MemoryBreakdown::reserved`]), plus what lives outside it ([`MemoryBreakdown::device_total`]).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct MemoryBreakdown {
     /// Model weights in their training dtype (BF16), after TP/PP/FSDP sharding.
     pub weights: Bytes,
-    /// Gradient buffers (FP32 main grads in Megatron, sharded under ZeRO-2/3).
+    /// Gradient buffers (FP32 main grads in Megatron, BF16 without `grad_reduce_in_fp32`,
+    /// sharded under ZeRO-2/3).
     pub gradients: Bytes,
     /// FP32 master weights and Adam moments, sharded under ZeRO-1 and above.
     pub optimizer_states: Bytes,
@@ -19,22 +23,100 @@ pub struct MemoryBreakdown {
     pub activations: Bytes,
     /// Logits and loss buffers on the last stage.
     pub logits: Bytes,
-    /// Transient buffers: gathered FSDP parameters, communication buckets, workspaces.
+    /// Transient buffers: gathered FSDP parameters and unsharded gradients.
     pub buffers: Bytes,
-    /// Allocator fragmentation allowance.
+    /// cuBLAS and Transformer Engine GEMM workspaces, allocated through the caching allocator.
+    pub workspaces: Bytes,
+    /// The caching allocator's reserved-over-allocated overhead: block rounding and cached free
+    /// blocks (what `max_memory_reserved` adds to `max_memory_allocated`).
     pub fragmentation: Bytes,
+    /// The CUDA context and loaded kernel modules: outside the allocator, seen by nvidia-smi.
+    pub cuda_context: Bytes,
+    /// NCCL communicator buffers (cudaMalloc'ed by NCCL): outside the allocator.
+    pub nccl_buffers: Bytes,
+}
+
+/// Which counter a memory figure reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemoryCounter {
+    /// `torch.cuda.max_memory_allocated` (or `max_active`): the tensors alone.
+    Allocated,
+    /// `torch.cuda.max_memory_reserved`: the tensors and the allocator's cached blocks.
+    Reserved,
+    /// nvidia-smi's used memory: everything the process holds on the device.
+    DeviceTotal,
+}
+
+impl MemoryCounter {
+    /// The counter's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MemoryCounter::Allocated => "allocated",
+            MemoryCounter::Reserved => "reserved",
+            MemoryCounter::DeviceTotal => "device total",
+        }
+    }
 }
 
 impl MemoryBreakdown {
-    /// The sum of all parts: the predicted peak allocated memory.
+    /// Every part: what the device holds for the process (nvidia-smi's figure).
     pub fn total(&self) -> Bytes {
+        self.device_total()
+    }
+
+    /// The tensors the caching allocator has handed out: `max_memory_allocated`.
+    pub fn allocated(&self) -> Bytes {
         self.weights
             + self.gradients
             + self.optimizer_states
             + self.activations
             + self.logits
             + self.buffers
-            + self.fragmentation
+            + self.workspaces
+    }
+
+    /// What the caching allocator holds from the driver: `max_memory_reserved`.
+    pub fn reserved(&self) -> Bytes {
+        self.allocated() + self.fragmentation
+    }
+
+    /// Everything on the device: the reserved pool, the CUDA context and NCCL's buffers.
+    pub fn device_total(&self) -> Bytes {
+        self.reserved() + self.cuda_context + self.nccl_buffers
+    }
+
+    /// The figure a counter reads.
+    pub fn counted(&self, counter: MemoryCounter) -> Bytes {
+        match counter {
+            MemoryCounter::Allocated => self.allocated(),
+            MemoryCounter::Reserved => self.reserved(),
+            MemoryCounter::DeviceTotal => self.device_total(),
+        }
+    }
+
+    /// What must fit in the GPU's memory: the allocated tensors and what lives outside the
+    /// allocator. The allocator's cached blocks are not counted: before it reports out-of-memory
+    /// the PyTorch caching allocator frees its cached blocks and retries (`release_cached_blocks`
+    /// in c10/cuda/CUDACachingAllocator.cpp), so they give way as a run nears the capacity.
+    pub fn fit_need(&self) -> Bytes {
+        self.allocated() + self.cuda_context + self.nccl_buffers
+    }
+
+    /// The parts with their report names, in display order.
+    pub fn parts(&self) -> [(&'static str, Bytes); 10] {
+        [
+            ("weights", self.weights),
+            ("gradients", self.gradients),
+            ("optimizer states", self.optimizer_states),
+            ("activations", self.activations),
+            ("logits", self.logits),
+            ("buffers", self.buffers),
+            ("GEMM workspaces", self.workspaces),
+            ("allocator cache", self.fragmentation),
+            ("CUDA context", self.cuda_context),
+            ("NCCL buffers", self.nccl_buffers),
+        ]
     }
 }
 

@@ -1,7 +1,7 @@
 //! Memory per pipeline stage: model states by their real dtypes and sharding, activations by
 //! Korthikanti et al. 2022 (adapted to fused attention, GQA and gated MLPs), the micro-batches each
-//! stage holds under 1F1B or interleaved 1F1B, logits, transient buffers and a fragmentation
-//! allowance.
+//! stage holds under 1F1B or interleaved 1F1B, logits, transient buffers, and the runtime's share
+//! (`runtime_memory.rs`: CUDA context, NCCL buffers, GEMM workspaces, the allocator's cache).
 //!
 //! Model states per parameter (Megatron-LM mixed precision): 2 bytes of 16-bit weights, 4 bytes of
 //! FP32 gradient accumulation buffer, and 12 bytes of optimizer state (FP32 master copy and two
@@ -11,6 +11,7 @@
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::layer::padded_vocab;
+use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
 use crate::model::PositionEmbedding;
 use crate::plan::{Precision, RecomputeKind, Sharding};
@@ -21,13 +22,11 @@ use crate::units::Bytes;
 const WEIGHT_BYTES_PER_PARAM: f64 = 2.0;
 /// Bytes per parameter of the FP32 gradient (main-grad) buffer.
 const GRADIENT_BYTES_PER_PARAM: f64 = 4.0;
+/// Bytes per parameter of a 16-bit gradient buffer: Megatron-Core's `ParamAndGradBuffer` holds
+/// gradients in the parameters' dtype unless `grad_reduce_in_fp32`.
+const LOW_PRECISION_GRADIENT_BYTES_PER_PARAM: f64 = 2.0;
 /// Bytes per parameter of the FP32 master weights (Adam's two moments come from the plan).
 const MASTER_WEIGHT_BYTES_PER_PARAM: f64 = 4.0;
-/// CUDA, cuBLAS and NCCL workspaces that every rank holds (about 1 GiB in PyTorch jobs), in GiB.
-const RUNTIME_WORKSPACE_GIB: f64 = 1.0;
-/// Allocator fragmentation allowance: the PyTorch caching allocator typically reserves 5-10% more
-/// than it has allocated in training; 5% of the allocated total is added.
-const FRAGMENTATION: f64 = 0.05;
 
 /// Parameters one GPU holds, by the group that synchronizes their gradients: dense parameters
 /// over the data-parallel (x context-parallel) ranks, routed-expert parameters over the
@@ -479,52 +478,78 @@ pub fn optimizer_bytes_per_param(run: &Run) -> f64 {
     MASTER_WEIGHT_BYTES_PER_PARAM + 2.0 * run.plan().adam_moments().bytes()
 }
 
-/// Model states, workspaces and FSDP buffers of a rank holding `params` parameters in `layers`
-/// layers: everything but activations and logits, before fragmentation.
+/// Bytes per parameter of the gradient buffer: FP32 unless the plan reduces gradients in 16 bits.
+pub fn gradient_bytes_per_param(run: &Run) -> f64 {
+    if run.plan().grad_reduce_in_fp32() {
+        GRADIENT_BYTES_PER_PARAM
+    } else {
+        LOW_PRECISION_GRADIENT_BYTES_PER_PARAM
+    }
+}
+
+/// The NCCL communicators a rank uses: a ring for each of its TP, CP and data-parallel groups
+/// (and the expert-data-parallel one where it differs) of more than one rank, and point-to-point
+/// peers for pipeline sends (two neighbours) and the expert all-to-all (every other EP rank).
+pub fn communicators(run: &Run) -> Communicators {
+    let plan = run.plan();
+    let dense_dp = plan.dp() * plan.cp();
+    let mut rings = [plan.tp(), plan.cp(), dense_dp].iter().filter(|&&n| n > 1).count() as u64;
+    if run.model().moe().is_some() && plan.edp() > 1 && plan.edp() != dense_dp {
+        rings += 1;
+    }
+    let pipeline = if plan.pp() > 1 { 2 } else { 0 };
+    let experts = if run.model().moe().is_some() { plan.ep() - 1 } else { 0 };
+    Communicators { rings, p2p_peers: pipeline + experts }
+}
+
+/// Model states, runtime terms and FSDP buffers of a rank holding `params` parameters in `layers`
+/// layers: everything but activations and logits, before the allocator's cache.
 pub fn model_state_memory(run: &Run, params: Params, layers: f64) -> MemoryBreakdown {
     let plan = run.plan();
     let [weight_shard, gradient_shard, optimizer_shard] = shard_counts(run);
     let sharded = |(dense, expert): (f64, f64)| params.dense / dense + params.expert / expert;
     let total = params.total();
-    let mut buffers = Bytes::gib(RUNTIME_WORKSPACE_GIB);
+    let gradient_bytes = gradient_bytes_per_param(run);
+    let mut buffers = Bytes::ZERO;
     if plan.sharding() == Sharding::Full {
         if plan.reshard_after_forward() {
             // Gathered 16-bit parameters of the layer being computed and the one being
-            // prefetched, and the unsharded FP32 gradients of one layer before its reduce-scatter.
+            // prefetched, and the unsharded gradients of one layer before its reduce-scatter.
             let layer = total / layers.max(1.0);
-            buffers +=
-                Bytes::new(2.0 * layer * WEIGHT_BYTES_PER_PARAM + layer * GRADIENT_BYTES_PER_PARAM);
+            buffers += Bytes::new(2.0 * layer * WEIGHT_BYTES_PER_PARAM + layer * gradient_bytes);
         } else {
             // The whole stage stays gathered, and its gradients accumulate unsharded.
-            buffers += Bytes::new(total * (WEIGHT_BYTES_PER_PARAM + GRADIENT_BYTES_PER_PARAM));
+            buffers += Bytes::new(total * (WEIGHT_BYTES_PER_PARAM + gradient_bytes));
         }
     }
     MemoryBreakdown {
         weights: Bytes::new(sharded(weight_shard) * WEIGHT_BYTES_PER_PARAM),
-        gradients: Bytes::new(sharded(gradient_shard) * GRADIENT_BYTES_PER_PARAM),
+        gradients: Bytes::new(sharded(gradient_shard) * gradient_bytes),
         optimizer_states: Bytes::new(sharded(optimizer_shard) * optimizer_bytes_per_param(run)),
         buffers,
+        workspaces: runtime_memory::gemm_workspaces(),
+        cuda_context: runtime_memory::cuda_context(),
+        nccl_buffers: runtime_memory::nccl_buffers(communicators(run)),
         ..MemoryBreakdown::default()
     }
 }
 
-/// The largest model-state memory (weights, gradients, optimizer states, buffers, with the
-/// fragmentation allowance) of any stage: a lower bound of the peak whatever the micro-batch,
-/// recomputation or schedule.
+/// The largest model-state memory (weights, gradients, optimizer states, buffers and the runtime's
+/// share, as [`MemoryBreakdown::fit_need`] counts them) of any stage: a lower bound of what must
+/// fit whatever the micro-batch, recomputation or schedule.
 pub fn model_states_peak(run: &Run) -> Bytes {
     stage_segments(run)
         .iter()
         .map(|segment| {
             let states = model_state_memory(run, segment_params(run, segment), segment.layers);
-            with_fragmentation(states).total()
+            with_fragmentation(states).fit_need()
         })
         .fold(Bytes::ZERO, Bytes::max)
 }
 
-/// Adds the fragmentation allowance to a breakdown.
+/// Adds the caching allocator's reserved-over-allocated overhead to a breakdown.
 pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
-    memory.fragmentation = Bytes::ZERO;
-    memory.fragmentation = memory.total() * FRAGMENTATION;
+    memory.fragmentation = runtime_memory::allocator_cache(memory.allocated());
     memory
 }
 

@@ -14,6 +14,7 @@ pub mod kernels;
 pub mod layer;
 pub mod memory;
 pub mod priced;
+pub mod runtime_memory;
 pub mod step;
 pub mod step_terms;
 pub mod work;

@@ -79,7 +79,7 @@ pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
         return Ok(());
     }
     Err(OverCapacity {
-        needed: estimate.peak_memory.breakdown.total(),
+        needed: estimate.peak_memory.breakdown.fit_need(),
         available: estimate.memory_capacity,
         stage: estimate.peak_memory.stage,
     })

@@ -145,28 +145,21 @@ pub(super) fn svg(
 }
 
 /// The parts of a memory breakdown, bottom of the stack first, with their colours.
-const MEMORY_PARTS: [(&str, u32); 7] = [
+const MEMORY_PARTS: [(&str, u32); 10] = [
     ("weights", 0x4e_79a7),
     ("gradients", 0xf2_8e2b),
     ("optimizer states", 0xe1_5759),
     ("activations", 0x76_b7b2),
     ("logits", 0x59_a14f),
     ("buffers", 0xed_c948),
-    ("fragmentation", 0xba_b0ac),
+    ("GEMM workspaces", 0xff_9da7),
+    ("allocator cache", 0xba_b0ac),
+    ("CUDA context", 0x9c_755f),
+    ("NCCL buffers", 0xb0_7aa1),
 ];
 
-fn memory_parts(stage: &StageMemory) -> [f64; 7] {
-    let m = &stage.breakdown;
-    [
-        m.weights,
-        m.gradients,
-        m.optimizer_states,
-        m.activations,
-        m.logits,
-        m.buffers,
-        m.fragmentation,
-    ]
-    .map(Bytes::as_gib)
+fn memory_parts(stage: &StageMemory) -> [f64; 10] {
+    stage.breakdown.parts().map(|(_, bytes)| bytes.as_gib())
 }
 
 /// Memory per pipeline stage as stacked bars, with the GPU's capacity as a dashed line.

@@ -150,7 +150,7 @@ impl SearchView {
                 step_time: plan.estimate.time.step_time(),
                 tokens_per_sec_per_gpu: plan.estimate.throughput.tokens_per_sec_per_gpu,
                 mfu_pct: plan.estimate.throughput.mfu_pct,
-                peak_memory: plan.estimate.peak_memory.breakdown.total(),
+                peak_memory: plan.estimate.peak_memory.breakdown.fit_need(),
                 equivalents: plan.equivalent_flags().iter().map(|flags| flags.join(" ")).collect(),
             })
             .collect();

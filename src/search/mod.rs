@@ -274,7 +274,7 @@ fn over_memory(spec: &SearchSpec, run: &Run, needed: Bytes, check: MemoryCheck) 
 }
 
 fn fits(estimate: &Estimate, headroom: f64) -> bool {
-    fits_in(estimate.peak_memory.breakdown.total(), estimate.memory_capacity, headroom)
+    fits_in(estimate.peak_memory.breakdown.fit_need(), estimate.memory_capacity, headroom)
 }
 
 /// What a candidate's op tables depend on besides the search's base run: the per-layer work of
@@ -315,7 +315,7 @@ fn price(
     }
     // Memory first: a candidate that does not fit needs no step time.
     let stages = crate::cost::memory::stage_memory(&run);
-    let peak = stages.iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
+    let peak = stages.iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
     let capacity = run.cluster().gpu().memory();
     if !fits_in(peak, capacity, spec.memory_headroom) {
         let example =
@@ -509,7 +509,7 @@ fn keep_fitting(
         if fits(&plan.estimate, spec.memory_headroom) {
             points.push(PricedPoint {
                 candidate: plan.candidate,
-                peak_memory: plan.estimate.peak_memory.breakdown.total(),
+                peak_memory: plan.estimate.peak_memory.breakdown.fit_need(),
                 step_time: plan.estimate.time.step_time(),
                 tokens_per_sec_per_gpu: plan.estimate.throughput.tokens_per_sec_per_gpu,
                 simulated: true,

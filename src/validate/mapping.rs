@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::RowResult;
+use super::fit::compare_memory;
 use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
 use super::row::{CalibrationRow, count, positive};
@@ -61,6 +62,9 @@ fn stated(row: &CalibrationRow, stack: &Stack) -> RowResult {
         measured_memory_gib: positive(&row.peak_memory_gib),
         predicted_memory_gib: None,
         memory_error_pct: None,
+        memory_breakdown: None,
+        memory_counter: None,
+        over_capacity: None,
         assumptions: Vec::new(),
         skipped_reason: None,
     }
@@ -146,18 +150,7 @@ pub(super) fn evaluate_row(
     result.error_pct = Some(
         (predicted - measured.tokens_per_sec_per_gpu) / measured.tokens_per_sec_per_gpu * 100.0,
     );
-    let predicted_memory = estimate.peak_memory.breakdown.total().as_gib();
-    result.predicted_memory_gib = Some(predicted_memory);
-    if let Some(measured_memory) = result.measured_memory_gib {
-        result.memory_error_pct =
-            Some((predicted_memory - measured_memory) / measured_memory * 100.0);
-    }
-    if !estimate.fits() {
-        result.assumptions.push(format!(
-            "predicted peak memory {predicted_memory:.1} GiB exceeds the {:.1} GiB capacity",
-            estimate.memory_capacity.as_gib()
-        ));
-    }
+    compare_memory(row, &estimate, &mut result);
     result
 }
 

@@ -12,10 +12,12 @@ pub mod bands;
 mod calibrate;
 mod compare;
 mod coverage;
+mod fit;
 mod gpu_type;
 mod held_out;
 mod mapping;
 mod measured;
+mod memory_counter;
 mod rank;
 mod row;
 mod run_band;
@@ -29,6 +31,7 @@ pub use bands::{BandTable, ErrorBand};
 pub use calibrate::{CalibrationReport, CrossValidation, GpuFit, calibrate_csv};
 pub use compare::{ComparisonSummary, SearchComparison, compare_search_csv};
 pub use coverage::BandCoverage;
+pub use fit::OverCapacity;
 pub use mapping::Calibration;
 pub use rank::{RankAgreement, Sweep, kendall_tau_b};
 pub use row::CalibrationRow;
@@ -73,6 +76,14 @@ pub struct RowResult {
     pub predicted_memory_gib: Option<f64>,
     /// (predicted - measured) / measured x 100 for memory.
     pub memory_error_pct: Option<f64>,
+    /// The predicted memory of the worst pipeline stage, by what it holds; the figure compared
+    /// is the part of it `memory_counter` reads.
+    pub memory_breakdown: Option<crate::cost::breakdown::MemoryBreakdown>,
+    /// The counter the row's measured memory reads (allocated, reserved or device total), for rows
+    /// that state one.
+    pub memory_counter: Option<crate::cost::breakdown::MemoryCounter>,
+    /// Why the run is predicted not to fit in GPU memory; `None` when it fits or was not priced.
+    pub over_capacity: Option<OverCapacity>,
     /// Settings the row left blank and the value assumed, with the rule's source.
     pub assumptions: Vec<String>,
     /// Why the row was not predicted; `None` when it was.
@@ -97,6 +108,8 @@ pub struct ValidationReport {
     pub rows: Vec<RowResult>,
     /// The error bands of every held-out error (what `data/error-bands.json` holds).
     pub bands: BandTable,
+    /// The predicted runs that do not fit in GPU memory, in file order (each also in `rows`).
+    pub over_capacity: Vec<OverCapacity>,
 }
 
 /// Why the CSV itself could not be read.
@@ -127,6 +140,16 @@ pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
     let mut results = calibrate::evaluate(&refs, &Calibration::new(), &stacks);
     held_out::attach_held_out(&rows, &mut results, &stacks);
     let (accuracy, bands) = accuracy::accuracy(&rows, &results);
-    let summary::Summaries { summary, by_source, by_gpu, by_kind } = summary::summarize(&results);
-    Ok(ValidationReport { accuracy, summary, by_source, by_gpu, by_kind, rows: results, bands })
+    let summary::Summaries { summary, by_source, by_gpu, by_kind, over_capacity } =
+        summary::summarize(&results);
+    Ok(ValidationReport {
+        accuracy,
+        summary,
+        by_source,
+        by_gpu,
+        by_kind,
+        rows: results,
+        bands,
+        over_capacity,
+    })
 }

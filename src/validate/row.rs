@@ -95,6 +95,8 @@ pub struct CalibrationRow {
     #[serde(default)]
     pub peak_memory_gib: String,
     #[serde(default)]
+    pub other_metrics: String,
+    #[serde(default)]
     pub notes: String,
 }
 
@@ -121,12 +123,11 @@ const REQUIRED_COLUMNS: [&str; 10] = [
 ];
 
 /// Columns of the shared calibration file that carry provenance only, kept but never read.
-const PROVENANCE_COLUMNS: [&str; 7] = [
+const PROVENANCE_COLUMNS: [&str; 6] = [
     "source_location",
     "source_url",
     "arch_source",
     "mfu_peak_basis",
-    "other_metrics",
     "inferred_fields",
     "reliability",
 ];

@@ -27,6 +27,8 @@ pub struct Summary {
     pub memory_rows: usize,
     /// Median of |memory error %| over those rows.
     pub memory_median_abs_error_pct: Option<f64>,
+    /// Predicted rows whose run is predicted not to fit in GPU memory.
+    pub over_capacity: usize,
 }
 
 /// A reason rows were skipped for, and how many.
@@ -120,6 +122,7 @@ pub(super) struct Summaries {
     pub by_source: Vec<GroupSummary>,
     pub by_gpu: Vec<GroupSummary>,
     pub by_kind: Vec<GroupSummary>,
+    pub over_capacity: Vec<super::OverCapacity>,
 }
 
 /// The statistics of the per-row results.
@@ -138,11 +141,13 @@ pub(super) fn summarize(rows: &[RowResult]) -> Summaries {
         mean_error_pct: overall.mean_error_pct,
         memory_rows: memory_errors.len(),
         memory_median_abs_error_pct: percentile(&memory_errors, 0.5),
+        over_capacity: rows.iter().filter(|r| r.over_capacity.is_some()).count(),
     };
     let mut by_kind = groups(rows, |r| r.architecture.clone());
     let context_parallel: Vec<&RowResult> = rows.iter().filter(|r| r.context_parallel).collect();
     by_kind.push(group("context parallel (cp > 1)".to_owned(), &context_parallel));
     Summaries {
+        over_capacity: rows.iter().filter_map(|r| r.over_capacity.clone()).collect(),
         by_source: groups(rows, |r| r.source_id.clone()),
         by_gpu: groups(rows, |r| r.gpu.clone()),
         by_kind,

@@ -914,8 +914,9 @@ fn an_estimate_that_does_not_fit_names_the_changes_that_make_it_fit() {
 
 #[test]
 fn search_lists_plans_with_the_same_time_and_memory_as_one_entry() {
-    let value =
-        json(&words("search --model llama3.1-70b --gpus 512 --global-batch 512 --format json"));
+    let value = json(&words(
+        "search --model llama3.1-70b --gpus 256 --global-batch 256 --seq-len 32768 --format json",
+    ));
     let plans = value["plans"].as_array().unwrap();
     assert_eq!(plans.len(), 5, "five distinct entries");
     let figures: Vec<(f64, f64)> = plans
