@@ -7,11 +7,13 @@
 
 mod engine;
 mod precision;
+mod recompute_modules;
 
 use serde::{Deserialize, Serialize};
 
 pub use engine::Engine;
 pub use precision::Precision;
+pub use recompute_modules::{RecomputeModule, RecomputeModules};
 
 /// Activation recomputation granularity (`--recompute-granularity`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -332,6 +334,16 @@ pub struct PlanSpec {
     /// With --recompute full: layers per pipeline stage that recompute. [default: all of them]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
     pub recompute_num_layers: Option<i64>,
+    /// With --recompute selective: the modules rerun in the backward (Megatron-LM
+    /// --recompute-modules), comma-separated. [default: core_attn]
+    #[arg(long, value_enum, value_name = "MODULES", value_delimiter = ',', num_args = 1..)]
+    #[arg(help_heading = PLAN)]
+    pub recompute_modules: Option<Vec<RecomputeModule>>,
+    /// Transformer layers per pipeline rank whose activations are offloaded to host memory
+    /// during the forward and brought back for the backward (Megatron-LM --cpu-offloading
+    /// --cpu-offloading-num-layers; NeMo's activation_offload_layers). [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    pub offload_activation_layers: Option<i64>,
     /// Overlap the data-parallel gradient reduction with the backward. [default: true]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
@@ -492,6 +504,8 @@ pub struct Plan {
     pub(crate) reshard_after_forward: bool,
     pub(crate) recompute: RecomputeKind,
     pub(crate) recompute_num_layers: u64,
+    pub(crate) recompute_modules: RecomputeModules,
+    pub(crate) offload_activation_layers: u64,
     pub(crate) overlap_grad_reduce: bool,
     pub(crate) overlap_param_gather: bool,
     pub(crate) tp_comm_overlap: bool,
@@ -547,6 +561,9 @@ impl Plan {
             } else {
                 None
             },
+            recompute_modules: (self.recompute == RecomputeKind::Selective)
+                .then(|| self.recompute_modules.to_vec()),
+            offload_activation_layers: whole(self.offload_activation_layers),
             overlap_grad_reduce: Some(self.overlap_grad_reduce),
             overlap_param_gather: Some(self.overlap_param_gather),
             tp_comm_overlap: Some(self.tp_comm_overlap),
@@ -638,6 +655,14 @@ impl Plan {
     /// Layers per pipeline stage that recompute under full recompute.
     pub fn recompute_num_layers(&self) -> u64 {
         self.recompute_num_layers
+    }
+    /// The modules selective recompute reruns (empty unless the recompute is selective).
+    pub fn recompute_modules(&self) -> RecomputeModules {
+        self.recompute_modules
+    }
+    /// Transformer layers per pipeline rank whose activations are offloaded to host memory.
+    pub fn offload_activation_layers(&self) -> u64 {
+        self.offload_activation_layers
     }
     /// Whether the DP gradient reduction overlaps the backward.
     pub fn overlap_grad_reduce(&self) -> bool {
@@ -733,10 +758,18 @@ impl Plan {
         };
         let recompute = match self.recompute {
             RecomputeKind::None => "no-recompute".to_owned(),
-            RecomputeKind::Selective => "selective".to_owned(),
+            RecomputeKind::Selective
+                if self.recompute_modules == RecomputeModules::DEFAULT_SELECTIVE =>
+            {
+                "selective".to_owned()
+            }
+            RecomputeKind::Selective => format!("selective[{}]", self.recompute_modules.names()),
             RecomputeKind::Op => "per-op".to_owned(),
             RecomputeKind::Full => format!("full{}", self.recompute_num_layers),
         };
-        format!("{sharding} {recompute}")
+        match self.offload_activation_layers {
+            0 => format!("{sharding} {recompute}"),
+            n => format!("{sharding} {recompute} offload{n}"),
+        }
     }
 }

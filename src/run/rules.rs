@@ -7,7 +7,8 @@ use crate::limits::{self, PARALLEL_SIZE, VIRTUAL_STAGES};
 use crate::model::Model;
 use crate::plan::{
     AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan,
-    PlanSpec, Precision, RecomputeKind, Sharding, Training, TrainingSpec,
+    PlanSpec, Precision, RecomputeKind, RecomputeModule, RecomputeModules, Sharding, Training,
+    TrainingSpec,
 };
 use crate::violation::Collector;
 
@@ -309,6 +310,8 @@ pub(super) fn validate_plan(
         }
         (_, None) => 0,
     };
+    let recompute_modules = validate_recompute_modules(collector, spec, recompute, model);
+    let offload_activation_layers = validate_offload(collector, spec, layers_per_stage);
     let experts = validate_experts(collector, spec, model, tp * cp * dp, tp, schedule);
     Some(Plan {
         tp,
@@ -327,6 +330,8 @@ pub(super) fn validate_plan(
         reshard_after_forward: spec.fsdp_reshard_after_forward.unwrap_or(pp == 1),
         recompute,
         recompute_num_layers,
+        recompute_modules,
+        offload_activation_layers,
         overlap_grad_reduce: spec.overlap_grad_reduce.unwrap_or(true),
         // Follows the gradient-reduce overlap unless set: Megatron-LM accepts the parameter
         // gather overlap only together with it.
@@ -584,4 +589,83 @@ fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {
         }
     };
     (sharding, false)
+}
+
+/// The modules a selective recompute reruns: Megatron-LM's default (the attention core) unless
+/// listed; a list needs selective recompute, and each module must exist in the model.
+fn validate_recompute_modules(
+    collector: &mut Collector,
+    spec: &PlanSpec,
+    recompute: RecomputeKind,
+    model: &Model,
+) -> RecomputeModules {
+    let Some(listed) = &spec.recompute_modules else {
+        return if recompute == RecomputeKind::Selective {
+            RecomputeModules::DEFAULT_SELECTIVE
+        } else {
+            RecomputeModules::NONE
+        };
+    };
+    let modules = RecomputeModules::of(listed);
+    if recompute != RecomputeKind::Selective {
+        collector.add(
+            "plan.recompute_modules",
+            modules.names(),
+            "applies only to selective recompute",
+            "add --recompute selective or drop --recompute-modules",
+        );
+        return RecomputeModules::NONE;
+    }
+    if modules.is_empty() {
+        collector.add(
+            "plan.recompute_modules",
+            "[]",
+            "names no module",
+            "list at least one, e.g. core_attn, or drop it for the default",
+        );
+    }
+    let moe = model.moe();
+    for module in modules.to_vec() {
+        let missing = match module {
+            RecomputeModule::MlaUpProj => model.mla().is_none().then_some("latent attention (MLA)"),
+            RecomputeModule::Moe | RecomputeModule::MoeAct => moe.is_none().then_some("MoE layers"),
+            RecomputeModule::SharedExperts => {
+                moe.is_none_or(|moe| moe.shared_ffn_hidden_size == 0).then_some("shared experts")
+            }
+            RecomputeModule::Mlp => {
+                (moe.is_some() && model.dense_layers() == 0).then_some("dense-MLP layers")
+            }
+            RecomputeModule::CoreAttn | RecomputeModule::Layernorm => None,
+        };
+        if let Some(missing) = missing {
+            collector.add(
+                "plan.recompute_modules",
+                module.name(),
+                format!("the model has no {missing}"),
+                "drop this module from the list",
+            );
+        }
+    }
+    modules
+}
+
+/// Layers per pipeline rank whose activations go to host memory: fewer than the rank's layers
+/// (Megatron-LM keeps the last one on the GPU, whose backward starts at once).
+fn validate_offload(collector: &mut Collector, spec: &PlanSpec, layers_per_stage: u64) -> u64 {
+    match spec.offload_activation_layers {
+        None => 0,
+        Some(n) if n >= 0 && (n as u64) < layers_per_stage.max(1) => n as u64,
+        Some(n) => {
+            collector.add(
+                "plan.offload_activation_layers",
+                n,
+                format!(
+                    "must be between 0 and {}, fewer than the {layers_per_stage} layers of a pipeline rank",
+                    layers_per_stage.saturating_sub(1)
+                ),
+                "offload fewer layers, or use more pipeline stages",
+            );
+            0
+        }
+    }
 }
