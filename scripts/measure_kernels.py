@@ -30,7 +30,7 @@ STARTED = time.monotonic()
 # Seconds each section may use before it skips the rest of its shapes (the whole run must stay
 # well inside the device tool's 10-minute limit).
 SECTION_BUDGET = {"gemm_bf16": 120.0, "gemm_depth": 60.0, "grouped_split": 70.0, "gemm_fp8": 50.0, "gemm_fp8_blockwise": 60.0, "attention": 60.0, "grouped_gemm": 70.0,
-                  "layers": 45.0, "host": 60.0, "memory": 20.0, "launch": 20.0}
+                  "layers": 45.0, "host": 60.0, "memory": 20.0, "launch": 20.0, "host_copy": 40.0}
 
 
 def sync():
@@ -798,6 +798,47 @@ def host_section():
     return section.result()
 
 
+def host_copy_section():
+    """Copies between GPU memory and pinned host memory (what activation offloading moves):
+    device-to-host, host-to-device, and both at once on two streams."""
+    section = Section("host_copy")
+    sizes = (1 << 26, 1 << 28, 1 << 30) if not SMOKE else (1 << 16,)
+    for size in sizes:
+        try:
+            pin = DEVICE == "cuda"
+            device = torch.empty(size, dtype=torch.uint8, device=DEVICE)
+            host = torch.empty(size, dtype=torch.uint8, pin_memory=pin)
+            device_b = torch.empty(size, dtype=torch.uint8, device=DEVICE)
+            host_b = torch.empty(size, dtype=torch.uint8, pin_memory=pin)
+            d2h = measure(lambda: host.copy_(device, non_blocking=True))
+            h2d = measure(lambda: device.copy_(host, non_blocking=True))
+            section.record({"copy": "device_to_host", "bytes": size, "seconds": d2h,
+                            "gbps": size / d2h / 1e9})
+            section.record({"copy": "host_to_device", "bytes": size, "seconds": h2d,
+                            "gbps": size / h2d / 1e9})
+            if DEVICE == "cuda":
+                out_stream, in_stream = torch.cuda.Stream(), torch.cuda.Stream()
+
+                def both():
+                    current = torch.cuda.current_stream()
+                    out_stream.wait_stream(current)
+                    in_stream.wait_stream(current)
+                    with torch.cuda.stream(out_stream):
+                        host.copy_(device, non_blocking=True)
+                    with torch.cuda.stream(in_stream):
+                        device_b.copy_(host_b, non_blocking=True)
+                    current.wait_stream(out_stream)
+                    current.wait_stream(in_stream)
+
+                seconds = measure(both)
+                section.record({"copy": "both_directions", "bytes": 2 * size,
+                                "seconds": seconds, "gbps": 2 * size / seconds / 1e9})
+            del device, host, device_b, host_b
+        except Exception as exc:  # noqa: BLE001
+            section.error(f"host copy {size}", exc)
+    return section.result()
+
+
 def main():
     if len(sys.argv) < 2 or sys.argv[1].startswith("--"):
         sys.exit("usage: measure_kernels.py OUT.json [--smoke]")
@@ -831,7 +872,8 @@ def main():
                 ("gemm_fp8", fp8_section), ("attention", attention_section),
                 ("grouped_gemm", grouped_section), ("layers", layer_section),
                 ("gemm_depth", depth_section), ("grouped_split", grouped_split_section),
-                ("host", host_section), ("gemm_fp8_blockwise", fp8_blockwise_section)]
+                ("host", host_section), ("gemm_fp8_blockwise", fp8_blockwise_section),
+                ("host_copy", host_copy_section)]
     # Section names after OUT.json run only those sections.
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
     for name, fn in sections:

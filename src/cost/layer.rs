@@ -14,7 +14,7 @@ use crate::cost::kernels::{
 };
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
-use crate::plan::{ExpertDispatch, Precision};
+use crate::plan::{ExpertDispatch, Precision, RecomputeModule, RecomputeModules};
 use crate::run::Run;
 use crate::units::{Bytes, Flops, Seconds};
 
@@ -63,6 +63,9 @@ pub struct Op {
     pub bytes: Bytes,
     /// Time on one GPU.
     pub time: Seconds,
+    /// The recompute module whose rerun repeats this op (`None`: outside every module, such as
+    /// the residual adds, or outside the transformer layers).
+    pub module: Option<RecomputeModule>,
 }
 
 /// The operations of one layer (or of the embedding / head) for one micro-batch.
@@ -70,6 +73,8 @@ pub struct Op {
 pub struct OpTable {
     /// The rows, in execution order within each phase.
     pub ops: Vec<Op>,
+    /// The module the rows pushed next belong to (set while the table is built).
+    module: Option<RecomputeModule>,
 }
 
 impl OpTable {
@@ -91,6 +96,36 @@ impl OpTable {
             + self.time(phase, OpKind::Memory)
     }
 
+    /// Forward time of the rows a selective recompute of `modules` reruns: (compute, TP
+    /// communication, expert-parallel communication). The routed experts' activation belongs to
+    /// the MoE block, so it is rerun by either `moe_act` or `moe`.
+    pub fn selective_rerun(&self, modules: RecomputeModules) -> (Seconds, Seconds, Seconds) {
+        let mut rerun = (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO);
+        let reruns = |module: RecomputeModule| {
+            modules.contains(module)
+                || (module == RecomputeModule::MoeAct && modules.contains(RecomputeModule::Moe))
+        };
+        for op in self.ops.iter().filter(|op| op.phase == Phase::Forward) {
+            if !op.module.is_some_and(reruns) {
+                continue;
+            }
+            match op.kind {
+                OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
+                    rerun.0 += op.time
+                }
+                OpKind::TpComm => rerun.1 += op.time,
+                OpKind::EpComm => rerun.2 += op.time,
+                OpKind::CpComm | OpKind::CpAllToAll => {}
+            }
+        }
+        rerun
+    }
+
+    /// Marks the rows pushed from now on as part of `module`.
+    fn enter(&mut self, module: Option<RecomputeModule>) {
+        self.module = module;
+    }
+
     /// Total FLOPs of a phase.
     pub fn flops(&self, phase: Phase) -> Flops {
         self.ops.iter().filter(|op| op.phase == phase).map(|op| op.flops).sum()
@@ -105,7 +140,7 @@ impl OpTable {
         bytes: Bytes,
         time: Seconds,
     ) {
-        self.ops.push(Op { name, phase, kind, flops, bytes, time });
+        self.ops.push(Op { name, phase, kind, flops, bytes, time, module: self.module });
     }
 }
 
@@ -254,42 +289,57 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool) -> OpTable {
 
     // Attention block.
     ctx.tp_block_comm(&mut table, "tp-attention");
+    table.enter(Some(RecomputeModule::Layernorm));
     ctx.streaming(&mut table, "input-norm", 2.0 * h * act / sp);
+    table.enter(None);
     let gemms = model.attention_gemms();
     let (projection, inputs) = gemms.split_last().expect("attention has an output projection");
     for gemm in inputs {
+        // Latent attention's up projections read the compressed query and key/value, not the
+        // layer input.
+        let up_projection = model.mla().is_some() && !gemm.reads_layer_input;
+        table.enter(up_projection.then_some(RecomputeModule::MlaUpProj));
         let split = if gemm.split_by_tp { tp } else { 1.0 };
         ctx.gemm(&mut table, gemm.name, gemm.output as f64 / split, gemm.input as f64);
     }
+    table.enter(None);
     if let Some(mla) = model.mla() {
         // Norms of the compressed query and key/value (replicated across TP ranks).
         let latent = (mla.q_lora_rank + mla.kv_lora_rank) as f64;
         ctx.streaming(&mut table, "latent-norm", 2.0 * latent * act);
     }
     if model.position_embedding() == crate::model::PositionEmbedding::Rope {
+        // Megatron-LM's MLA up-projection checkpoint reruns the rotary embedding too.
+        table.enter(model.mla().map(|_| RecomputeModule::MlaUpProj));
         ctx.streaming(
             &mut table,
             "rope",
             2.0 * (model.query_width() + model.kv_width()) as f64 * act / tp,
         );
     }
+    table.enter(Some(RecomputeModule::CoreAttn));
     attention(&ctx, &mut table);
+    table.enter(None);
     ctx.gemm(&mut table, projection.name, h, projection.input as f64 / tp);
     ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
 
     // MLP block.
+    table.enter(Some(RecomputeModule::Layernorm));
     ctx.streaming(&mut table, "mlp-norm", 2.0 * h * act / sp);
-    let mlp_width = match (dense_mlp, model.moe()) {
+    let (mlp_width, mlp_module) = match (dense_mlp, model.moe()) {
         (false, Some(moe)) => {
+            table.enter(Some(RecomputeModule::Moe));
             experts(&ctx, &mut table);
-            moe.shared_ffn_hidden_size
+            (moe.shared_ffn_hidden_size, RecomputeModule::SharedExperts)
         }
-        _ => model.ffn_hidden_size(),
+        _ => (model.ffn_hidden_size(), RecomputeModule::Mlp),
     };
     if mlp_width > 0 {
+        table.enter(Some(mlp_module));
         ctx.tp_block_comm(&mut table, "tp-mlp");
         dense_mlp_ops(&ctx, &mut table, "fc1", "fc2", mlp_width);
     }
+    table.enter(None);
     ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
     if model.dropout() {
         // Two dropouts per layer: read, write, and a one-byte mask each.
@@ -372,8 +422,10 @@ fn experts(ctx: &Ctx, table: &mut OpTable) {
     ctx.grouped_gemm(table, "expert-fc1", rows, local_experts, up, h);
     let activation =
         Bytes::new(activation_bytes(model, moe.expert_ffn_hidden_size) / etp * act * rows);
+    table.enter(Some(RecomputeModule::MoeAct));
     table.push_memory(gpu, "expert-activation", Phase::Forward, activation);
     table.push_memory(gpu, "expert-activation", Phase::Backward, activation * 2.0);
+    table.enter(Some(RecomputeModule::Moe));
     ctx.grouped_gemm(table, "expert-fc2", rows, local_experts, h, ffn);
     let cast = ctx.precision.cast_bytes_per_element();
     if cast > 0.0 {

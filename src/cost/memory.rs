@@ -14,7 +14,7 @@ use crate::cost::layer::padded_vocab;
 use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
 use crate::model::PositionEmbedding;
-use crate::plan::{Precision, RecomputeKind, Sharding};
+use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules, Sharding};
 use crate::run::Run;
 use crate::units::Bytes;
 
@@ -172,6 +172,11 @@ pub fn segment_params(run: &Run, segment: &Segment) -> Params {
 /// routed row, the expert FC1 input, its output and the FC2 input, and per token the router's
 /// FP32 probabilities; its shared experts store what a dense MLP of their width stores.
 pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> Bytes {
+    layer_activation_bytes_with(run, dense_mlp, run.plan().recompute_modules())
+}
+
+/// [`layer_activation_bytes`] with selective recompute of `modules` (none: everything stored).
+fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeModules) -> Bytes {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
@@ -194,11 +199,15 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> Bytes {
         0.0
     };
     let routed = match (dense_mlp, model.moe()) {
+        (false, Some(_)) if modules.contains(RecomputeModule::Moe) => Bytes::ZERO,
         (false, Some(moe)) => {
             let etp = plan.etp() as f64;
             let ffn = moe.expert_ffn_hidden_size;
+            // A rerun activation function frees its output, the FC2 input.
+            let activation_output =
+                if modules.contains(RecomputeModule::MoeAct) { 0.0 } else { ffn as f64 * gemm_in };
             let per_row =
-                h * gemm_in + (model.up_width(ffn) as f64 * act + ffn as f64 * gemm_in) / etp;
+                h * gemm_in + (model.up_width(ffn) as f64 * act + activation_output) / etp;
             Bytes::new(
                 crate::cost::layer::routed_rows(run) * per_row
                     + tokens / sp * (moe.num_experts as f64 * 4.0 + h * gemm_in),
@@ -206,7 +215,45 @@ pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> Bytes {
         }
         _ => Bytes::ZERO,
     };
-    Bytes::new(norms + attention + mlp + masks) * tokens + routed
+    let freed = selective_freed_width(run, dense_mlp, modules, mlp_width, gemm_in);
+    Bytes::new((norms + attention + mlp + masks - freed).max(0.0)) * tokens + routed
+}
+
+/// Bytes per token of one layer's activations that selective recompute of the plan's modules
+/// frees (each module keeps only its input, which another tensor already holds): the norm
+/// outputs (the QKV and FC1 inputs), the dense MLP's or the shared experts' FC1 output and FC2
+/// input, and latent attention's full-width queries, keys and values. The attention core frees
+/// nothing under a fused kernel, which stores no score matrix; the MoE modules' bytes are
+/// removed from the routed rows by the caller.
+fn selective_freed_width(
+    run: &Run,
+    dense_mlp: bool,
+    modules: RecomputeModules,
+    mlp_width: u64,
+    gemm_in: f64,
+) -> f64 {
+    let model = run.model();
+    let plan = run.plan();
+    if modules.is_empty() {
+        return 0.0;
+    }
+    let tp = plan.tp() as f64;
+    let sp = plan.sequence_split() as f64;
+    let h = model.hidden_size() as f64;
+    let act = Precision::ACTIVATION_BYTES;
+    let mut freed = 0.0;
+    if modules.contains(RecomputeModule::Layernorm) {
+        let mlp_input = if mlp_width > 0 { h * gemm_in / sp } else { 0.0 };
+        freed += h * gemm_in / sp + mlp_input;
+    }
+    let mlp_module = if dense_mlp { RecomputeModule::Mlp } else { RecomputeModule::SharedExperts };
+    if mlp_width > 0 && modules.contains(mlp_module) {
+        freed += (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp;
+    }
+    if model.mla().is_some() && modules.contains(RecomputeModule::MlaUpProj) {
+        freed += (model.query_width() + 2 * model.kv_width()) as f64 * act / tp;
+    }
+    freed
 }
 
 /// Width of a layer's dense MLP: the model's FFN, or an MoE layer's shared experts (0 without).
@@ -370,7 +417,10 @@ pub struct ActivationBytes {
     pub layer_input: Bytes,
     /// The GEMM inputs one layer keeps for its weight gradients after a split backward.
     pub weight_gradient_inputs_per_layer: Bytes,
-    /// Activations rebuilt at once during a recomputing backward.
+    /// Share of each pipeline rank's layers whose stored activations go to host memory.
+    offload_share: f64,
+    /// Activations alive at once during the backward beyond the stored ones: a layer rebuilt by
+    /// recompute, and with offloading the layer brought back from host memory.
     pub recompute_working: Bytes,
     /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
     pub logits: Bytes,
@@ -389,14 +439,35 @@ impl ActivationBytes {
         } else {
             (Bytes::ZERO, Bytes::ZERO)
         };
-        let rebuilt = |layer: Bytes, op_layer: Bytes| match recompute {
+        // Selective recompute rebuilds one layer's rerun modules at a time.
+        let selective_rebuilt = |dense: bool, layer: Bytes| {
+            if recompute == RecomputeKind::Selective {
+                (layer_activation_bytes_with(run, dense, RecomputeModules::NONE) - layer)
+                    .max(Bytes::ZERO)
+            } else {
+                Bytes::ZERO
+            }
+        };
+        let rebuilt = |layer: Bytes, op_layer: Bytes, dense: bool| match recompute {
             RecomputeKind::Full => layer,
             RecomputeKind::Op => (layer - op_layer).max(Bytes::ZERO),
-            RecomputeKind::None | RecomputeKind::Selective => Bytes::ZERO,
+            RecomputeKind::Selective => selective_rebuilt(dense, layer),
+            RecomputeKind::None => Bytes::ZERO,
         };
-        let dense_rebuilt = rebuilt(dense_layer, op_dense_layer);
-        let recompute_working =
-            if moe { dense_rebuilt.max(rebuilt(moe_layer, op_moe_layer)) } else { dense_rebuilt };
+        let dense_rebuilt = rebuilt(dense_layer, op_dense_layer, true);
+        let mut recompute_working = if moe {
+            dense_rebuilt.max(rebuilt(moe_layer, op_moe_layer, false))
+        } else {
+            dense_rebuilt
+        };
+        let plan = run.plan();
+        let layers_per_rank = run.model().num_layers() as f64 / plan.pp() as f64;
+        let offload_share =
+            (plan.offload_activation_layers() as f64 / layers_per_rank.max(1.0)).min(1.0);
+        if offload_share > 0.0 {
+            // The next layer's activations are copied back while this one's backward runs.
+            recompute_working += dense_layer.max(moe_layer);
+        }
         ActivationBytes {
             recompute,
             moe,
@@ -404,6 +475,7 @@ impl ActivationBytes {
             moe_layer,
             op_dense_layer,
             op_moe_layer,
+            offload_share,
             layer_input: layer_input_bytes(run),
             weight_gradient_inputs_per_layer: layer_weight_gradient_input_bytes(run),
             recompute_working,
@@ -415,6 +487,19 @@ impl ActivationBytes {
     /// layers keeping only their inputs under full recompute), plus the embedding output on the
     /// first stage.
     pub fn stored(&self, segment: &Segment) -> Bytes {
+        let in_layers = self.stored_in_layers(segment);
+        let kept = in_layers - in_layers * self.offload_share;
+        kept + if segment.first { self.layer_input } else { Bytes::ZERO }
+    }
+
+    /// Activation bytes of one micro-batch that offloading moves to host memory in a segment
+    /// (and back for the backward).
+    pub fn offloaded(&self, segment: &Segment) -> Bytes {
+        self.stored_in_layers(segment) * self.offload_share
+    }
+
+    /// What one micro-batch's transformer layers of a segment store.
+    fn stored_in_layers(&self, segment: &Segment) -> Bytes {
         let layers = segment.layers;
         let per_layer = if self.moe {
             let dense = segment.dense_layers.min(layers);
@@ -422,7 +507,7 @@ impl ActivationBytes {
         } else {
             self.dense_layer
         };
-        let stored = match self.recompute {
+        match self.recompute {
             RecomputeKind::None | RecomputeKind::Selective => per_layer * layers,
             RecomputeKind::Op => {
                 let dense = if self.moe { segment.dense_layers.min(layers) } else { layers };
@@ -432,8 +517,7 @@ impl ActivationBytes {
                 let recomputed = segment.recomputed_layers.min(layers);
                 self.layer_input * recomputed + per_layer * (layers - recomputed)
             }
-        };
-        stored + if segment.first { self.layer_input } else { Bytes::ZERO }
+        }
     }
 }
 

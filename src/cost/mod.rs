@@ -18,3 +18,6 @@ pub mod runtime_memory;
 pub mod step;
 pub mod step_terms;
 pub mod work;
+
+#[cfg(test)]
+mod selective_and_offload_tests;

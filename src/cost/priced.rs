@@ -19,7 +19,9 @@ use crate::cost::memory::{
 use crate::cost::step_terms::{
     DataParallelCollectives, data_parallel_collectives, optimizer_time_for, p2p_bytes, p2p_transfer,
 };
-use crate::cost::work::{Segment, Tables, Work, path_segments, segment_work, stage_segments};
+use crate::cost::work::{
+    Segment, Tables, Work, path_segments, segment_work, stage_segments, with_offload_stalls,
+};
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
 
@@ -115,7 +117,12 @@ impl<'a> PricedRun<'a> {
     fn price(&self, segment: Segment) -> PricedSegment {
         PricedSegment {
             segment,
-            work: segment_work(self.run, &self.tables, segment),
+            work: if self.run.plan().offload_activation_layers() > 0 {
+                let work = segment_work(self.run, &self.tables, segment);
+                with_offload_stalls(self.run, work, self.activations().offloaded(&segment))
+            } else {
+                segment_work(self.run, &self.tables, segment)
+            },
             params: segment_params(self.run, &segment),
         }
     }

@@ -3,9 +3,9 @@
 //! simulator (`crate::sim`) are built from, so the two share one cost model.
 
 use crate::cost::layer::{self, OpKind, OpTable, Phase};
-use crate::plan::RecomputeKind;
+use crate::plan::{RecomputeKind, RecomputeModule, RecomputeModules};
 use crate::run::Run;
-use crate::units::Seconds;
+use crate::units::{Bytes, Seconds};
 
 /// Fraction of a compute window that can hide communication: collective kernels take SMs and
 /// memory bandwidth from the compute they overlap. Galvatron calibrates this as a 1.1-1.3x
@@ -75,6 +75,9 @@ pub struct PricedTable {
     pub forward: PhaseTimes,
     /// Backward totals.
     pub backward: PhaseTimes,
+    /// The forward work a selective recompute of each module reruns (in
+    /// [`RecomputeModule::ALL`] order): compute, TP and expert-parallel communication.
+    pub module_rerun: [Rerun; 7],
 }
 
 impl PricedTable {
@@ -82,8 +85,29 @@ impl PricedTable {
         PricedTable {
             forward: PhaseTimes::of(&table, Phase::Forward),
             backward: PhaseTimes::of(&table, Phase::Backward),
+            module_rerun: RecomputeModule::ALL.map(|module| {
+                let (compute, tp, ep) = table.selective_rerun(RecomputeModules::of(&[module]));
+                Rerun { compute, tp, ep }
+            }),
             table,
         }
+    }
+
+    /// The forward work a selective recompute of `modules` reruns. The routed experts'
+    /// activation is inside the MoE block: with both modules it is rerun once.
+    pub fn selective_rerun(&self, modules: RecomputeModules) -> Rerun {
+        let moe_act_inside_moe =
+            modules.contains(RecomputeModule::Moe) && modules.contains(RecomputeModule::MoeAct);
+        RecomputeModule::ALL
+            .iter()
+            .zip(&self.module_rerun)
+            .filter(|(module, _)| modules.contains(**module))
+            .filter(|(module, _)| !(moe_act_inside_moe && **module == RecomputeModule::MoeAct))
+            .fold(Rerun::default(), |sum, (_, rerun)| Rerun {
+                compute: sum.compute + rerun.compute,
+                tp: sum.tp + rerun.tp,
+                ep: sum.ep + rerun.ep,
+            })
     }
 
     /// The totals of one phase.
@@ -93,6 +117,17 @@ impl PricedTable {
             Phase::Backward => &self.backward,
         }
     }
+}
+
+/// Forward work rerun by a selective recompute, per micro-batch of one layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rerun {
+    /// GEMMs, attention and memory-bound kernels.
+    pub compute: Seconds,
+    /// Tensor-parallel collectives.
+    pub tp: Seconds,
+    /// Expert-parallel dispatch and combine.
+    pub ep: Seconds,
 }
 
 /// The op tables of one run: a transformer layer, the embedding and the head.
@@ -128,12 +163,13 @@ impl Tables {
     /// Builds the tables of a run.
     pub fn new(run: &Run) -> Tables {
         let moe = run.model().moe().is_some();
+        let priced = PricedTable::new;
         Tables {
-            layer: PricedTable::new(layer::transformer_layer(run, !moe)),
-            dense_layer: moe.then(|| PricedTable::new(layer::transformer_layer(run, true))),
-            embedding: PricedTable::new(layer::embedding(run)),
-            head: PricedTable::new(layer::head(run)),
-            mtp: PricedTable::new(layer::mtp_projection(run)),
+            layer: priced(layer::transformer_layer(run, !moe)),
+            dense_layer: moe.then(|| priced(layer::transformer_layer(run, true))),
+            embedding: priced(layer::embedding(run)),
+            head: priced(layer::head(run)),
+            mtp: priced(layer::mtp_projection(run)),
         }
     }
 
@@ -253,7 +289,24 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     let zero = Seconds::ZERO;
     let (recompute, recompute_tp, recompute_ep) = match plan.recompute() {
         RecomputeKind::None => (zero, zero, zero),
-        RecomputeKind::Selective => (layers_only(&|t| t.attention), zero, zero),
+        RecomputeKind::Selective => {
+            let modules = plan.recompute_modules();
+            let rerun = |pick: &dyn Fn(&Rerun) -> Seconds| -> Seconds {
+                parts
+                    .iter()
+                    .filter(|p| p.layer)
+                    .map(|p| pick(&p.table.selective_rerun(modules)) * p.count)
+                    .sum()
+            };
+            let ep = |r: &Rerun| {
+                if plan.expert_comm_overlap() {
+                    (r.ep - r.compute * OVERLAP_EFFICIENCY).max(Seconds::ZERO)
+                } else {
+                    r.ep
+                }
+            };
+            (rerun(&|r| r.compute), rerun(&|r| r.tp), rerun(&ep))
+        }
         // Half the matmuls and every element-wise op; collective outputs are among what the
         // policy stores, so no communication is rerun.
         RecomputeKind::Op => {
@@ -330,4 +383,22 @@ pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
             }
         })
         .collect()
+}
+
+/// The compute stalls activation offloading adds to one micro-batch in a segment: the copies to
+/// host memory run beside the forward and the copies back beside the backward, over the GPU's
+/// host link; what a copy takes beyond the compute it hides behind stalls that compute (the
+/// engines wait on the copy before the next layer's buffers are reused).
+/// `offloaded` is what one micro-batch moves each way in the segment.
+pub fn with_offload_stalls(run: &Run, work: Work, offloaded: Bytes) -> Work {
+    let Some(link) = run.cluster().interconnect().host_bandwidth() else { return work };
+    if offloaded <= Bytes::ZERO {
+        return work;
+    }
+    let copy = offloaded / link;
+    Work {
+        forward: work.forward + (copy - work.forward).max(Seconds::ZERO),
+        backward: work.backward + (copy - work.backward).max(Seconds::ZERO),
+        ..work
+    }
 }

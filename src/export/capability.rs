@@ -215,6 +215,11 @@ pub enum Refusal {
         /// The selective recompute the engine runs, if any.
         runs: Option<RecomputeKind>,
     },
+    /// Activations offloaded to host memory, which no exporter writes yet.
+    ActivationOffload {
+        /// Layers per pipeline rank offloaded.
+        layers: u64,
+    },
     /// Full recompute of only some of a stage's layers.
     PartialRecompute {
         /// Layers per stage that recompute.
@@ -331,6 +336,10 @@ impl fmt::Display for Refusal {
                 Some(_) => f.write_str("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's"),
                 None => f.write_str("its activation checkpointing is per layer (full); selective recompute is not available; use --recompute full or none"),
             },
+            Refusal::ActivationOffload { layers } => write!(
+                f,
+                "the exported config does not write activation offloading yet (Megatron-LM's cpu_offloading and cpu_offloading_num_layers, with pp 1 and no recompute); drop --offload-activation-layers {layers}"
+            ),
             Refusal::PartialRecompute { layers } => write!(
                 f,
                 "full activation checkpointing applies to every layer; partial recompute is not available; drop --recompute-num-layers {layers}"
@@ -433,6 +442,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
         && caps.selective_recompute != Some(kind)
     {
         out.push(Refusal::RecomputeKind { kind, runs: caps.selective_recompute });
+    }
+    if plan.offload_activation_layers() > 0 {
+        out.push(Refusal::ActivationOffload { layers: plan.offload_activation_layers() });
     }
     if !caps.partial_recompute
         && kind == RecomputeKind::Full

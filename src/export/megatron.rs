@@ -3,7 +3,8 @@
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
 use crate::plan::{
-    AdamMoments, CpComm, ExpertDispatch, PipelineSplit, Precision, RecomputeKind, Sharding,
+    AdamMoments, CpComm, ExpertDispatch, PipelineSplit, Precision, RecomputeKind, RecomputeModules,
+    Sharding,
 };
 use crate::run::Run;
 
@@ -192,7 +193,14 @@ pub fn arguments(run: &Run) -> String {
     match plan.recompute() {
         // Per-op checkpointing is refused by the capability table before this is written.
         RecomputeKind::None | RecomputeKind::Op => {}
-        RecomputeKind::Selective => args.push("--recompute-granularity selective".into()),
+        RecomputeKind::Selective => {
+            args.push("--recompute-granularity selective".into());
+            let modules = plan.recompute_modules().to_vec();
+            if plan.recompute_modules() != RecomputeModules::DEFAULT_SELECTIVE {
+                let names: Vec<&str> = modules.iter().map(|m| m.name()).collect();
+                args.push(format!("--recompute-modules {}", names.join(" ")));
+            }
+        }
         RecomputeKind::Full => {
             args.push("--recompute-granularity full".into());
             args.push("--recompute-method block".into());

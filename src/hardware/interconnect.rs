@@ -29,6 +29,13 @@ pub struct InterconnectSpec {
     pub network_latency: String,
     /// Fraction of the NIC line rate NCCL reaches.
     pub network_efficiency: f64,
+    /// Link between one GPU and host memory, one direction (`"64 GB/s"` for PCIe Gen5 x16):
+    /// what activation offloading moves over. Without it, plans that offload are refused.
+    #[serde(default)]
+    pub host_bandwidth: Option<String>,
+    /// Fraction of the host link's line rate a pinned-memory copy reaches.
+    #[serde(default)]
+    pub host_efficiency: Option<f64>,
 }
 
 /// Which link a group of GPUs talks over.
@@ -49,6 +56,7 @@ pub struct Interconnect {
     nvlink_latency: Seconds,
     network_bandwidth: BytesPerSec,
     network_latency: Seconds,
+    host_bandwidth: Option<BytesPerSec>,
 }
 
 impl Interconnect {
@@ -111,6 +119,39 @@ impl Interconnect {
             bandwidth("nvlink_bandwidth", &spec.nvlink_bandwidth, spec.nvlink_efficiency);
         let network_bandwidth =
             bandwidth("network_bandwidth", &spec.network_bandwidth, spec.network_efficiency);
+        let host_bandwidth = match (&spec.host_bandwidth, spec.host_efficiency) {
+            (None, None) => None,
+            (Some(text), Some(efficiency)) if efficiency > 0.0 && efficiency <= 1.0 => {
+                Some(bandwidth("host_bandwidth", text, efficiency))
+            }
+            (Some(_), Some(efficiency)) => {
+                collector.add(
+                    "cluster.host_efficiency",
+                    efficiency,
+                    "must be a fraction in (0, 1]",
+                    "a pinned copy reaches about 0.86 of PCIe Gen5 x16 on H100",
+                );
+                None
+            }
+            (Some(text), None) => {
+                collector.add(
+                    "cluster.host_efficiency",
+                    "(missing)",
+                    format!("must be given with host_bandwidth {text:?}"),
+                    "add host_efficiency, e.g. 0.86",
+                );
+                None
+            }
+            (None, Some(efficiency)) => {
+                collector.add(
+                    "cluster.host_bandwidth",
+                    format!("(missing, host_efficiency {efficiency})"),
+                    "must be given with host_efficiency",
+                    "add host_bandwidth, e.g. \"64 GB/s\" for PCIe Gen5 x16",
+                );
+                None
+            }
+        };
         let mut latency = |field: &str, text: &str| {
             let parsed = parse_seconds(text).and_then(|t| {
                 if crate::limits::within(t.value(), crate::limits::LATENCY_SECONDS) {
@@ -134,7 +175,14 @@ impl Interconnect {
             nvlink_latency,
             network_bandwidth,
             network_latency,
+            host_bandwidth,
         })
+    }
+
+    /// Achievable one-direction bandwidth between one GPU and host memory, where the GPU's file
+    /// states it.
+    pub fn host_bandwidth(&self) -> Option<BytesPerSec> {
+        self.host_bandwidth
     }
 
     /// GPUs per server.

@@ -312,6 +312,16 @@ pub(super) fn validate_plan(
     };
     let recompute_modules = validate_recompute_modules(collector, spec, recompute, model);
     let offload_activation_layers = validate_offload(collector, spec, layers_per_stage);
+    if offload_activation_layers > 0
+        && cluster.is_some_and(|cluster| cluster.interconnect().host_bandwidth().is_none())
+    {
+        collector.add(
+            "plan.offload_activation_layers",
+            offload_activation_layers,
+            "the GPU's file states no host link to offload over",
+            "add interconnect.host_bandwidth and host_efficiency to the GPU file, or drop the offload",
+        );
+    }
     let experts = validate_experts(collector, spec, model, tp * cp * dp, tp, schedule);
     Some(Plan {
         tp,

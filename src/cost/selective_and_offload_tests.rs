@@ -1,0 +1,188 @@
+//! Tests of selective recompute by module and of activation offloading: what each frees, what
+//! each reruns or copies, and the plans validation refuses.
+
+use crate::cost::layer::{OpKind, Phase, transformer_layer};
+use crate::cost::memory::{ActivationBytes, layer_activation_bytes, stage_memory};
+use crate::cost::step::step_time;
+use crate::cost::work::{Tables, stage_segments};
+use crate::hardware::ClusterSpec;
+use crate::plan::{PlanSpec, Precision, RecomputeKind, RecomputeModule, RecomputeModules};
+use crate::presets;
+use crate::run::{Run, RunSpec, test_run, test_spec};
+use crate::units::{Bytes, Seconds};
+
+fn selective(modules: &[RecomputeModule]) -> PlanSpec {
+    PlanSpec {
+        recompute: Some(RecomputeKind::Selective),
+        recompute_modules: Some(modules.to_vec()),
+        ..PlanSpec::default()
+    }
+}
+
+fn llama8b(plan: PlanSpec) -> Run {
+    test_run(presets::model("llama3.1-8b").unwrap(), 8, 8192, 16, 2, plan)
+}
+
+fn qwen_moe(plan: PlanSpec) -> Run {
+    let plan = PlanSpec { ep: Some(8), ..plan };
+    test_run(presets::model("qwen3-30b-a3b").unwrap(), 8, 4096, 32, 2, plan)
+}
+
+/// Llama 3.1 70B on 64 GB200 with FSDP, no pipeline: the NeMo recipes that offload.
+fn llama70b_gb200(offload: i64, gpu: &str) -> Run {
+    let plan = PlanSpec {
+        tp: Some(1),
+        pp: Some(1),
+        fsdp: Some(true),
+        offload_activation_layers: Some(offload),
+        ..PlanSpec::default()
+    };
+    let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, 2, plan);
+    spec.cluster = ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: 64 };
+    spec.training.precision = Some(Precision::Bf16);
+    Run::from_spec(&spec).unwrap()
+}
+
+fn forward_time(run: &Run, dense: bool, names: &[&str]) -> Seconds {
+    transformer_layer(run, dense)
+        .ops
+        .iter()
+        .filter(|op| op.phase == Phase::Forward && names.contains(&op.name))
+        .filter(|op| op.kind != OpKind::TpComm)
+        .map(|op| op.time)
+        .sum()
+}
+
+#[test]
+fn the_attention_core_is_the_default_and_frees_nothing_under_a_fused_kernel() {
+    let none = llama8b(PlanSpec::default());
+    let default =
+        llama8b(PlanSpec { recompute: Some(RecomputeKind::Selective), ..PlanSpec::default() });
+    let core = llama8b(selective(&[RecomputeModule::CoreAttn]));
+    assert_eq!(default.plan().recompute_modules(), RecomputeModules::DEFAULT_SELECTIVE);
+    assert_eq!(default.plan(), core.plan());
+    assert_eq!(layer_activation_bytes(&core, true), layer_activation_bytes(&none, true));
+    // Its rerun is the attention forward.
+    let rerun = step_time(&core).recompute;
+    let attention = forward_time(&core, true, &["attention"]);
+    let layers = core.model().num_layers() as f64 * core.plan().num_microbatches() as f64;
+    assert!((rerun.value() - attention.value() * layers).abs() < 1e-9 * rerun.value().max(1.0));
+}
+
+#[test]
+fn rerunning_the_mlp_frees_its_fc1_output_and_fc2_input_and_reruns_its_forward() {
+    let none = llama8b(PlanSpec::default());
+    let mlp = llama8b(selective(&[RecomputeModule::Mlp]));
+    // Llama 3.1 8B, tp 1, bf16: the gate/up output (2 x 14336) and the activation output (14336)
+    // of 8192 x 2 tokens, two bytes each.
+    let freed = layer_activation_bytes(&none, true) - layer_activation_bytes(&mlp, true);
+    assert_eq!(freed, Bytes::new((2.0 * 14336.0 + 14336.0) * 2.0 * 16384.0));
+    let rerun = forward_time(&mlp, true, &["fc1", "activation", "fc2"]);
+    let layers = mlp.model().num_layers() as f64 * mlp.plan().num_microbatches() as f64;
+    let recompute = step_time(&mlp).recompute;
+    assert!((recompute.value() - rerun.value() * layers).abs() < 1e-9 * recompute.value());
+    // The backward holds one layer's rebuilt MLP at a time.
+    assert_eq!(ActivationBytes::new(&mlp).recompute_working, freed);
+}
+
+#[test]
+fn rerunning_the_norms_frees_the_qkv_and_fc1_inputs() {
+    let none = llama8b(PlanSpec::default());
+    let norms = llama8b(selective(&[RecomputeModule::Layernorm]));
+    let freed = layer_activation_bytes(&none, true) - layer_activation_bytes(&norms, true);
+    assert_eq!(freed, Bytes::new(2.0 * 4096.0 * 2.0 * 16384.0));
+}
+
+#[test]
+fn moe_modules_free_the_routed_rows_and_the_whole_block_includes_its_activation() {
+    let none = qwen_moe(PlanSpec::default());
+    let act = qwen_moe(selective(&[RecomputeModule::MoeAct]));
+    let moe = qwen_moe(selective(&[RecomputeModule::Moe]));
+    let both = qwen_moe(selective(&[RecomputeModule::Moe, RecomputeModule::MoeAct]));
+    let bytes = |run: &Run| layer_activation_bytes(run, false);
+    assert!(bytes(&moe) < bytes(&act) && bytes(&act) < bytes(&none));
+    assert_eq!(bytes(&both), bytes(&moe));
+    let recompute = |run: &Run| step_time(run).recompute;
+    assert!(recompute(&act) < recompute(&moe));
+    assert_eq!(recompute(&both), recompute(&moe));
+    // The activation's rerun is the expert activation kernel's forward.
+    let tables = Tables::new(&act);
+    let rerun = tables.layer.selective_rerun(act.plan().recompute_modules());
+    assert_eq!(rerun.compute, forward_time(&act, false, &["expert-activation"]));
+}
+
+#[test]
+fn offloaded_layers_leave_the_gpu_and_a_hidden_copy_costs_no_time() {
+    let kept = llama70b_gb200(0, "gb200");
+    let half = llama70b_gb200(40, "gb200");
+    let stored = |run: &Run| ActivationBytes::new(run).stored(&stage_segments(run)[0]);
+    let layer = layer_activation_bytes(&kept, true);
+    // Half of the 80 layers stay; the embedding output is not offloaded.
+    assert_eq!(stored(&kept) - stored(&half), layer * 40.0);
+    assert_eq!(ActivationBytes::new(&half).recompute_working, layer);
+    assert!(
+        stage_memory(&half)[0].breakdown.activations < stage_memory(&kept)[0].breakdown.activations
+    );
+    // 40 layers' activations over 225 GB/s NVLink-C2C hide behind a 70B micro-batch's compute.
+    assert_eq!(step_time(&half).step_time(), step_time(&kept).step_time());
+}
+
+#[test]
+fn a_copy_longer_than_the_compute_it_hides_behind_stalls_it() {
+    // The same plan on H100s: PCIe Gen5 at 0.86 of 64 GB/s (measured 55 GB/s) cannot hide 79
+    // layers of activations behind one micro-batch's forward.
+    let kept = llama70b_gb200(0, "h100-sxm");
+    let most = llama70b_gb200(79, "h100-sxm");
+    let offloaded = ActivationBytes::new(&most).offloaded(&stage_segments(&most)[0]);
+    let copy = offloaded.value() / (64e9 * 0.86);
+    let kept_time = step_time(&kept);
+    let most_time = step_time(&most);
+    let m = kept.plan().num_microbatches() as f64;
+    let forward = kept_time.forward.value() / m;
+    assert!(copy > forward, "copy {copy} s vs forward {forward} s");
+    let stall = (most_time.forward.value() - kept_time.forward.value()) / m;
+    assert!((stall - (copy - forward)).abs() < 1e-9, "{stall} vs {}", copy - forward);
+}
+
+#[test]
+fn validation_refuses_modules_and_offloads_that_cannot_run() {
+    let problems = |model: &str, plan: PlanSpec| -> Vec<String> {
+        let spec = test_spec(model, 8, 4096, 16, 1, plan);
+        match Run::from_spec(&spec) {
+            Ok(_) => Vec::new(),
+            Err(err) => err.to_string().lines().map(str::to_owned).collect(),
+        }
+    };
+    let text = |lines: Vec<String>| lines.join("\n");
+    let mla = text(problems("llama3.1-8b", selective(&[RecomputeModule::MlaUpProj])));
+    assert!(mla.contains("plan.recompute_modules") && mla.contains("latent attention"), "{mla}");
+    let moe = text(problems("llama3.1-8b", selective(&[RecomputeModule::MoeAct])));
+    assert!(moe.contains("MoE layers"), "{moe}");
+    let without =
+        PlanSpec { recompute_modules: Some(vec![RecomputeModule::Mlp]), ..PlanSpec::default() };
+    let without = text(problems("llama3.1-8b", without));
+    assert!(without.contains("applies only to selective recompute"), "{without}");
+    // Llama 3.1 8B has 32 layers on its one pipeline rank: at most 31 offload.
+    let offload = |n| PlanSpec { offload_activation_layers: Some(n), ..PlanSpec::default() };
+    assert!(problems("llama3.1-8b", offload(31)).is_empty());
+    for n in [32, -1] {
+        let refused = text(problems("llama3.1-8b", offload(n)));
+        assert!(refused.contains("plan.offload_activation_layers"), "{n}: {refused}");
+    }
+}
+
+#[test]
+fn a_gpu_without_a_host_link_cannot_offload() {
+    let mut spec: RunSpec = test_spec(
+        "llama3.1-8b",
+        8,
+        4096,
+        16,
+        1,
+        PlanSpec { offload_activation_layers: Some(4), ..PlanSpec::default() },
+    );
+    spec.cluster.gpu.interconnect.host_bandwidth = None;
+    spec.cluster.gpu.interconnect.host_efficiency = None;
+    let err = Run::from_spec(&spec).unwrap_err().to_string();
+    assert!(err.contains("host link"), "{err}");
+}
