@@ -50,9 +50,22 @@ struct GpuRow {
 }
 
 #[derive(Serialize)]
+struct StackRow {
+    id: String,
+    name: String,
+    /// The engine its plans export to (`null` when meshplan exports to none of its engines).
+    engine: Option<String>,
+    /// The code its facts were read from (repository and tag).
+    code: String,
+    /// Where each field comes from, by field.
+    sources: std::collections::BTreeMap<String, String>,
+}
+
+#[derive(Serialize)]
 struct Catalogue {
     models: Vec<ModelRow>,
     gpus: Vec<GpuRow>,
+    stacks: Vec<StackRow>,
 }
 
 fn model_row(name: &str) -> anyhow::Result<ModelRow> {
@@ -103,7 +116,17 @@ fn catalogue() -> anyhow::Result<Catalogue> {
             source: spec.source.unwrap_or_default(),
         });
     }
-    Ok(Catalogue { models, gpus })
+    let stacks = presets::StackCatalog::builtin()?
+        .all()
+        .map(|stack| StackRow {
+            id: stack.id().to_owned(),
+            name: stack.name().to_owned(),
+            engine: stack.engine().map(|engine| engine.name().to_owned()),
+            code: stack.code().to_owned(),
+            sources: stack.sources().clone(),
+        })
+        .collect();
+    Ok(Catalogue { models, gpus, stacks })
 }
 
 /// Lists the presets.
@@ -176,6 +199,15 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
         ]);
     }
     render::align_numbers(&mut gpus, 1);
+    let mut stacks = render::table(&["stack", "name", "engine", "read from"]);
+    for stack in &catalogue.stacks {
+        stacks.add_row([
+            stack.id.clone(),
+            stack.name.clone(),
+            stack.engine.clone().unwrap_or_else(|| "-".to_owned()),
+            stack.code.clone(),
+        ]);
+    }
     let mut sources = String::new();
     for m in &catalogue.models {
         sources.push_str(&format!("- {}: {}\n", m.name, m.source));
@@ -183,7 +215,12 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
     for g in &catalogue.gpus {
         sources.push_str(&format!("- {}: {}\n", g.name, g.source));
     }
+    for stack in &catalogue.stacks {
+        let fields: Vec<String> =
+            stack.sources.iter().map(|(field, source)| format!("{field}: {source}")).collect();
+        sources.push_str(&format!("- {}: {}\n", stack.id, fields.join("; ")));
+    }
     Ok(format!(
-        "Models\n{models}\n\nGPUs (* achievable per GPU and direction, after link efficiency)\n{gpus}\n\nSources\n{sources}"
+        "Models\n{models}\n\nGPUs (* achievable per GPU and direction, after link efficiency)\n{gpus}\n\nSoftware stacks (--stack)\n{stacks}\n\nSources\n{sources}"
     ))
 }

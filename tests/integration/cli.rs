@@ -607,7 +607,7 @@ fn search_and_pipeline_flags_report_bad_values() {
 }
 
 #[test]
-fn presets_lists_every_model_and_gpu_with_its_source() {
+fn presets_lists_every_model_gpu_and_stack_with_its_source() {
     let output = run(&["presets"]);
     assert_eq!(output.code, 0, "{}", output.stderr);
     for name in
@@ -628,6 +628,17 @@ fn presets_lists_every_model_and_gpu_with_its_source() {
     assert_eq!((deepseek["experts"].as_u64(), deepseek["top_k"].as_u64()), (Some(256), Some(8)));
     assert!((deepseek["active_params_billions"].as_f64().unwrap() - 37.5).abs() < 0.5);
     assert!(output.stdout.contains("256/8"), "{}", output.stdout);
+    // Every software stack, with its engine and where each of its fields was read.
+    let stacks = value["stacks"].as_array().unwrap();
+    for id in words("generic megatron-core-0.14-plus nemo-25.11 torchtitan-2024-12 deepspeed") {
+        let stack = stacks.iter().find(|s| s["id"] == id).unwrap_or_else(|| panic!("{id}"));
+        assert!(output.stdout.contains(id), "{id} missing from the text");
+        if id != "generic" {
+            assert!(!stack["sources"].as_object().unwrap().is_empty(), "{id} has no sources");
+        }
+    }
+    let titan = stacks.iter().find(|s| s["id"] == "torchtitan-2024-12").unwrap();
+    assert_eq!(titan["engine"], "torchtitan");
 }
 
 #[test]
