@@ -333,6 +333,77 @@ mod tests {
     }
 
     #[test]
+    fn every_recipe_names_gpu_presets() {
+        let catalog = StackCatalog::builtin().unwrap();
+        for file in STACKS {
+            let stack = catalog.get(file.name).unwrap();
+            for recipe in stack.recipes() {
+                for gpu in recipe.gpus() {
+                    assert!(GPUS.iter().any(|p| p.name == gpu), "{}: {gpu}", file.name);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn built_in_recipes_match_cells_of_the_recipe_tables() {
+        use crate::plan::{ExpertDispatch, Precision, RecomputeKind, RecomputeModule};
+        use crate::stack::{CudaGraphImpl, CudaGraphModule, FlexBackend};
+        let catalog = StackCatalog::builtin().unwrap();
+        let at = |id: &str, model: &str, gpu: &str, precision: Precision| {
+            catalog
+                .get(id)
+                .unwrap()
+                .recipe_for(model, gpu, precision, 64)
+                .map(|r| r.settings().clone())
+        };
+        // docs/stack-recipes.md section 5, LLAMA3_70B GB200 FP8_CS: act offload 40L; Megatron-FSDP.
+        let llama = at("nemo-25.11", "LLAMA3_70B", "gb200", Precision::Fp8Current).unwrap();
+        assert_eq!(llama.offload_activation_layers, Some(40));
+        assert_eq!(llama.fsdp, Some(true));
+        assert_eq!(llama.cuda_graphs, Some(CudaGraphImpl::None));
+        // LLAMA31_405B GB300 FP8_CS: offload 10L in 25.11, no CG only from 26.02 on.
+        let old = at("nemo-25.11", "LLAMA3.1_405B", "gb300", Precision::Fp8Current).unwrap();
+        assert_eq!(old.offload_activation_layers, Some(10));
+        let new = at("nemo-26.02", "Llama 3.1 405B", "gb300", Precision::Fp8Current).unwrap();
+        assert_eq!((new.offload_activation_layers, new.fsdp), (None, None));
+        // DEEPSEEK_V3 H100 BF16 25.11: recompute sel mla_up_proj+mlp; flex/deepep; EP a2a overlap.
+        let deepseek =
+            at("nemo-25.11", "DeepSeekV3 (dropless)", "h100-sxm", Precision::Bf16).unwrap();
+        assert_eq!(deepseek.recompute, Some(RecomputeKind::Selective));
+        assert_eq!(
+            deepseek.recompute_modules.as_deref(),
+            Some(&[RecomputeModule::MlaUpProj, RecomputeModule::Mlp][..])
+        );
+        assert_eq!(deepseek.expert_dispatch, Some(ExpertDispatch::Deduplicated));
+        assert_eq!(deepseek.flex_backend, Some(FlexBackend::Deepep));
+        assert_eq!(deepseek.expert_comm_overlap, Some(true));
+        // QWEN3_30B_A3B GB300 BF16 26.06.01: CG transformer_engine [moe_router, moe_preprocess].
+        let qwen = at("nemo-26.06.01", "Qwen3_30B_a3B", "gb300", Precision::Bf16).unwrap();
+        assert_eq!(
+            qwen.cuda_graph_scope,
+            [CudaGraphModule::MoeRouter, CudaGraphModule::MoePreprocess]
+        );
+        assert_eq!(qwen.recompute, Some(RecomputeKind::None));
+        // LLAMA3_8B H100 FP8_CS: full block 5 up to 26.06.01, no CG only in 26.08.
+        let full = at("nemo-26.06.01", "LLAMA3_8B", "h100-sxm", Precision::Fp8Current).unwrap();
+        assert_eq!(
+            (full.recompute, full.recompute_num_layers),
+            (Some(RecomputeKind::Full), Some(5))
+        );
+        let later = at("nemo-26.08", "LLAMA3_8B", "h100-sxm", Precision::Fp8Current).unwrap();
+        assert_eq!(later.recompute, None);
+        // "—": GPT_OSS_120B H100 FP8_MX has a recipe in 26.04 only; KIMI_K2 from 26.02.01.
+        assert!(at("nemo-26.04", "GPT OSS 120B", "h100-sxm", Precision::Mxfp8).is_some());
+        assert!(at("nemo-26.04.01", "GPT OSS 120B", "h100-sxm", Precision::Mxfp8).is_none());
+        assert!(at("nemo-26.02", "Kimi_K2", "gb300", Precision::Mxfp8).is_none());
+        assert!(at("nemo-26.02.01", "Kimi_K2", "gb300", Precision::Mxfp8).is_some());
+        // No B300 column, no recipe for the generic stack.
+        assert!(at("nemo-26.04", "Qwen3_30B_a3B", "b300", Precision::Mxfp8).is_none());
+        assert!(at("generic", "LLAMA3_70B", "gb200", Precision::Bf16).is_none());
+    }
+
+    #[test]
     fn software_text_picks_the_longest_matching_stack_and_unknown_text_the_generic_one() {
         let catalog = StackCatalog::builtin().unwrap();
         let of = |text: &str| catalog.for_software(text).id().to_owned();

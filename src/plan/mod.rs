@@ -16,7 +16,9 @@ pub use precision::Precision;
 pub use recompute_modules::{RecomputeModule, RecomputeModules};
 
 /// Activation recomputation granularity (`--recompute-granularity`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum RecomputeKind {
     /// Store every activation the backward needs.
@@ -194,6 +196,7 @@ impl CpComm {
     Serialize,
     Deserialize,
     clap::ValueEnum,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum ExpertDispatch {

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
     Serialize,
     Deserialize,
     clap::ValueEnum,
+    schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
 #[clap(rename_all = "snake_case")]

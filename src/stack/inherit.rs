@@ -1,5 +1,7 @@
 //! Merging a stack file with the file it inherits from: the child's keys replace the parent's,
-//! table by table, so a release lists only what changed.
+//! table by table, so a release lists only what changed. The `[[recipe]]` list is one value: a
+//! file that lists any recipe replaces its parent's whole list (a release's recipes are complete,
+//! so a recipe the release dropped is gone); a file that lists none keeps its parent's.
 
 use toml::Table;
 
@@ -116,5 +118,40 @@ mod tests {
         let unknown: Vec<&str> =
             merged["unknown"].as_array().unwrap().iter().filter_map(|v| v.as_str()).collect();
         assert_eq!(unknown, ["host"]);
+    }
+
+    #[test]
+    fn a_child_recipe_list_replaces_the_parents_and_no_list_keeps_it() {
+        let parent: Table = toml::from_str(
+            r#"
+            [[recipe]]
+            models = ["A"]
+            gpus = ["b200"]
+            fsdp = true
+            source = "a@1"
+            [[recipe]]
+            models = ["B"]
+            gpus = ["b200"]
+            fsdp = true
+            source = "a@1"
+            "#,
+        )
+        .unwrap();
+        let child: Table = toml::from_str(
+            r#"
+            [[recipe]]
+            models = ["C"]
+            gpus = ["gb200"]
+            fsdp = true
+            source = "c@2"
+            "#,
+        )
+        .unwrap();
+        let merged = merge_inherited(&parent, &child);
+        let recipes = merged["recipe"].as_array().unwrap();
+        assert_eq!(recipes.len(), 1);
+        assert_eq!(recipes[0]["models"][0].as_str(), Some("C"));
+        let silent: Table = toml::from_str("[stack]\nid = \"d\"").unwrap();
+        assert_eq!(merge_inherited(&parent, &silent)["recipe"].as_array().unwrap().len(), 2);
     }
 }

@@ -194,3 +194,76 @@ impl ShardingDefault {
         }
     }
 }
+
+/// How a performance recipe captures CUDA graphs (Megatron-Bridge `cuda_graph_impl`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CudaGraphImpl {
+    /// No graphs (`cuda_graph_impl = "none"`, the provider default).
+    None,
+    /// Megatron-Core's own graphs (`"local"`) of the scopes listed.
+    Local,
+    /// Transformer Engine per-module graphs (`"transformer_engine"`) of the scopes listed.
+    TransformerEngine,
+    /// The whole iteration (`cuda_graph_impl = "full_iteration"`, Megatron-Bridge 0.5.0 on).
+    FullIteration,
+    /// Graphs on with the release's default scope (`enable_cuda_graph = True`, 25.09).
+    Enabled,
+}
+
+/// A part of the model a recipe captures in CUDA graphs (Megatron-Bridge `cuda_graph_scope`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum CudaGraphModule {
+    /// Attention.
+    Attn,
+    /// The dense MLP.
+    Mlp,
+    /// Mamba mixers.
+    Mamba,
+    /// The MoE router.
+    MoeRouter,
+    /// The MoE dispatch preprocessing.
+    MoePreprocess,
+    /// The whole iteration.
+    FullIteration,
+}
+
+/// The backend of Megatron-Core's `flex` token dispatcher.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum FlexBackend {
+    /// DeepEP.
+    Deepep,
+    /// HybridEP.
+    Hybridep,
+}
+
+impl CudaGraphImpl {
+    /// The words used in assumptions.
+    pub fn name(self) -> &'static str {
+        match self {
+            CudaGraphImpl::None => "none",
+            CudaGraphImpl::Local => "local",
+            CudaGraphImpl::TransformerEngine => "transformer-engine",
+            CudaGraphImpl::FullIteration => "full-iteration",
+            CudaGraphImpl::Enabled => "enabled",
+        }
+    }
+}
+
+impl FlexBackend {
+    /// The name used in files.
+    pub fn name(self) -> &'static str {
+        match self {
+            FlexBackend::Deepep => "deepep",
+            FlexBackend::Hybridep => "hybridep",
+        }
+    }
+}

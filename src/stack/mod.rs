@@ -7,16 +7,25 @@
 //! for what the stack's engine cannot run is checked beside the capability table). The cost model prices the kernel the stack really runs
 //! ([`Stack::attention_speed`], [`Stack::eager_elementwise`]); validation fills what a published
 //! run leaves blank from [`Stack::defaults`]. The built-in files and the lookup of the stack a
-//! run's software text names are in [`crate::presets`].
+//! run's software text names are in [`crate::presets`]. Its typed performance recipes
+//! (`recipe.rs`) say what a published run of a given model, GPU and precision used when the run
+//! does not say ([`Stack::recipe_for`]).
 
 mod inherit;
 pub mod kinds;
+mod recipe;
+mod recipe_spec;
 mod spec;
 
 use std::collections::BTreeMap;
 
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
-pub use kinds::{AttentionKernel, GemmPath, GraphScope, RecomputeDefault, StackFamily};
+pub use kinds::{
+    AttentionKernel, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath, GraphScope,
+    RecomputeDefault, StackFamily,
+};
+pub use recipe::{Recipe, RecipeSettings, model_key};
+pub use recipe_spec::RecipeSpec;
 pub use spec::StackSpec;
 
 use crate::hardware::Generation;
@@ -66,6 +75,7 @@ pub struct Stack {
     code: String,
     sources: BTreeMap<String, String>,
     unknown: Vec<String>,
+    recipes: Vec<Recipe>,
 }
 
 /// The field paths (`table.field`) a spec sets, from its serialized form.
@@ -143,6 +153,7 @@ impl Stack {
             }
         }
         let defaults = complete_defaults(spec, &mut problems);
+        let recipes = recipe::check_recipes(&spec.recipe, &mut problems);
         problems.finish()?;
         let Some(defaults) = defaults else {
             unreachable!("incomplete defaults are reported as problems")
@@ -171,6 +182,7 @@ impl Stack {
             code: header.code.clone(),
             sources: spec.sources.clone(),
             unknown: spec.unknown.clone(),
+            recipes,
         })
     }
 
@@ -205,6 +217,23 @@ impl Stack {
     /// What its published runs use when they do not say.
     pub fn defaults(&self) -> &StackDefaults {
         &self.defaults
+    }
+
+    /// Its typed performance recipes.
+    pub fn recipes(&self) -> &[Recipe] {
+        &self.recipes
+    }
+
+    /// The recipe a published run of this model (any spelling, see [`model_key`]), GPU preset,
+    /// precision and GPU count used, if the stack has one.
+    pub fn recipe_for(
+        &self,
+        model: &str,
+        gpu: &str,
+        precision: Precision,
+        num_gpus: u64,
+    ) -> Option<&Recipe> {
+        recipe::recipe_for(&self.recipes, model, gpu, precision, num_gpus)
     }
 
     /// The attention kernel it runs on a GPU generation, when the file says.

@@ -9,6 +9,7 @@ use super::kinds::{
     AttentionKernel, GemmPath, GradReduce, GraphScope, RecomputeDefault, ShardingDefault,
     StackFamily,
 };
+use super::recipe_spec::RecipeSpec;
 use crate::plan::{Engine, Precision};
 
 /// One software stack file, after its `inherits` chain is merged.
@@ -44,6 +45,11 @@ pub struct StackSpec {
     /// Per-model notes on its published performance recipes (text only, not read by the model).
     #[serde(default)]
     pub recipes: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
+    /// Its published performance recipes as typed settings, one `[[recipe]]` entry per group of
+    /// runs (model, GPU, precision); each entry carries its own source. A file that lists any
+    /// replaces the whole list of the stack it inherits from.
+    #[serde(default, rename = "recipe", skip_serializing_if = "Vec::is_empty")]
+    pub recipe: Vec<RecipeSpec>,
     /// Where each field comes from: `"table.field" = "repo path@tag"` (or `"table"` for all of
     /// a table's fields).
     #[serde(default)]

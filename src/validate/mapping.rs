@@ -15,12 +15,14 @@ use super::RowResult;
 use super::fit::compare_memory;
 use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
+use super::recipe_use::RecipeUse;
 use super::row::{CalibrationRow, count, positive};
+use super::row_settings::{recompute, sharding, stated_recompute};
 use super::structure;
 use crate::estimate::estimate_simulated_with;
 use crate::hardware::ClusterSpec;
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
-use crate::plan::{FsdpMode, PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use crate::plan::{PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
 use crate::presets::{self, StackCatalog};
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
@@ -232,8 +234,17 @@ pub(super) fn map_row(
     if moe {
         experts_plan(row, model.name.as_str(), &mut plan, &mut assumptions);
     }
-    sharding(row, defaults, dp, &mut plan, &mut assumptions);
-    let least_recompute = recompute(row, defaults, &mut plan, &mut assumptions);
+    // Row > the stack's recipe for this model, GPU and precision > the stack's defaults.
+    let layers_per_stage = layers.div_ceil(pp);
+    let mut recipe =
+        RecipeUse::find(stack, &row.model, gpu_name, precision, num_gpus, layers_per_stage);
+    sharding(row, defaults, dp, &mut plan, &mut assumptions, &mut recipe);
+    let from_recipe = stated_recompute(row).is_none() && recipe.recompute(&model, &mut plan);
+    let least_recompute = !from_recipe && recompute(row, defaults, &mut plan, &mut assumptions);
+    recipe.other_settings(row, moe, &mut plan);
+    if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
+        assumptions.push(text);
+    }
     let settings = row.other_settings.to_ascii_lowercase();
     let sp_stated = row.sequence_parallel.trim().to_ascii_lowercase();
     plan.sequence_parallel =
@@ -526,93 +537,6 @@ fn batch(
     }
 }
 
-fn sharding(
-    row: &CalibrationRow,
-    defaults: &StackDefaults,
-    dp: u64,
-    plan: &mut PlanSpec,
-    assumptions: &mut Vec<String>,
-) {
-    let text = row.zero_or_fsdp.to_ascii_lowercase();
-    let degree = text
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|part| !part.is_empty())
-        .filter_map(|part| part.parse::<u64>().ok())
-        .next_back();
-    if text.contains("fsdp") && !text.contains("fsdp=0") {
-        plan.fsdp = Some(true);
-        plan.fsdp_mode =
-            Some(if text.contains("grad_op") { FsdpMode::GradOp } else { FsdpMode::Full });
-        if let Some(degree) = degree.filter(|d| *d < dp && *d > 0 && dp.is_multiple_of(*d)) {
-            plan.hybrid_shard = Some(degree as i64);
-        }
-        if text.contains("mode pure") {
-            // Composer's PURE mixed precision reduces gradients in bf16.
-            plan.grad_reduce_in_fp32 = Some(false);
-        }
-    } else if text.contains("stage 3") {
-        plan.zero = Some(3);
-    } else if text.contains("stage 2") {
-        plan.zero = Some(2);
-    } else if text.contains("stage 1") || text.contains("distributed optimizer") {
-        plan.zero = Some(1);
-    } else if text.contains("none") {
-        plan.zero = Some(0);
-    } else {
-        plan.zero = Some(defaults.zero);
-        if defaults.zero == 3 && defaults.fsdp {
-            plan.zero = None;
-            plan.fsdp = Some(true);
-        }
-        let what = match defaults.zero {
-            0 => "plain DDP",
-            1 => "distributed optimizer (ZeRO-1)",
-            2 => "ZeRO-2",
-            _ => "FSDP full shard",
-        };
-        assumptions.push(format!("data-parallel sharding not stated: {what} (stack default)"));
-    }
-}
-
-fn recompute(
-    row: &CalibrationRow,
-    defaults: &StackDefaults,
-    plan: &mut PlanSpec,
-    assumptions: &mut Vec<String>,
-) -> bool {
-    let text = row.activation_recompute.to_ascii_lowercase();
-    let mut least = false;
-    plan.recompute = Some(if text.contains("per-op") {
-        // torchtitan's per-op selective activation checkpointing.
-        RecomputeKind::Op
-    } else if text.contains("selective") || text.contains("recompute-activations") {
-        RecomputeKind::Selective
-    } else if text.contains("full") || text.contains("recompute=true") {
-        RecomputeKind::Full
-    } else if text.contains("none") {
-        RecomputeKind::None
-    } else {
-        match defaults.recompute.kind() {
-            Some(kind) => {
-                assumptions
-                    .push(format!("activation recompute not stated: {kind:?} (stack default)"));
-                kind
-            }
-            None => {
-                // Priced with none first; `evaluate_row` moves to more recompute while the run
-                // does not fit.
-                assumptions.push(
-                    "activation recompute not stated: the least that fits memory (none, else selective, else full)"
-                        .to_owned(),
-                );
-                least = true;
-                RecomputeKind::None
-            }
-        }
-    });
-    least
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -722,6 +646,72 @@ mod tests {
         let assumptions = result.assumptions.join("\n");
         assert!(assumptions.contains("experts: 8 routed (top-2"), "{assumptions}");
         assert!(assumptions.contains("spread evenly (a custom pipeline layout)"), "{assumptions}");
+    }
+
+    #[test]
+    fn a_nemo_row_leaving_settings_blank_takes_its_releases_recipe_and_says_so() {
+        use crate::plan::RecomputeModule;
+        let stacks = stacks();
+        let llama = CalibrationRow {
+            model: "LLAMA3_70B".into(),
+            num_layers: "80".into(),
+            hidden_size: "8192".into(),
+            ffn_hidden_size: "28672".into(),
+            num_attention_heads: "64".into(),
+            gpu_type: "GB200 (DGX-GB200 NVL72)".into(),
+            num_gpus: "64".into(),
+            precision: "FP8-CS".into(),
+            software_or_release: "NeMo 25.11 container (Megatron-Bridge 0.2.0)".into(),
+            ..dense_row()
+        };
+        let stack = stacks.for_software(&llama.software_or_release);
+        let mapped = map_row(&llama, &Calibration::new(), stack).unwrap();
+        assert_eq!(mapped.spec.plan.offload_activation_layers, Some(40));
+        assert_eq!((mapped.spec.plan.fsdp, mapped.spec.plan.zero), (Some(true), None));
+        let text = mapped.assumptions.join("\n");
+        assert!(
+            text.contains("nemo-25.11 recipe for LLAMA3_70B on gb200 fp8-current: Megatron-FSDP, activation offload 40 layers (NVIDIA-NeMo/Megatron-Bridge scripts/performance/configs/llama3/"),
+            "{text}"
+        );
+        assert!(!text.contains("sharding not stated"), "{text}");
+        // A row whose pipeline cannot hold the recipe's offloaded layers ran another layout.
+        let piped = CalibrationRow { pp: "8".into(), num_gpus: "64".into(), ..llama.clone() };
+        let mapped = map_row(&piped, &Calibration::new(), stack).unwrap();
+        assert_eq!(
+            (mapped.spec.plan.fsdp, mapped.spec.plan.offload_activation_layers),
+            (None, None)
+        );
+        let text = mapped.assumptions.join("\n");
+        assert!(text.contains("not used: its activation offload of 40 layers"), "{text}");
+        // What the row states wins: no FSDP, its own recompute.
+        let stated = CalibrationRow {
+            zero_or_fsdp: "DDP (FSDP=0)".into(),
+            activation_recompute: "full".into(),
+            ..llama.clone()
+        };
+        let mapped = map_row(&stated, &Calibration::new(), stack).unwrap();
+        assert_eq!((mapped.spec.plan.fsdp, mapped.spec.plan.zero), (None, Some(1)));
+        assert_eq!(mapped.spec.plan.recompute, Some(RecomputeKind::Full));
+        // A recipe's recompute modules replace the stack's default recompute.
+        let gpt_oss = CalibrationRow {
+            model: "GPT OSS 120B".into(),
+            software_or_release: "NeMo 25.11 container (Megatron-Bridge 0.2.0)".into(),
+            precision: "BF16".into(),
+            ..moe_row()
+        };
+        let stack = stacks.for_software(&gpt_oss.software_or_release);
+        let mapped = map_row(&gpt_oss, &Calibration::new(), stack).unwrap();
+        assert_eq!(mapped.spec.plan.recompute, Some(RecomputeKind::Selective));
+        assert_eq!(
+            mapped.spec.plan.recompute_modules,
+            Some(vec![RecomputeModule::Layernorm, RecomputeModule::MoeAct])
+        );
+        assert!(!mapped.least_recompute);
+        let text = mapped.assumptions.join("\n");
+        assert!(text.contains("selective recompute of layernorm+moe_act"), "{text}");
+        assert!(!text.contains("activation recompute not stated"), "{text}");
+        let result = evaluate_row(&gpt_oss, &Calibration::new(), &stacks);
+        assert_eq!(result.skipped_reason, None);
     }
 
     #[test]

@@ -1,0 +1,191 @@
+//! The settings a calibration row leaves blank, taken from the performance recipe its stack has
+//! for the row's model, GPU and precision (`[[recipe]]` in the stack file), before the stack's
+//! defaults: row > recipe > stack defaults > the least recompute that fits.
+//!
+//! A recipe whose layer counts do not fit the row's stated pipeline (more offloaded or
+//! recomputed layers than a rank holds) is not the one the row ran: nothing is taken from it, and
+//! the assumption says so. A recompute module of a part the mapped model lacks is left out.
+
+use super::row::CalibrationRow;
+use crate::model::ModelSpec;
+use crate::plan::{FsdpMode, PlanSpec, Precision, RecomputeKind, RecomputeModule};
+use crate::stack::{Recipe, Stack};
+
+/// The recipe covering a row, if any, and what was taken from it.
+pub(super) struct RecipeUse<'a> {
+    recipe: Option<&'a Recipe>,
+    taken: Vec<String>,
+    /// Why the recipe was not used at all.
+    ruled_out: Option<String>,
+    /// Settings of a used recipe the run could not take.
+    dropped: Vec<String>,
+}
+
+impl<'a> RecipeUse<'a> {
+    /// The recipe of `stack` for this model, GPU preset, precision and GPU count, unless its layer
+    /// counts do not fit a pipeline rank of `layers_per_stage` layers.
+    pub(super) fn find(
+        stack: &'a Stack,
+        model: &str,
+        gpu: &str,
+        precision: Precision,
+        num_gpus: u64,
+        layers_per_stage: u64,
+    ) -> RecipeUse<'a> {
+        let recipe = stack.recipe_for(model, gpu, precision, num_gpus);
+        let settings = recipe.map(Recipe::settings);
+        let offload = settings.and_then(|s| s.offload_activation_layers);
+        let full = settings.and_then(|s| s.recompute_num_layers);
+        let misfit = if let Some(n) = offload.filter(|n| *n >= layers_per_stage) {
+            Some(format!("its activation offload of {n} layers"))
+        } else {
+            full.filter(|n| *n > layers_per_stage)
+                .map(|n| format!("its full recompute of {n} layers"))
+        };
+        let ruled_out = misfit.map(|what| {
+            format!(
+                "not used: {what} does not fit the row's {layers_per_stage} layers per pipeline rank, so the row ran another layout"
+            )
+        });
+        RecipeUse { recipe, taken: Vec::new(), ruled_out, dropped: Vec::new() }
+    }
+
+    /// The recipe, unless the row's layout rules it out.
+    fn usable(&self) -> Option<&'a Recipe> {
+        self.recipe.filter(|_| self.ruled_out.is_none())
+    }
+
+    /// Sets the plan's recompute from the recipe (the row states none); `false` when the recipe
+    /// sets no recompute the run can take.
+    pub(super) fn recompute(&mut self, model: &ModelSpec, plan: &mut PlanSpec) -> bool {
+        let Some(settings) = self.usable().map(Recipe::settings) else { return false };
+        let Some(kind) = settings.recompute else { return false };
+        match kind {
+            RecomputeKind::Selective => {
+                let listed = settings.recompute_modules.clone().unwrap_or_default();
+                let (kept, dropped): (Vec<RecomputeModule>, Vec<RecomputeModule>) =
+                    listed.iter().partition(|module| model_has(model, **module));
+                for module in &dropped {
+                    self.dropped.push(format!(
+                        "recompute module {} (the mapped model has no such part)",
+                        module.name()
+                    ));
+                }
+                if !listed.is_empty() && kept.is_empty() {
+                    return false;
+                }
+                plan.recompute = Some(kind);
+                let names: Vec<&str> = kept.iter().map(|m| m.name()).collect();
+                if listed.is_empty() {
+                    self.taken.push("selective recompute".into());
+                } else {
+                    plan.recompute_modules = Some(kept);
+                    self.taken.push(format!("selective recompute of {}", names.join("+")));
+                }
+            }
+            RecomputeKind::Full => {
+                if let Some(n) = settings.recompute_num_layers {
+                    plan.recompute_num_layers = Some(n as i64);
+                    self.taken.push(format!("full recompute of {n} layers per stage"));
+                } else {
+                    self.taken.push("full recompute".into());
+                }
+                plan.recompute = Some(kind);
+            }
+            RecomputeKind::None => {
+                plan.recompute = Some(kind);
+                self.taken.push("no recompute".into());
+            }
+            RecomputeKind::Op => {
+                plan.recompute = Some(kind);
+                self.taken.push("per-op recompute".into());
+            }
+        }
+        true
+    }
+
+    /// Megatron-FSDP from the recipe (the row states no sharding); `true` when taken.
+    pub(super) fn sharding(&mut self, plan: &mut PlanSpec) -> bool {
+        let fsdp = self.usable().and_then(|recipe| recipe.settings().fsdp);
+        if fsdp != Some(true) {
+            return false;
+        }
+        plan.zero = None;
+        plan.fsdp = Some(true);
+        plan.fsdp_mode = Some(FsdpMode::Full);
+        self.taken.push("Megatron-FSDP".into());
+        true
+    }
+
+    /// Activation offload, token dispatch and expert-parallel overlap from the recipe, where the
+    /// row's settings do not mention them.
+    pub(super) fn other_settings(&mut self, row: &CalibrationRow, moe: bool, plan: &mut PlanSpec) {
+        let Some(settings) = self.usable().map(Recipe::settings) else { return };
+        let text = row.other_settings.to_ascii_lowercase();
+        if let Some(n) = settings.offload_activation_layers
+            && !text.contains("offload")
+        {
+            plan.offload_activation_layers = Some(n as i64);
+            self.taken.push(format!("activation offload {n} layers"));
+        }
+        if !moe {
+            return;
+        }
+        if let Some(dispatch) = settings.expert_dispatch
+            && plan.expert_dispatch.is_none()
+            && !text.contains("dispatcher")
+        {
+            plan.expert_dispatch = Some(dispatch);
+            let backend =
+                settings.flex_backend.map_or(String::new(), |b| format!(" ({})", b.name()));
+            self.taken.push(format!("expert dispatch {}{backend}", dispatch.name()));
+        }
+        if let Some(overlap) = settings.expert_comm_overlap
+            && !text.contains("a2a")
+            && !text.contains("overlap-moe")
+        {
+            plan.expert_comm_overlap = Some(overlap);
+            self.taken
+                .push(format!("EP all-to-all overlap {}", if overlap { "on" } else { "off" }));
+        }
+    }
+
+    /// The assumption naming the recipe and what was taken from it; `None` when nothing was
+    /// taken or ruled out.
+    pub(super) fn assumption(
+        &self,
+        stack: &str,
+        gpu: &str,
+        precision: Precision,
+    ) -> Option<String> {
+        let recipe = self.recipe?;
+        let what = match &self.ruled_out {
+            Some(why) => why.clone(),
+            None if self.taken.is_empty() && self.dropped.is_empty() => return None,
+            None if self.taken.is_empty() => "nothing taken".to_owned(),
+            None => self.taken.join(", "),
+        };
+        let model = recipe.models().first().map_or("", String::as_str);
+        let mut text = format!("{stack} recipe for {model} on {gpu} {}: {what}", precision.name());
+        if !self.dropped.is_empty() {
+            text.push_str(&format!("; not taken: {}", self.dropped.join(", ")));
+        }
+        text.push_str(&format!(" ({})", recipe.source()));
+        Some(text)
+    }
+}
+
+/// Whether the model has the part a recompute module reruns (as `run/rules.rs` checks).
+fn model_has(model: &ModelSpec, module: RecomputeModule) -> bool {
+    let moe = model.moe.as_ref();
+    match module {
+        RecomputeModule::MlaUpProj => model.mla.is_some(),
+        RecomputeModule::Moe | RecomputeModule::MoeAct => moe.is_some(),
+        RecomputeModule::SharedExperts => moe.is_some_and(|moe| {
+            moe.shared_experts.unwrap_or(0) > 0
+                || moe.shared_expert_ffn_hidden_size.unwrap_or(0) > 0
+        }),
+        RecomputeModule::Mlp => moe.is_none_or(|moe| moe.dense_layers.unwrap_or(0) > 0),
+        RecomputeModule::CoreAttn | RecomputeModule::Layernorm => true,
+    }
+}
