@@ -120,10 +120,31 @@ impl<'a> PricedRun<'a> {
         }
     }
 
+    /// Prices `segments`, each distinct one once: equal segments (the middle stages of an even
+    /// split, the middle chunks of an interleaved path) cost the same, and one equal to a segment
+    /// of `known` (the stages, when pricing the path) is taken from there.
+    fn price_each(&self, segments: Vec<Segment>, known: &[PricedSegment]) -> Vec<PricedSegment> {
+        let mut distinct: Vec<PricedSegment> = Vec::new();
+        segments
+            .into_iter()
+            .map(|segment| {
+                if let Some(priced) = distinct.iter().find(|p| p.segment == segment) {
+                    return *priced;
+                }
+                let priced = known
+                    .iter()
+                    .find(|p| p.segment == segment)
+                    .copied()
+                    .unwrap_or_else(|| self.price(segment));
+                distinct.push(priced);
+                priced
+            })
+            .collect()
+    }
+
     fn priced_stages(&self) -> &Stages {
         self.stages.get_or_init(|| {
-            let segments: Vec<PricedSegment> =
-                stage_segments(self.run).into_iter().map(|s| self.price(s)).collect();
+            let segments = self.price_each(stage_segments(self.run), &[]);
             let first = segments.first().map_or_else(Params::default, |s| s.params);
             Stages { first_collectives: data_parallel_collectives(self.run, first), segments }
         })
@@ -143,10 +164,8 @@ impl<'a> PricedRun<'a> {
     pub fn path(&self) -> &[PricedSegment] {
         self.path.get_or_init(|| {
             let plan = self.run.plan();
-            path_segments(self.run, plan.pp() * plan.vp())
-                .into_iter()
-                .map(|s| self.price(s))
-                .collect()
+            let stages = self.stages.get().map_or(&[][..], |stages| &stages.segments[..]);
+            self.price_each(path_segments(self.run, plan.pp() * plan.vp()), stages)
         })
     }
 

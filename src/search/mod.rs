@@ -33,7 +33,7 @@ use crate::hardware::Cluster;
 use crate::model::Model;
 use crate::plan::{PlanSpec, RecomputeKind};
 use crate::presets;
-use crate::run::{Run, RunSpec, validate_training};
+use crate::run::{Run, RunParts, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions, lower_bound_from};
 use crate::stack::Stack;
 use crate::units::Bytes;
@@ -230,7 +230,10 @@ pub fn template(spec: &SearchSpec) -> Template {
     // Read once for every candidate; a stack that does not read is reported by each
     // candidate's validation.
     let stack = presets::stack(&id).ok().map(Arc::new);
-    Template { plan, stack }
+    // The model, cluster and training setup validated once; when they do not validate (or the
+    // stack does not read), each candidate's validation reports why.
+    let parts = stack.as_ref().and_then(|stack| RunParts::new(&spec.base, Arc::clone(stack)).ok());
+    Template { plan, stack, parts }
 }
 
 /// The options every candidate shares ([`template`]) and the software stack they run on, read
@@ -240,6 +243,7 @@ pub struct Template {
     /// The shared plan options.
     pub plan: PlanSpec,
     stack: Option<Arc<Stack>>,
+    parts: Option<RunParts>,
 }
 
 /// The run of a candidate (`template` from [`template`]).
@@ -248,11 +252,16 @@ pub fn candidate_run(
     template: &Template,
     candidate: &Candidate,
 ) -> Result<Run, Violations> {
-    let mut run_spec = spec.base.clone();
-    let layers = run_spec.model.num_layers.max(1) as u64;
+    let layers = spec.base.model.num_layers.max(1) as u64;
     let stage_layers = space::stage_layers(layers, candidate.pp, candidate.split);
-    run_spec.plan = candidate.plan_spec(stage_layers, &template.plan);
-    run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
+    let plan = candidate.plan_spec(stage_layers, &template.plan);
+    let micro_batch = candidate.micro_batch as i64;
+    if let Some(parts) = &template.parts {
+        return parts.run(&plan, micro_batch);
+    }
+    let mut run_spec = spec.base.clone();
+    run_spec.plan = plan;
+    run_spec.training.micro_batch = Some(micro_batch);
     match &template.stack {
         Some(stack) => Run::from_spec_with_stack(&run_spec, Arc::clone(stack)),
         None => Run::from_spec(&run_spec),
@@ -313,16 +322,8 @@ fn price(
         let example = explain.then(|| Box::new(Rejection::UnsupportedByEngine(unsupported)));
         return Priced::Rejected(RejectionKind::UnsupportedByEngine, example);
     }
-    // Memory first: a candidate that does not fit needs no step time.
-    let stages = crate::cost::memory::stage_memory(&run);
-    let peak = stages.iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
-    let capacity = run.cluster().gpu().memory();
-    if !fits_in(peak, capacity, spec.memory_headroom) {
-        let example =
-            explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
-        return Priced::Rejected(RejectionKind::DoesNotFit, example);
-    }
-    // One set of op tables prices both the closed form and the simulation's lower bound.
+    // One set of op tables and one priced run give the memory, the closed form and the
+    // simulation's lower bound.
     let own;
     let tables = match shared {
         Some(slot) => &*slot.get_or_insert_with(|| Tables::new(&run)),
@@ -332,6 +333,15 @@ fn price(
         }
     };
     let priced = PricedRun::with_tables(&run, tables);
+    // Memory first: a candidate that does not fit needs no step time.
+    let peak =
+        priced.stage_memory().iter().map(|s| s.breakdown.total()).fold(Bytes::ZERO, Bytes::max);
+    let capacity = run.cluster().gpu().memory();
+    if !fits_in(peak, capacity, spec.memory_headroom) {
+        let example =
+            explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
+        return Priced::Rejected(RejectionKind::DoesNotFit, example);
+    }
     Priced::Kept(Kept {
         candidate,
         closed_form: step_time_from(&priced).step_time(),
@@ -410,24 +420,30 @@ fn price_all(
         (index, result)
     };
     let mut priced: Vec<(usize, Priced)> = if share_tables {
-        let mut groups: BTreeMap<TableKey, Vec<usize>> = BTreeMap::new();
-        for (index, candidate) in candidates.iter().enumerate() {
-            groups.entry(table_key(candidate)).or_default().push(index);
-        }
-        // Groups are split into chunks so that a few large ones do not leave cores idle.
-        let groups: Vec<&[usize]> =
-            groups.values().flat_map(|group| group.chunks(SHARED_TABLES_CHUNK)).collect();
+        // Candidates ordered by table key (then index), sorted in parallel: every index is
+        // distinct, so the unstable sort has one result.
+        let mut keyed: Vec<(TableKey, usize)> =
+            candidates.par_iter().enumerate().map(|(index, c)| (table_key(c), index)).collect();
+        keyed.par_sort_unstable();
+        // Groups of one key, split into chunks so that a few large ones do not leave cores idle.
+        let groups: Vec<&[(TableKey, usize)]> = keyed
+            .chunk_by(|a, b| a.0 == b.0)
+            .flat_map(|group| group.chunks(SHARED_TABLES_CHUNK))
+            .collect();
         groups
             .par_iter()
             .flat_map_iter(|group| {
                 let mut tables = None;
-                group.iter().map(|&index| price_one(index, Some(&mut tables))).collect::<Vec<_>>()
+                group
+                    .iter()
+                    .map(|&(_, index)| price_one(index, Some(&mut tables)))
+                    .collect::<Vec<_>>()
             })
             .collect()
     } else {
         (0..total).into_par_iter().map(|index| price_one(index, None)).collect()
     };
-    priced.sort_by_key(|(index, _)| *index);
+    priced.par_sort_unstable_by_key(|(index, _)| *index);
     let mut rejections = Rejections::default();
     let mut kept = Vec::new();
     for (index, item) in priced {
@@ -444,7 +460,8 @@ fn price_all(
         }
     }
     // Most promising first, by closed form, then by the candidate's fixed order.
-    kept.sort_by(|a, b| {
+    // Candidates are distinct, so the unstable parallel sort has one result.
+    kept.par_sort_unstable_by(|a, b| {
         a.closed_form.value().total_cmp(&b.closed_form.value()).then(a.candidate.cmp(&b.candidate))
     });
     (kept, rejections)
@@ -569,7 +586,7 @@ pub fn search(
         best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
         bar = rank::keep_top(&mut best, top);
     }
-    points.sort_by_key(|p| p.candidate);
+    points.par_sort_unstable_by_key(|p| p.candidate);
     Ok(SearchReport {
         considered: candidates.len(),
         priced: kept.len(),
