@@ -205,12 +205,11 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         })
         .collect();
     let params: Vec<Params> = path.iter().map(|p| p.params).collect();
-    let rank_params: Vec<Params> = (0..program.ranks)
-        .map(|rank| program.positions_held(rank).iter().map(|&p| params[p as usize]).sum())
-        .collect();
-    let rank_layers: Vec<f64> = (0..program.ranks)
-        .map(|rank| program.positions_held(rank).iter().map(|&p| layers[p as usize]).sum())
-        .collect();
+    let held: Vec<Vec<u32>> = (0..program.ranks).map(|rank| program.positions_held(rank)).collect();
+    let rank_params: Vec<Params> =
+        held.iter().map(|held| held.iter().map(|&p| params[p as usize]).sum()).collect();
+    let rank_layers: Vec<f64> =
+        held.iter().map(|held| held.iter().map(|&p| layers[p as usize]).sum()).collect();
     let states: Vec<MemoryBreakdown> = (0..program.ranks as usize)
         .map(|rank| priced.model_states(rank_params[rank], rank_layers[rank]))
         .collect();
