@@ -72,3 +72,54 @@ impl RunParts {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Engine, PipelineSchedule, RecomputeKind};
+    use crate::presets;
+
+    #[test]
+    fn a_run_from_parts_is_the_run_or_the_problems_from_spec_gives() {
+        let base = crate::run::test_spec("llama3.1-8b", 16, 4096, 32, 1, PlanSpec::default());
+        let stack = Arc::new(presets::stack(presets::default_stack_id(Engine::DEFAULT)).unwrap());
+        let parts = RunParts::new(&base, Arc::clone(&stack)).unwrap();
+        let plans = [
+            PlanSpec::default(),
+            PlanSpec { tp: Some(8), pp: Some(2), ..PlanSpec::default() },
+            PlanSpec { tp: Some(4), pp: Some(4), vp: Some(2), ..PlanSpec::default() },
+            PlanSpec { recompute: Some(RecomputeKind::Full), zero: Some(2), ..PlanSpec::default() },
+            // Problems: sizes that do not divide, a schedule without its precondition, a stack
+            // and an engine that do not match the run's stack.
+            PlanSpec { tp: Some(3), ..PlanSpec::default() },
+            PlanSpec {
+                pp: Some(4),
+                schedule: Some(PipelineSchedule::Dualpipe),
+                ..PlanSpec::default()
+            },
+            PlanSpec { stack: Some("deepspeed".into()), ..PlanSpec::default() },
+            PlanSpec { engine: Some(Engine::Torchtitan), tp: Some(0), ..PlanSpec::default() },
+        ];
+        for plan in plans {
+            for micro_batch in [1, 2, 3, 0] {
+                let mut spec = base.clone();
+                spec.plan = plan.clone();
+                spec.training.micro_batch = Some(micro_batch);
+                let expected = Run::from_spec_with_stack(&spec, Arc::clone(&stack));
+                assert_eq!(parts.run(&plan, micro_batch), expected, "{plan:?} mbs {micro_batch}");
+            }
+        }
+    }
+
+    #[test]
+    fn parts_report_every_problem_of_model_cluster_and_training() {
+        let mut spec = crate::run::test_spec("llama3.1-8b", 0, 0, 32, 1, PlanSpec::default());
+        spec.model.num_layers = 0;
+        let stack = Arc::new(presets::stack(presets::default_stack_id(Engine::DEFAULT)).unwrap());
+        let problems = RunParts::new(&spec, stack).unwrap_err();
+        let fields: Vec<&str> = problems.list().iter().map(|v| v.field.as_str()).collect();
+        assert!(fields.contains(&"model.num_layers"), "{fields:?}");
+        assert!(fields.contains(&"cluster.num_gpus"), "{fields:?}");
+        assert!(fields.contains(&"training.seq_len"), "{fields:?}");
+    }
+}
