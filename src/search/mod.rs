@@ -384,6 +384,10 @@ pub fn search(
         pruned += skip.len();
         simulated += run.len();
         points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
+        if run.is_empty() {
+            // Nothing simulated: the list and its bar stay as they are.
+            continue;
+        }
         add_tables(spec, &template, &run, &mut tables)?;
         let results: Vec<Result<RankedPlan, SearchError>> =
             run.par_iter().map(|k| simulate_candidate(spec, &template, &tables, k)).collect();
