@@ -224,7 +224,19 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         timeline: options.timeline,
     };
     let outcome = engine::run(&setup).map_err(|stuck| SimError::Deadlock { stuck })?;
-    let info = path.iter().map(|p| position_info(priced, p)).collect();
+    // Equal positions (the middle chunks of a path) have equal figures: each is counted once.
+    let mut distinct: Vec<(&PricedSegment, PositionInfo)> = Vec::new();
+    let info = path
+        .iter()
+        .map(|p| {
+            if let Some((_, info)) = distinct.iter().find(|(q, _)| *q == p) {
+                return *info;
+            }
+            let info = position_info(priced, p);
+            distinct.push((p, info));
+            info
+        })
+        .collect();
     let mut simulation = summarize(&program, &states, outcome);
     simulation.positions = info;
     simulation.transfer_bytes = priced.transfer_bytes();
