@@ -281,14 +281,14 @@ type SimulationTables = BTreeMap<TableKey, Tables>;
 fn add_tables(
     spec: &SearchSpec,
     template: &Template,
-    kept: &[&Kept],
+    kept: &[(Candidate, &Kept)],
     tables: &mut SimulationTables,
 ) -> Result<(), SearchError> {
     let mut missing: BTreeMap<TableKey, Candidate> = BTreeMap::new();
-    for k in kept {
-        let key = table_key(&k.candidate);
+    for (candidate, _) in kept {
+        let key = table_key(candidate);
         if !tables.contains_key(&key) {
-            missing.entry(key).or_insert(k.candidate);
+            missing.entry(key).or_insert(*candidate);
         }
     }
     let built: Vec<(TableKey, Tables)> = missing
@@ -306,9 +306,8 @@ fn simulate_candidate(
     spec: &SearchSpec,
     template: &Template,
     tables: &SimulationTables,
-    kept: &Kept,
+    (candidate, kept): (Candidate, &Kept),
 ) -> Result<RankedPlan, SearchError> {
-    let candidate = kept.candidate;
     let run = candidate_run(spec, template, &candidate).map_err(SearchError::Input)?;
     let options = SimOptions { timeline: false };
     let (estimate, _) = match tables.get(&table_key(&candidate)) {
@@ -348,12 +347,12 @@ fn keep_fitting(
 }
 
 /// The point of a candidate pruned by its bound: never faster than its bound.
-fn pruned_point(shape: &Shape, kept: &Kept) -> PricedPoint {
+fn pruned_point(shape: &Shape, candidate: Candidate, kept: &Kept) -> PricedPoint {
     let step_time = kept.closed_form.max(kept.bound);
     // The same definition as `cost::step::throughput`: tokens per step over time and GPUs.
     let tokens = (shape.global_batch * shape.seq_len) as f64;
     PricedPoint {
-        candidate: kept.candidate,
+        candidate,
         peak_memory: kept.peak,
         step_time,
         tokens_per_sec_per_gpu: tokens / step_time.value() / shape.gpus as f64,
@@ -383,14 +382,16 @@ pub fn search(
             chunk.iter().partition(|k| rank::may_enter(k.bound, bar));
         pruned += skip.len();
         simulated += run.len();
-        points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
+        points.extend(skip.iter().map(|k| pruned_point(&shape, k.place.candidate(&blocks), k)));
         if run.is_empty() {
             // Nothing simulated: the list and its bar stay as they are.
             continue;
         }
+        let run: Vec<(Candidate, &Kept)> =
+            run.into_iter().map(|k| (k.place.candidate(&blocks), k)).collect();
         add_tables(spec, &template, &run, &mut tables)?;
         let results: Vec<Result<RankedPlan, SearchError>> =
-            run.par_iter().map(|k| simulate_candidate(spec, &template, &tables, k)).collect();
+            run.par_iter().map(|&k| simulate_candidate(spec, &template, &tables, k)).collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
         bar = rank::keep_top(&mut best, top);
@@ -417,7 +418,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let own = SimulationTables::new();
     let results = kept
         .iter()
-        .map(|k| simulate_candidate(spec, &template, &own, k))
+        .map(|k| simulate_candidate(spec, &template, &own, (k.place.candidate(&blocks), k)))
         .collect::<Result<Vec<_>, _>>()?;
     let mut points = Vec::with_capacity(kept.len());
     let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
@@ -477,7 +478,7 @@ mod tests {
             assert!(shared.len() > 100, "{} kept", shared.len());
             assert_eq!(shared.len(), own.len());
             for (a, b) in shared.iter().zip(&own) {
-                assert_eq!(a.candidate, b.candidate);
+                assert_eq!(a.place, b.place);
                 assert_eq!((a.closed_form, a.bound, a.peak), (b.closed_form, b.bound, b.peak));
             }
             assert_eq!(shared_rejections, own_rejections);

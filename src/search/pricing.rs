@@ -19,10 +19,40 @@ use crate::export::check;
 use crate::sim::lower_bound_from;
 use crate::units::{Bytes, Seconds};
 
+/// Where a candidate sits in the space: its block, and its layout, sharding, recompute and inner
+/// combination there (a fraction of a candidate's size; a search keeps millions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
+    block: u32,
+    layout: u32,
+    sharding: u32,
+    recompute: u32,
+    inner: u32,
+}
+
+/// An index as stored in a [`Place`]: the space's lists are far shorter than `u32::MAX`; one that
+/// were not would become an index out of bounds, never another candidate.
+fn index(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+impl Place {
+    /// The candidate at this place of `blocks`.
+    pub(super) fn candidate(self, blocks: &[Block]) -> Candidate {
+        let block = &blocks[self.block as usize];
+        block.candidate(
+            self.layout as usize,
+            self.sharding as usize,
+            self.recompute as usize,
+            self.inner as usize,
+        )
+    }
+}
+
 /// A candidate that passed every check of the closed form.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Kept {
-    pub(super) candidate: Candidate,
+    pub(super) place: Place,
     pub(super) closed_form: Seconds,
     pub(super) bound: Seconds,
     pub(super) peak: Bytes,
@@ -31,7 +61,8 @@ pub(super) struct Kept {
 enum Priced {
     /// Rejected: its kind, and the rejection itself when asked to explain.
     Rejected(RejectionKind, Option<Box<Rejection>>),
-    Kept(Kept),
+    /// Kept, with its closed-form step time, lower bound and peak memory.
+    Kept(Seconds, Seconds, Bytes),
 }
 
 /// Prices one candidate, with the op tables of `shared` (built from this candidate's run if the
@@ -78,12 +109,7 @@ fn price(
             explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
-    Priced::Kept(Kept {
-        candidate,
-        closed_form: step_time_from(&priced).step_time(),
-        bound: lower_bound_from(&priced),
-        peak,
-    })
+    Priced::Kept(step_time_from(&priced).step_time(), lower_bound_from(&priced), peak)
 }
 
 /// What a candidate's op tables depend on besides the search's base run: the per-layer work of
@@ -253,7 +279,7 @@ pub(super) fn price_all(
             let block = &blocks[b];
             let mut tally = Tally::default();
             let mut count = 0;
-            for (inner, candidate) in block.row(layout, sharding) {
+            for (recompute, inner, candidate) in block.row(layout, sharding) {
                 count += 1;
                 let priced = if states[b].verdict(block, layout, sharding, inner).is_some() {
                     Priced::Rejected(RejectionKind::DoesNotFit, None)
@@ -263,7 +289,16 @@ pub(super) fn price_all(
                 };
                 match priced {
                     Priced::Rejected(kind, _) => tally.reject(kind, candidate),
-                    Priced::Kept(kept) => tally.kept.push(kept),
+                    Priced::Kept(closed_form, bound, peak) => {
+                        let place = Place {
+                            block: index(b),
+                            layout: index(layout),
+                            sharding: index(sharding),
+                            recompute: index(recompute),
+                            inner: index(inner),
+                        };
+                        tally.kept.push(Kept { place, closed_form, bound, peak });
+                    }
                 }
             }
             let before = done.fetch_add(count, Ordering::Relaxed);
@@ -308,7 +343,10 @@ pub(super) fn price_all(
     // Most promising first, by closed form, then by the candidate's fixed order (candidates are
     // distinct, so the unstable parallel sort has one result).
     kept.par_sort_unstable_by(|a, b| {
-        a.closed_form.value().total_cmp(&b.closed_form.value()).then(a.candidate.cmp(&b.candidate))
+        a.closed_form
+            .value()
+            .total_cmp(&b.closed_form.value())
+            .then_with(|| a.place.candidate(blocks).cmp(&b.place.candidate(blocks)))
     });
     (kept, rejections)
 }

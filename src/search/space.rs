@@ -238,11 +238,16 @@ impl Block {
         }
     }
 
-    /// The candidates of one layout and sharding in order, each with its inner combination.
-    pub fn row(&self, layout: usize, sharding: usize) -> impl Iterator<Item = (usize, Candidate)> {
+    /// The candidates of one layout and sharding in order, each with its recompute and inner
+    /// combination.
+    pub fn row(
+        &self,
+        layout: usize,
+        sharding: usize,
+    ) -> impl Iterator<Item = (usize, usize, Candidate)> {
         let inner = self.inner_len();
         (0..self.recomputes[layout].len()).flat_map(move |recompute| {
-            (0..inner).map(move |i| (i, self.candidate(layout, sharding, recompute, i)))
+            (0..inner).map(move |i| (recompute, i, self.candidate(layout, sharding, recompute, i)))
         })
     }
 
@@ -250,7 +255,7 @@ impl Block {
     pub fn candidates(&self) -> impl Iterator<Item = Candidate> + '_ {
         (0..self.layouts.len()).flat_map(move |layout| {
             (0..self.shardings.len())
-                .flat_map(move |sharding| self.row(layout, sharding).map(|(_, c)| c))
+                .flat_map(move |sharding| self.row(layout, sharding).map(|(_, _, c)| c))
         })
     }
 }
