@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::memory::{
-    ActivationBytes, Params, model_state_memory, segment_params, stage_peak,
+    ActivationBytes, LayerParams, Params, model_state_memory, segment_params_with, stage_peak,
 };
 use crate::cost::step_terms::{
     DataParallelCollectives, data_parallel_collectives, optimizer_time_for, p2p_bytes, p2p_transfer,
@@ -50,6 +50,7 @@ pub struct PricedRun<'a> {
     tables: Cow<'a, Tables>,
     transfer: OnceLock<Seconds>,
     activations: OnceLock<ActivationBytes>,
+    layer_params: OnceLock<LayerParams>,
     stages: OnceLock<Stages>,
     path: OnceLock<Vec<PricedSegment>>,
     path_collectives: OnceLock<Vec<DataParallelCollectives>>,
@@ -73,6 +74,7 @@ impl<'a> PricedRun<'a> {
             tables,
             transfer: OnceLock::new(),
             activations: OnceLock::new(),
+            layer_params: OnceLock::new(),
             stages: OnceLock::new(),
             path: OnceLock::new(),
             path_collectives: OnceLock::new(),
@@ -116,7 +118,11 @@ impl<'a> PricedRun<'a> {
         PricedSegment {
             segment,
             work: segment_work(self.run, &self.tables, segment),
-            params: segment_params(self.run, &segment),
+            params: segment_params_with(
+                self.run,
+                self.layer_params.get_or_init(|| LayerParams::new(self.run)),
+                &segment,
+            ),
         }
     }
 

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::{Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_engine};
 use crate::hardware::Cluster;
 use crate::model::Model;
-use crate::plan::{PlanSpec, TrainingSpec};
+use crate::plan::{PlanSpec, Training, TrainingSpec};
 use crate::stack::Stack;
 use crate::violation::{Collector, Violations};
 
@@ -16,7 +16,9 @@ use crate::violation::{Collector, Violations};
 pub struct RunParts {
     model: Arc<Model>,
     cluster: Arc<Cluster>,
-    training: TrainingSpec,
+    training_spec: TrainingSpec,
+    /// The training setup validated, with the spec's micro-batch.
+    training: Training,
     stack: Arc<Stack>,
 }
 
@@ -27,7 +29,7 @@ impl RunParts {
         let mut collector = Collector::default();
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
-        validate_training(&mut collector, &spec.training);
+        let training = validate_training(&mut collector, &spec.training);
         collector.finish()?;
         let (Some(model), Some(cluster)) = (model, cluster) else {
             unreachable!("validation reported no problem, so model and cluster were built");
@@ -35,7 +37,8 @@ impl RunParts {
         Ok(RunParts {
             model: Arc::new(model),
             cluster: Arc::new(cluster),
-            training: spec.training.clone(),
+            training_spec: spec.training.clone(),
+            training,
             stack,
         })
     }
@@ -46,9 +49,18 @@ impl RunParts {
     pub fn run(&self, plan: &PlanSpec, micro_batch: i64) -> Result<Run, Violations> {
         let mut collector = Collector::default();
         check_stack(&mut collector, plan, &self.stack);
-        let training_spec =
-            TrainingSpec { micro_batch: Some(micro_batch), ..self.training.clone() };
-        let training = validate_training(&mut collector, &training_spec);
+        // The micro-batch is the one training field not checked with the parts: one in range is
+        // taken as it is (what validation would give), any other is validated to be reported.
+        let training = match u64::try_from(micro_batch) {
+            Ok(size) if (1..=crate::limits::GLOBAL_BATCH).contains(&size) => {
+                Training { micro_batch: size, ..self.training }
+            }
+            _ => {
+                let spec =
+                    TrainingSpec { micro_batch: Some(micro_batch), ..self.training_spec.clone() };
+                validate_training(&mut collector, &spec)
+            }
+        };
         let plan_spec = with_stack_engine(plan, &self.stack);
         let num_gpus = self.cluster.num_gpus();
         let plan = validate_plan(
@@ -101,7 +113,8 @@ mod tests {
             PlanSpec { engine: Some(Engine::Torchtitan), tp: Some(0), ..PlanSpec::default() },
         ];
         for plan in plans {
-            for micro_batch in [1, 2, 3, 0] {
+            let too_large = crate::limits::GLOBAL_BATCH as i64 + 1;
+            for micro_batch in [1, 2, 3, 0, -1, too_large] {
                 let mut spec = base.clone();
                 spec.plan = plan.clone();
                 spec.training.micro_batch = Some(micro_batch);
