@@ -1,10 +1,12 @@
-//! Criterion benchmarks: one closed-form estimate (issue #2 target: under 10 microseconds for a
+//! Criterion benchmarks: one closed-form estimate (issue #14 target: 2 microseconds for a
 //! 126-layer model) and one simulated step of Llama 3.1 405B on 16,384 H100 under interleaved
-//! 1F1B (issue #3 target: under 50 ms), with and without the timeline a trace needs.
+//! 1F1B, with and without the timeline a trace needs, and with its Chrome trace written
+//! (`simulate --trace`, issue #14 target: 50 ms).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{PipelineSplit, PlanSpec, Precision, TrainingSpec};
+use meshplan::sim::trace::chrome_trace;
 use meshplan::sim::{SimOptions, simulate, simulate_with};
 use meshplan::{Run, RunSpec, closed_form, presets};
 
@@ -45,6 +47,12 @@ fn bench_simulate(c: &mut Criterion) {
     c.bench_function("simulate llama3.1-405b 16384 h100 interleaved (totals only)", |b| {
         b.iter(|| {
             simulate_with(std::hint::black_box(&run), SimOptions { timeline: false }).unwrap()
+        })
+    });
+    c.bench_function("simulate --trace llama3.1-405b 16384 h100 interleaved", |b| {
+        b.iter(|| {
+            let simulation = simulate(std::hint::black_box(&run)).unwrap();
+            chrome_trace(&simulation, "llama3.1-405b").len()
         })
     });
 }

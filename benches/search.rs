@@ -1,7 +1,8 @@
-//! Criterion benchmarks of the full plan search (issue #4 targets on this 2-core machine: GPT-3
-//! 175B on 1,024 A100 80GB in under 1 s, Llama 3.1 405B on 16,384 H100 in under 5 s), and of two
-//! mixture-of-experts searches, whose space also spans ep x etp. Each also prints the candidates
-//! it considered per second.
+//! Criterion benchmarks of the full plan search (issue #14 targets on a 2-core machine: GPT-3
+//! 175B on 1,024 A100 80GB in 0.5 s, Llama 3.1 405B on 16,384 H100 in 1 s, DeepSeek-V3 on 1,024
+//! H100 in 2 s and on 8,192 H100 in 4 s), of Qwen3-30B-A3B on 64 H100 and of Llama 3.1 405B on
+//! 131,072 H100. Each also prints the candidates it considered, priced and simulated, and the
+//! candidates considered per second. `RAYON_NUM_THREADS=1` measures one thread.
 
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,11 @@ fn bench_search(c: &mut Criterion) {
         ("search llama3.1-405b 16384 h100", spec("llama3.1-405b", "h100-sxm", 16384, 8192, 2048)),
         ("search qwen3-30b-a3b 64 h100", spec("qwen3-30b-a3b", "h100-sxm", 64, 4096, 512)),
         ("search deepseek-v3 1024 h100", spec("deepseek-v3", "h100-sxm", 1024, 4096, 8192)),
+        ("search deepseek-v3 8192 h100", spec("deepseek-v3", "h100-sxm", 8192, 4096, 8192)),
+        (
+            "search llama3.1-405b 131072 h100",
+            spec("llama3.1-405b", "h100-sxm", 131072, 8192, 16384),
+        ),
     ];
     let mut group = c.benchmark_group("search");
     group.sample_size(10).measurement_time(Duration::from_secs(10));
@@ -40,8 +46,9 @@ fn bench_search(c: &mut Criterion) {
         let report = search(spec, &|_, _| {}).unwrap();
         let seconds = started.elapsed().as_secs_f64();
         eprintln!(
-            "{name}: {} candidates, {} simulated, {:.0} candidates/s",
+            "{name}: {} candidates, {} priced, {} simulated, {:.0} candidates/s",
             report.considered,
+            report.priced,
             report.simulated,
             report.considered as f64 / seconds
         );

@@ -68,6 +68,11 @@ pub struct Op {
     pub module: Option<RecomputeModule>,
 }
 
+/// Rows a transformer layer's table is given room for (it has a few dozen), and the embedding's,
+/// head's or MTP projection's (a few).
+const LAYER_ROWS: usize = 48;
+const END_ROWS: usize = 8;
+
 /// The operations of one layer (or of the embedding / head) for one micro-batch.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpTable {
@@ -78,6 +83,11 @@ pub struct OpTable {
 }
 
 impl OpTable {
+    /// An empty table with room for `rows` rows, so that building one does not grow it.
+    fn with_capacity(rows: usize) -> OpTable {
+        OpTable { ops: Vec::with_capacity(rows), module: None }
+    }
+
     /// Adds a memory-bound kernel that moves `bytes` through HBM.
     fn push_memory(&mut self, gpu: &Gpu, name: &'static str, phase: Phase, bytes: Bytes) {
         self.push(name, phase, OpKind::Memory, Flops::ZERO, bytes, memory_time(gpu, bytes));
@@ -284,7 +294,7 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool) -> OpTable {
     let gpu = run.cluster().gpu();
     let h = model.hidden_size() as f64;
     let (tp, sp) = (ctx.tp, ctx.sp);
-    let mut table = OpTable::default();
+    let mut table = OpTable::with_capacity(LAYER_ROWS);
     let act = Precision::ACTIVATION_BYTES;
 
     // Attention block.
@@ -482,7 +492,7 @@ fn expert_parallel_comm(ctx: &Ctx, table: &mut OpTable, rows: f64) {
 pub fn mtp_projection(run: &Run) -> OpTable {
     let ctx = Ctx::new(run);
     let h = run.model().hidden_size() as f64;
-    let mut table = OpTable::default();
+    let mut table = OpTable::with_capacity(END_ROWS);
     ctx.streaming(&mut table, "mtp-norms", 4.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     ctx.gemm(&mut table, "mtp-projection", h / ctx.tp, 2.0 * h);
     table
@@ -583,7 +593,7 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
 pub fn embedding(run: &Run) -> OpTable {
     let ctx = Ctx::new(run);
     let h = run.model().hidden_size() as f64;
-    let mut table = OpTable::default();
+    let mut table = OpTable::with_capacity(END_ROWS);
     ctx.streaming(&mut table, "embedding", 2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     if run.plan().tp() > 1 {
         let links = run.cluster().interconnect();
@@ -606,7 +616,7 @@ pub fn head(run: &Run) -> OpTable {
     let model = run.model();
     let gpu = run.cluster().gpu();
     let h = model.hidden_size() as f64;
-    let mut table = OpTable::default();
+    let mut table = OpTable::with_capacity(END_ROWS);
     ctx.tp_block_comm(&mut table, "tp-head");
     ctx.streaming(&mut table, "final-norm", 2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     // The logit layer stays in 16-bit under every recipe.

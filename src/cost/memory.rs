@@ -113,25 +113,52 @@ fn moe_layer_params(run: &Run, attention: f64) -> Params {
     Params { dense, expert: local_experts * model.expert_params() as f64 / plan.etp() as f64 }
 }
 
+/// The per-layer parameter counts of a run on one GPU that every segment's count is built from:
+/// computed once for a run whose segments are counted many times.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LayerParams {
+    dense_layer: f64,
+    moe_layer: Params,
+    vocab_rows: f64,
+}
+
+impl LayerParams {
+    /// The per-layer counts of a run.
+    pub fn new(run: &Run) -> LayerParams {
+        let tp = run.plan().tp() as f64;
+        let h = run.model().hidden_size() as f64;
+        let attention = attention_params_per_rank(run);
+        LayerParams {
+            dense_layer: dense_layer_params(run, attention),
+            moe_layer: moe_layer_params(run, attention),
+            vocab_rows: padded_vocab(run) / tp * h,
+        }
+    }
+}
+
 /// Parameters one GPU holds for a segment's layers, plus the embedding (`first`) and the output
 /// layer, final norm and multi-token-prediction modules (`last`), before data-parallel sharding.
 pub fn segment_params(run: &Run, segment: &Segment) -> Params {
+    segment_params_with(run, &LayerParams::new(run), segment)
+}
+
+/// [`segment_params`] from the run's per-layer counts already computed.
+pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) -> Params {
     let model = run.model();
     let plan = run.plan();
     let tp = plan.tp() as f64;
     let h = model.hidden_size() as f64;
-    let attention = attention_params_per_rank(run);
-    let moe = moe_layer_params(run, attention);
+    let moe = layer.moe_layer;
     let (moe_layers, dense_layers) = if model.moe().is_some() {
         (segment.layers - segment.dense_layers, segment.dense_layers)
     } else {
         (0.0, segment.layers)
     };
     let mut params = Params {
-        dense: dense_layers * dense_layer_params(run, attention) + moe_layers * moe.dense,
+        dense: dense_layers * layer.dense_layer + moe_layers * moe.dense,
         expert: moe_layers * moe.expert,
     };
-    let vocab_rows = padded_vocab(run) / tp * h;
+    let vocab_rows = layer.vocab_rows;
     if segment.first {
         params.dense += vocab_rows;
         if model.position_embedding() == PositionEmbedding::Learned {
@@ -150,7 +177,7 @@ pub fn segment_params(run: &Run, segment: &Segment) -> Params {
             let block = if model.moe().is_some() {
                 moe
             } else {
-                Params { dense: dense_layer_params(run, attention), expert: 0.0 }
+                Params { dense: layer.dense_layer, expert: 0.0 }
             };
             let extra = 2.0 * h * h / tp + 3.0 * model.final_norm_params() as f64;
             params.dense += mtp * (block.dense + extra);

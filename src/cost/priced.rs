@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::memory::{
-    ActivationBytes, Params, model_state_memory, segment_params, stage_peak,
+    ActivationBytes, LayerParams, Params, model_state_memory, segment_params_with, stage_peak,
 };
 use crate::cost::step_terms::{
     DataParallelCollectives, data_parallel_collectives, optimizer_time_for, p2p_bytes, p2p_transfer,
@@ -52,6 +52,7 @@ pub struct PricedRun<'a> {
     tables: Cow<'a, Tables>,
     transfer: OnceLock<Seconds>,
     activations: OnceLock<ActivationBytes>,
+    layer_params: OnceLock<LayerParams>,
     stages: OnceLock<Stages>,
     path: OnceLock<Vec<PricedSegment>>,
     path_collectives: OnceLock<Vec<DataParallelCollectives>>,
@@ -75,6 +76,7 @@ impl<'a> PricedRun<'a> {
             tables,
             transfer: OnceLock::new(),
             activations: OnceLock::new(),
+            layer_params: OnceLock::new(),
             stages: OnceLock::new(),
             path: OnceLock::new(),
             path_collectives: OnceLock::new(),
@@ -123,14 +125,39 @@ impl<'a> PricedRun<'a> {
             } else {
                 segment_work(self.run, &self.tables, segment)
             },
-            params: segment_params(self.run, &segment),
+            params: segment_params_with(
+                self.run,
+                self.layer_params.get_or_init(|| LayerParams::new(self.run)),
+                &segment,
+            ),
         }
+    }
+
+    /// Prices `segments`, each distinct one once: equal segments (the middle stages of an even
+    /// split, the middle chunks of an interleaved path) cost the same, and one equal to a segment
+    /// of `known` (the stages, when pricing the path) is taken from there.
+    fn price_each(&self, segments: Vec<Segment>, known: &[PricedSegment]) -> Vec<PricedSegment> {
+        let mut distinct: Vec<PricedSegment> = Vec::new();
+        segments
+            .into_iter()
+            .map(|segment| {
+                if let Some(priced) = distinct.iter().find(|p| p.segment == segment) {
+                    return *priced;
+                }
+                let priced = known
+                    .iter()
+                    .find(|p| p.segment == segment)
+                    .copied()
+                    .unwrap_or_else(|| self.price(segment));
+                distinct.push(priced);
+                priced
+            })
+            .collect()
     }
 
     fn priced_stages(&self) -> &Stages {
         self.stages.get_or_init(|| {
-            let segments: Vec<PricedSegment> =
-                stage_segments(self.run).into_iter().map(|s| self.price(s)).collect();
+            let segments = self.price_each(stage_segments(self.run), &[]);
             let first = segments.first().map_or_else(Params::default, |s| s.params);
             Stages { first_collectives: data_parallel_collectives(self.run, first), segments }
         })
@@ -150,10 +177,8 @@ impl<'a> PricedRun<'a> {
     pub fn path(&self) -> &[PricedSegment] {
         self.path.get_or_init(|| {
             let plan = self.run.plan();
-            path_segments(self.run, plan.pp() * plan.vp())
-                .into_iter()
-                .map(|s| self.price(s))
-                .collect()
+            let stages = self.stages.get().map_or(&[][..], |stages| &stages.segments[..]);
+            self.price_each(path_segments(self.run, plan.pp() * plan.vp()), stages)
         })
     }
 

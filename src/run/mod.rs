@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod parts;
 mod rules;
 
 use crate::hardware::{Cluster, ClusterSpec};
@@ -17,6 +18,7 @@ use crate::presets;
 use crate::stack::Stack;
 use crate::violation::{Collector, Violation, Violations};
 
+pub use parts::RunParts;
 use rules::validate_plan;
 pub(crate) use rules::{check_plan_fields, validate_training};
 
@@ -46,8 +48,9 @@ pub struct StageLayers {
 /// A validated run.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
-    model: Model,
-    cluster: Cluster,
+    // Shared, not copied, by the many runs a search builds from one model and cluster.
+    model: Arc<Model>,
+    cluster: Arc<Cluster>,
     training: Training,
     plan: Plan,
     stack: Arc<Stack>,
@@ -87,26 +90,7 @@ impl Run {
     /// prices many runs of one stack): `stack` must be the one the plan names, if it names one.
     pub fn from_spec_with_stack(spec: &RunSpec, stack: Arc<Stack>) -> Result<Run, Violations> {
         let mut collector = Collector::default();
-        if let Some(named) = &spec.plan.stack
-            && named.trim().to_ascii_lowercase() != stack.id()
-        {
-            collector.add(
-                "plan.stack",
-                named,
-                format!("the run was given the stack `{}`", stack.id()),
-                "name the same stack in both places",
-            );
-        }
-        if let (Some(engine), Some(runs_on)) = (spec.plan.engine, stack.engine())
-            && engine != runs_on
-        {
-            collector.add(
-                "plan.stack",
-                stack.id(),
-                format!("is run by {}, not by the plan's engine {}", runs_on.name(), engine.name()),
-                format!("leave out --engine, or name a stack of {}", engine.name()),
-            );
-        }
+        check_stack(&mut collector, &spec.plan, &stack);
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
         let training = validate_training(&mut collector, &spec.training);
@@ -115,19 +99,19 @@ impl Run {
         // (A count past its bound is reported by the cluster; the plan is checked against the
         // bound, so that its arithmetic stays within u64.)
         let num_gpus = spec.cluster.num_gpus.clamp(1, crate::limits::GPUS as i64) as u64;
-        // A plan that names no engine is run by its stack's engine.
-        let mut plan_spec = spec.plan.clone();
-        if plan_spec.engine.is_none() {
-            plan_spec.engine = stack.engine();
-        }
+        let plan_spec = with_stack_engine(&spec.plan, &stack);
         let plan = model.as_ref().and_then(|model| {
             validate_plan(&mut collector, &plan_spec, model, num_gpus, cluster.as_ref(), &training)
         });
         collector.finish()?;
         match (model, cluster, plan) {
-            (Some(model), Some(cluster), Some(plan)) => {
-                Ok(Run { model, cluster, training, plan, stack })
-            }
+            (Some(model), Some(cluster), Some(plan)) => Ok(Run {
+                model: Arc::new(model),
+                cluster: Arc::new(cluster),
+                training,
+                plan,
+                stack,
+            }),
             _ => unreachable!("validation reported no problem, so every part was built"),
         }
     }
@@ -196,6 +180,40 @@ impl Run {
             Some(moe) => moe.dense_layers.saturating_sub(first).min(count),
         }
     }
+}
+
+/// The stack's own rules of a plan: the stack it names, if any, is `stack`, and the engine it
+/// names, if any, runs `stack`.
+fn check_stack(collector: &mut Collector, plan: &PlanSpec, stack: &Stack) {
+    if let Some(named) = &plan.stack
+        && named.trim().to_ascii_lowercase() != stack.id()
+    {
+        collector.add(
+            "plan.stack",
+            named,
+            format!("the run was given the stack `{}`", stack.id()),
+            "name the same stack in both places",
+        );
+    }
+    if let (Some(engine), Some(runs_on)) = (plan.engine, stack.engine())
+        && engine != runs_on
+    {
+        collector.add(
+            "plan.stack",
+            stack.id(),
+            format!("is run by {}, not by the plan's engine {}", runs_on.name(), engine.name()),
+            format!("leave out --engine, or name a stack of {}", engine.name()),
+        );
+    }
+}
+
+/// The plan as validated: one that names no engine is run by its stack's engine.
+fn with_stack_engine(plan: &PlanSpec, stack: &Stack) -> PlanSpec {
+    let mut plan_spec = plan.clone();
+    if plan_spec.engine.is_none() {
+        plan_spec.engine = stack.engine();
+    }
+    plan_spec
 }
 
 fn path_layers(num_layers: u64, mtp: u64, split: PipelineSplit, positions: u64) -> Vec<u64> {

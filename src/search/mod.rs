@@ -14,27 +14,26 @@
 //! agree.
 
 pub mod fit;
+mod pricing;
 pub mod rank;
 mod rejection;
 pub mod space;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
 use crate::cost::priced::PricedRun;
-use crate::cost::step::step_time_from;
 use crate::cost::work::Tables;
 use crate::estimate::{Estimate, estimate_simulated_from};
-use crate::export::{Engine, check};
+use crate::export::Engine;
 use crate::hardware::Cluster;
 use crate::model::Model;
 use crate::plan::{PlanSpec, RecomputeKind};
 use crate::presets;
-use crate::run::{Run, RunSpec, validate_training};
-use crate::sim::{SimError, SimOptions, lower_bound_from};
+use crate::run::{Run, RunParts, RunSpec, validate_training};
+use crate::sim::{SimError, SimOptions};
 use crate::stack::Stack;
 use crate::units::Bytes;
 use crate::units::Seconds;
@@ -42,7 +41,9 @@ use crate::violation::{Collector, Violations};
 
 pub use rank::Equivalent;
 pub use rejection::{MemoryCheck, OverMemory, Rejection, RejectionKind, Rejections};
-pub use space::{Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
+pub use space::{Block, Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
+
+use pricing::{Kept, TableKey, price_all, table_key};
 
 /// Candidates simulated together against one bar. Fixed (not the thread count) so that the
 /// report, pruning counts included, is the same on every machine.
@@ -141,21 +142,6 @@ pub enum SearchError {
     Simulation(#[from] SimError),
 }
 
-enum Priced {
-    /// Rejected: its kind, and the rejection itself when asked to explain.
-    Rejected(RejectionKind, Option<Box<Rejection>>),
-    Kept(Kept),
-}
-
-/// A candidate that passed every check of the closed form.
-#[derive(Debug, Clone, Copy)]
-struct Kept {
-    candidate: Candidate,
-    closed_form: Seconds,
-    bound: Seconds,
-    peak: Bytes,
-}
-
 /// Checks the model, cluster, batch and search settings, reporting every problem at once.
 fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
     let mut problems = Collector::default();
@@ -230,7 +216,10 @@ pub fn template(spec: &SearchSpec) -> Template {
     // Read once for every candidate; a stack that does not read is reported by each
     // candidate's validation.
     let stack = presets::stack(&id).ok().map(Arc::new);
-    Template { plan, stack }
+    // The model, cluster and training setup validated once; when they do not validate (or the
+    // stack does not read), each candidate's validation reports why.
+    let parts = stack.as_ref().and_then(|stack| RunParts::new(&spec.base, Arc::clone(stack)).ok());
+    Template { plan, stack, parts }
 }
 
 /// The options every candidate shares ([`template`]) and the software stack they run on, read
@@ -240,6 +229,7 @@ pub struct Template {
     /// The shared plan options.
     pub plan: PlanSpec,
     stack: Option<Arc<Stack>>,
+    parts: Option<RunParts>,
 }
 
 /// The run of a candidate (`template` from [`template`]).
@@ -248,11 +238,16 @@ pub fn candidate_run(
     template: &Template,
     candidate: &Candidate,
 ) -> Result<Run, Violations> {
-    let mut run_spec = spec.base.clone();
-    let layers = run_spec.model.num_layers.max(1) as u64;
+    let layers = spec.base.model.num_layers.max(1) as u64;
     let stage_layers = space::stage_layers(layers, candidate.pp, candidate.split);
-    run_spec.plan = candidate.plan_spec(stage_layers, &template.plan);
-    run_spec.training.micro_batch = Some(candidate.micro_batch as i64);
+    let plan = candidate.plan_spec(stage_layers, &template.plan);
+    let micro_batch = candidate.micro_batch as i64;
+    if let Some(parts) = &template.parts {
+        return parts.run(&plan, micro_batch);
+    }
+    let mut run_spec = spec.base.clone();
+    run_spec.plan = plan;
+    run_spec.training.micro_batch = Some(micro_batch);
     match &template.stack {
         Some(stack) => Run::from_spec_with_stack(&run_spec, Arc::clone(stack)),
         None => Run::from_spec(&run_spec),
@@ -277,179 +272,6 @@ fn fits(estimate: &Estimate, headroom: f64) -> bool {
     fits_in(estimate.peak_memory.breakdown.fit_need(), estimate.memory_capacity, headroom)
 }
 
-/// What a candidate's op tables depend on besides the search's base run: the per-layer work of
-/// one micro-batch is the same whatever the pipeline layout, sharding and recompute, so
-/// candidates that differ only in those share one set of tables.
-type TableKey = (u64, u64, u64, crate::plan::CpComm, u64, u64);
-
-/// Candidates priced in a row with one set of shared op tables.
-const SHARED_TABLES_CHUNK: usize = 1024;
-
-fn table_key(c: &Candidate) -> TableKey {
-    (c.tp, c.cp, c.micro_batch, c.cp_comm, c.ep, c.etp)
-}
-
-/// Prices one candidate, building its op tables or taking the ones `shared` already holds for
-/// its table key (and leaving them there). A rejection's reason is written only when `explain`
-/// asks for it: a search rejects millions of candidates and shows one example per reason.
-fn price(
-    spec: &SearchSpec,
-    template: &Template,
-    candidate: Candidate,
-    shared: Option<&mut Option<Tables>>,
-    explain: bool,
-) -> Priced {
-    let run = match candidate_run(spec, template, &candidate) {
-        Ok(run) => run,
-        Err(violations) => {
-            let first = violations.list().first().filter(|_| explain);
-            let example = first.map(|v| Box::new(Rejection::BreaksARule(v.clone())));
-            return Priced::Rejected(RejectionKind::BreaksARule, example);
-        }
-    };
-    if let Some(engine) = spec.engine
-        && let Err(unsupported) = check(engine, &run)
-    {
-        let example = explain.then(|| Box::new(Rejection::UnsupportedByEngine(unsupported)));
-        return Priced::Rejected(RejectionKind::UnsupportedByEngine, example);
-    }
-    // Memory first: a candidate that does not fit needs no step time.
-    let stages = crate::cost::memory::stage_memory(&run);
-    let peak = stages.iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
-    let capacity = run.cluster().gpu().memory();
-    if !fits_in(peak, capacity, spec.memory_headroom) {
-        let example =
-            explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
-        return Priced::Rejected(RejectionKind::DoesNotFit, example);
-    }
-    // One set of op tables prices both the closed form and the simulation's lower bound.
-    let own;
-    let tables = match shared {
-        Some(slot) => &*slot.get_or_insert_with(|| Tables::new(&run)),
-        None => {
-            own = Tables::new(&run);
-            &own
-        }
-    };
-    let priced = PricedRun::with_tables(&run, tables);
-    Priced::Kept(Kept {
-        candidate,
-        closed_form: step_time_from(&priced).step_time(),
-        bound: lower_bound_from(&priced),
-        peak,
-    })
-}
-
-/// What fixes a candidate's model states (weights, gradients, optimizer states, FSDP buffers):
-/// everything but recomputation, micro-batch, schedule and CP exchange.
-type LayoutKey = (u64, u64, u64, u64, crate::plan::PipelineSplit, space::ShardingChoice, u64, u64);
-
-fn layout_key(c: &Candidate) -> LayoutKey {
-    (c.tp, c.cp, c.pp, c.vp, c.split, c.sharding, c.ep, c.etp)
-}
-
-/// For every layout of the candidates, why its model states alone overflow the GPU (`None` when
-/// they fit or the layout does not build): model states are a lower bound of the peak, so every
-/// candidate of such a layout is rejected without being priced, with the same count and reason
-/// kind pricing would give.
-fn model_states_by_layout(
-    spec: &SearchSpec,
-    template: &Template,
-    candidates: &[Candidate],
-) -> BTreeMap<LayoutKey, Option<Rejection>> {
-    let mut representatives: BTreeMap<LayoutKey, Candidate> = BTreeMap::new();
-    for candidate in candidates {
-        representatives.entry(layout_key(candidate)).or_insert(*candidate);
-    }
-    let layouts: Vec<(LayoutKey, Candidate)> = representatives.into_iter().collect();
-    layouts
-        .par_iter()
-        .map(|(key, candidate)| {
-            let Ok(run) = candidate_run(spec, template, candidate) else { return (*key, None) };
-            let states = crate::cost::memory::model_states_peak(&run);
-            let capacity = run.cluster().gpu().memory();
-            let reason = (!fits_in(states, capacity, spec.memory_headroom))
-                .then(|| over_memory(spec, &run, states, MemoryCheck::ModelStates));
-            (*key, reason)
-        })
-        .collect()
-}
-
-/// Prices every candidate in parallel, calling `progress(done, total)` as it goes.
-/// Prices every candidate in parallel and returns the kept ones (most promising first) and the
-/// rejections (counted in candidate order). With `share_tables` the candidates are priced in
-/// groups of one table key that build their op tables once; without, each builds its own (the
-/// reference the sharing is tested against).
-fn price_all(
-    spec: &SearchSpec,
-    candidates: &[Candidate],
-    share_tables: bool,
-    progress: &(dyn Fn(usize, usize) + Sync),
-) -> (Vec<Kept>, Rejections) {
-    let done = AtomicUsize::new(0);
-    let total = candidates.len();
-    let template = template(spec);
-    let states = model_states_by_layout(spec, &template, candidates);
-    // Rejections are priced without their reasons; the first of each kind is explained below.
-    let explained = |index: usize, tables: Option<&mut Option<Tables>>, explain: bool| {
-        let candidate = &candidates[index];
-        match states.get(&layout_key(candidate)) {
-            Some(Some(reason)) => Priced::Rejected(
-                RejectionKind::DoesNotFit,
-                explain.then(|| Box::new(reason.clone())),
-            ),
-            _ => price(spec, &template, *candidate, tables, explain),
-        }
-    };
-    let price_one = |index: usize, tables: Option<&mut Option<Tables>>| {
-        let result = explained(index, tables, false);
-        let finished = done.fetch_add(1, Ordering::Relaxed) + 1;
-        if finished.is_multiple_of(1024) || finished == total {
-            progress(finished, total);
-        }
-        (index, result)
-    };
-    let mut priced: Vec<(usize, Priced)> = if share_tables {
-        let mut groups: BTreeMap<TableKey, Vec<usize>> = BTreeMap::new();
-        for (index, candidate) in candidates.iter().enumerate() {
-            groups.entry(table_key(candidate)).or_default().push(index);
-        }
-        // Groups are split into chunks so that a few large ones do not leave cores idle.
-        let groups: Vec<&[usize]> =
-            groups.values().flat_map(|group| group.chunks(SHARED_TABLES_CHUNK)).collect();
-        groups
-            .par_iter()
-            .flat_map_iter(|group| {
-                let mut tables = None;
-                group.iter().map(|&index| price_one(index, Some(&mut tables))).collect::<Vec<_>>()
-            })
-            .collect()
-    } else {
-        (0..total).into_par_iter().map(|index| price_one(index, None)).collect()
-    };
-    priced.sort_by_key(|(index, _)| *index);
-    let mut rejections = Rejections::default();
-    let mut kept = Vec::new();
-    for (index, item) in priced {
-        match item {
-            Priced::Rejected(kind, _) => {
-                rejections.add(kind, || match explained(index, None, true) {
-                    Priced::Rejected(_, Some(example)) => *example,
-                    _ => {
-                        unreachable!("pricing a candidate twice gives the same verdict, explained")
-                    }
-                })
-            }
-            Priced::Kept(candidate) => kept.push(candidate),
-        }
-    }
-    // Most promising first, by closed form, then by the candidate's fixed order.
-    kept.sort_by(|a, b| {
-        a.closed_form.value().total_cmp(&b.closed_form.value()).then(a.candidate.cmp(&b.candidate))
-    });
-    (kept, rejections)
-}
-
 /// Op tables of the simulated candidates, one set per table key, built once and shared by every
 /// candidate of that key (the tables do not depend on the pipeline layout, sharding or
 /// recompute), so a candidate is not priced again to be simulated.
@@ -459,14 +281,14 @@ type SimulationTables = BTreeMap<TableKey, Tables>;
 fn add_tables(
     spec: &SearchSpec,
     template: &Template,
-    kept: &[&Kept],
+    kept: &[(Candidate, &Kept)],
     tables: &mut SimulationTables,
 ) -> Result<(), SearchError> {
     let mut missing: BTreeMap<TableKey, Candidate> = BTreeMap::new();
-    for k in kept {
-        let key = table_key(&k.candidate);
+    for (candidate, _) in kept {
+        let key = table_key(candidate);
         if !tables.contains_key(&key) {
-            missing.entry(key).or_insert(k.candidate);
+            missing.entry(key).or_insert(*candidate);
         }
     }
     let built: Vec<(TableKey, Tables)> = missing
@@ -484,9 +306,8 @@ fn simulate_candidate(
     spec: &SearchSpec,
     template: &Template,
     tables: &SimulationTables,
-    kept: &Kept,
+    (candidate, kept): (Candidate, &Kept),
 ) -> Result<RankedPlan, SearchError> {
-    let candidate = kept.candidate;
     let run = candidate_run(spec, template, &candidate).map_err(SearchError::Input)?;
     let options = SimOptions { timeline: false };
     let (estimate, _) = match tables.get(&table_key(&candidate)) {
@@ -526,12 +347,12 @@ fn keep_fitting(
 }
 
 /// The point of a candidate pruned by its bound: never faster than its bound.
-fn pruned_point(shape: &Shape, kept: &Kept) -> PricedPoint {
+fn pruned_point(shape: &Shape, candidate: Candidate, kept: &Kept) -> PricedPoint {
     let step_time = kept.closed_form.max(kept.bound);
     // The same definition as `cost::step::throughput`: tokens per step over time and GPUs.
     let tokens = (shape.global_batch * shape.seq_len) as f64;
     PricedPoint {
-        candidate: kept.candidate,
+        candidate,
         peak_memory: kept.peak,
         step_time,
         tokens_per_sec_per_gpu: tokens / step_time.value() / shape.gpus as f64,
@@ -546,8 +367,8 @@ pub fn search(
 ) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let template = template(spec);
-    let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
-    let (kept, mut rejections) = price_all(spec, &candidates, true, progress);
+    let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
+    let (kept, mut rejections) = price_all(spec, &blocks, true, progress);
     let top = spec.top.max(1);
     let batch = SIMULATION_BATCH;
     let mut best: Vec<RankedPlan> = Vec::new();
@@ -561,17 +382,23 @@ pub fn search(
             chunk.iter().partition(|k| rank::may_enter(k.bound, bar));
         pruned += skip.len();
         simulated += run.len();
-        points.extend(skip.iter().map(|k| pruned_point(&shape, k)));
+        points.extend(skip.iter().map(|k| pruned_point(&shape, k.place.candidate(&blocks), k)));
+        if run.is_empty() {
+            // Nothing simulated: the list and its bar stay as they are.
+            continue;
+        }
+        let run: Vec<(Candidate, &Kept)> =
+            run.into_iter().map(|k| (k.place.candidate(&blocks), k)).collect();
         add_tables(spec, &template, &run, &mut tables)?;
         let results: Vec<Result<RankedPlan, SearchError>> =
-            run.par_iter().map(|k| simulate_candidate(spec, &template, &tables, k)).collect();
+            run.par_iter().map(|&k| simulate_candidate(spec, &template, &tables, k)).collect();
         let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
         best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
         bar = rank::keep_top(&mut best, top);
     }
-    points.sort_by_key(|p| p.candidate);
+    points.par_sort_unstable_by_key(|p| p.candidate);
     Ok(SearchReport {
-        considered: candidates.len(),
+        considered: blocks.iter().map(Block::len).sum(),
         priced: kept.len(),
         simulated,
         pruned,
@@ -585,13 +412,13 @@ pub fn search(
 pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let template = template(spec);
-    let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
-    let (kept, mut rejections) = price_all(spec, &candidates, false, &|_, _| {});
+    let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
+    let (kept, mut rejections) = price_all(spec, &blocks, false, &|_, _| {});
     // The reference builds every candidate's own tables.
     let own = SimulationTables::new();
     let results = kept
         .iter()
-        .map(|k| simulate_candidate(spec, &template, &own, k))
+        .map(|k| simulate_candidate(spec, &template, &own, (k.place.candidate(&blocks), k)))
         .collect::<Result<Vec<_>, _>>()?;
     let mut points = Vec::with_capacity(kept.len());
     let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
@@ -599,7 +426,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let plans = rank::entries(plans);
     points.sort_by_key(|p| p.candidate);
     Ok(SearchReport {
-        considered: candidates.len(),
+        considered: blocks.iter().map(Block::len).sum(),
         priced: kept.len(),
         simulated: kept.len(),
         pruned: 0,
@@ -612,6 +439,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::export::check;
     use crate::hardware::ClusterSpec;
     use crate::plan::TrainingSpec;
     use crate::presets;
@@ -644,13 +472,13 @@ mod tests {
         moe.base.model = presets::model("qwen3-30b-a3b").unwrap();
         for spec in [dense, moe] {
             let shape = shape(&spec).unwrap();
-            let candidates = space::candidates(&shape, &spec.constraints, &spec.base.plan);
-            let (shared, shared_rejections) = price_all(&spec, &candidates, true, &|_, _| {});
-            let (own, own_rejections) = price_all(&spec, &candidates, false, &|_, _| {});
+            let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
+            let (shared, shared_rejections) = price_all(&spec, &blocks, true, &|_, _| {});
+            let (own, own_rejections) = price_all(&spec, &blocks, false, &|_, _| {});
             assert!(shared.len() > 100, "{} kept", shared.len());
             assert_eq!(shared.len(), own.len());
             for (a, b) in shared.iter().zip(&own) {
-                assert_eq!(a.candidate, b.candidate);
+                assert_eq!(a.place, b.place);
                 assert_eq!((a.closed_form, a.bound, a.peak), (b.closed_form, b.bound, b.peak));
             }
             assert_eq!(shared_rejections, own_rejections);

@@ -71,7 +71,18 @@ pub(super) fn keep_top(plans: &mut Vec<RankedPlan>, top: usize) -> Option<f64> {
 /// Whether a candidate whose step time is at least `bound` can still enter a list whose last
 /// entry's rounded step time is `bar`: only a strictly larger rounded bound rules it out.
 pub(super) fn may_enter(bound: Seconds, bar: Option<f64>) -> bool {
-    bar.is_none_or(|bar| rounded(bound.value()) <= bar)
+    let Some(bar) = bar else { return true };
+    let bound = bound.value();
+    // Without formatting where the answer is sure: `bar` is a rounded value, which rounding leaves
+    // as it is, so a bound at or below it rounds to at most it (rounding is monotonic); a bound
+    // above it by more than one step of the last digit rounds above it.
+    if bound <= bar {
+        return true;
+    }
+    if bound > bar * (1.0 + 10f64.powi(1 - DIGITS as i32)) {
+        return false;
+    }
+    rounded(bound) <= bar
 }
 
 /// Plans sorted by [`keep_top`] as entries: each first plan of equal figures, carrying the rest as
@@ -196,5 +207,28 @@ mod tests {
         assert!(may_enter(Seconds::new(1.5), bar));
         assert!(!may_enter(Seconds::new(2.0 * (1.0 + 1e-8)), bar));
         assert!(may_enter(Seconds::new(1e9), None));
+    }
+
+    #[test]
+    fn the_shortcuts_of_may_enter_agree_with_rounding_the_bound() {
+        // Bars over many magnitudes; bounds below, at and above each by steps around the last
+        // rounded digit, where the shortcuts hand over to rounding.
+        let mut value = 1.234_567_890_123e-3;
+        for _ in 0..40 {
+            let bar = rounded(value);
+            for step in -40..=40 {
+                for scale in [1e-12, 1e-11, 1e-10, 3e-10, 1e-9, 1e-8] {
+                    let bound = bar * (1.0 + f64::from(step) * scale);
+                    let by_rounding = rounded(bound) <= bar;
+                    assert_eq!(
+                        may_enter(Seconds::new(bound), Some(bar)),
+                        by_rounding,
+                        "{bound} {bar}"
+                    );
+                }
+            }
+            value *= 2.9;
+        }
+        assert!(!may_enter(Seconds::new(f64::INFINITY), Some(1.0)));
     }
 }

@@ -132,6 +132,22 @@ impl Rejections {
         }
     }
 
+    /// Counts `count` rejections of `kind` at once, as `count` calls of [`Rejections::add`]
+    /// would (`example` is built only if the kind is new).
+    pub(super) fn add_many(
+        &mut self,
+        kind: RejectionKind,
+        count: usize,
+        example: impl FnOnce() -> Rejection,
+    ) {
+        match self.counts.get_mut(&kind) {
+            Some(entry) => entry.0 += count,
+            None => {
+                self.counts.insert(kind, (count, example()));
+            }
+        }
+    }
+
     /// Total rejected.
     pub fn total(&self) -> usize {
         self.counts.values().map(|(n, _)| n).sum()

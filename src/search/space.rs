@@ -159,8 +159,114 @@ fn agrees<T: PartialEq>(pin: Option<T>, value: T) -> bool {
     pin.is_none_or(|pinned| pinned == value)
 }
 
+/// The candidates of one tp x cp x pp factorization: every combination of its pipeline
+/// layouts, shardings, recomputes (per layout), micro-batches, CP exchanges and expert layouts,
+/// in that nesting order. The space is its blocks in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Block {
+    /// Tensor-parallel size.
+    pub tp: u64,
+    /// Context-parallel size.
+    pub cp: u64,
+    /// Pipeline-parallel size.
+    pub pp: u64,
+    /// Pipeline layouts: (vp, split, schedule).
+    pub layouts: Vec<(u64, PipelineSplit, PipelineSchedule)>,
+    /// Data-parallel shardings.
+    pub shardings: Vec<ShardingChoice>,
+    /// The recompute choices of each layout.
+    pub recomputes: Vec<Vec<RecomputeChoice>>,
+    /// Micro-batch sizes.
+    pub micro_batches: Vec<u64>,
+    /// Context-parallel exchanges.
+    pub exchanges: Vec<CpComm>,
+    /// Expert layouts (ep, etp).
+    pub experts: Vec<(u64, u64)>,
+}
+
+impl Block {
+    /// Combinations of micro-batch, exchange and expert layout: what a candidate's op tables
+    /// depend on besides tp and cp. `inner` numbers them in enumeration order.
+    pub fn inner_len(&self) -> usize {
+        self.micro_batches.len() * self.exchanges.len() * self.experts.len()
+    }
+
+    /// Candidates in the block.
+    pub fn len(&self) -> usize {
+        let rows: usize = self.recomputes.iter().map(Vec::len).sum();
+        rows * self.shardings.len() * self.inner_len()
+    }
+
+    /// Whether the block has no candidate.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The micro-batch, exchange and expert layout of inner combination `inner`.
+    pub fn inner(&self, inner: usize) -> (u64, CpComm, (u64, u64)) {
+        let experts = self.experts.len();
+        let exchanges = self.exchanges.len();
+        let expert = self.experts[inner % experts];
+        let exchange = self.exchanges[(inner / experts) % exchanges];
+        let micro_batch = self.micro_batches[inner / (experts * exchanges)];
+        (micro_batch, exchange, expert)
+    }
+
+    /// The candidate of a layout, sharding, recompute and inner combination (indexes).
+    pub fn candidate(
+        &self,
+        layout: usize,
+        sharding: usize,
+        recompute: usize,
+        inner: usize,
+    ) -> Candidate {
+        let (vp, split, schedule) = self.layouts[layout];
+        let (micro_batch, cp_comm, (ep, etp)) = self.inner(inner);
+        Candidate {
+            tp: self.tp,
+            cp: self.cp,
+            pp: self.pp,
+            vp,
+            schedule,
+            split,
+            sharding: self.shardings[sharding],
+            recompute: self.recomputes[layout][recompute],
+            micro_batch,
+            cp_comm,
+            ep,
+            etp,
+        }
+    }
+
+    /// The candidates of one layout and sharding in order, each with its recompute and inner
+    /// combination.
+    pub fn row(
+        &self,
+        layout: usize,
+        sharding: usize,
+    ) -> impl Iterator<Item = (usize, usize, Candidate)> {
+        let inner = self.inner_len();
+        (0..self.recomputes[layout].len()).flat_map(move |recompute| {
+            (0..inner).map(move |i| (recompute, i, self.candidate(layout, sharding, recompute, i)))
+        })
+    }
+
+    /// Every candidate of the block in order.
+    pub fn candidates(&self) -> impl Iterator<Item = Candidate> + '_ {
+        (0..self.layouts.len()).flat_map(move |layout| {
+            (0..self.shardings.len())
+                .flat_map(move |sharding| self.row(layout, sharding).map(|(_, _, c)| c))
+        })
+    }
+}
+
 /// Every candidate that carries every pin, in a fixed order.
 pub fn candidates(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<Candidate> {
+    blocks(shape, constraints, pins).iter().flat_map(Block::candidates).collect()
+}
+
+/// The space as blocks of one tp x cp x pp each, in the order of [`candidates`].
+pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<Block> {
     let mut out = Vec::new();
     let max_tp = constraints.max_tp.unwrap_or(shape.nvlink_domain);
     for tp in divisors(shape.gpus).filter(|tp| {
@@ -201,33 +307,23 @@ pub fn candidates(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> 
                         }
                     })
                     .collect();
-                for &(vp, split, schedule) in &layouts {
-                    for sharding in shardings(shape, tp, cp, dp, pins) {
-                        let layers = stage_layers(shape.layers, pp, split);
-                        for recompute in recomputes(shape, layers, pins) {
-                            for &micro_batch in &micro_batches {
-                                for &cp_comm in &exchanges {
-                                    for &(ep, etp) in &experts {
-                                        out.push(Candidate {
-                                            tp,
-                                            cp,
-                                            pp,
-                                            vp,
-                                            schedule,
-                                            split,
-                                            sharding,
-                                            recompute,
-                                            micro_batch,
-                                            cp_comm,
-                                            ep,
-                                            etp,
-                                        });
-                                    }
-                                }
-                            }
-                        }
-                    }
-                }
+                let recomputes = layouts
+                    .iter()
+                    .map(|&(_, split, _)| {
+                        recomputes(shape, stage_layers(shape.layers, pp, split), pins)
+                    })
+                    .collect();
+                out.push(Block {
+                    tp,
+                    cp,
+                    pp,
+                    layouts,
+                    shardings: shardings(shape, tp, cp, dp, pins),
+                    recomputes,
+                    micro_batches,
+                    exchanges,
+                    experts,
+                });
             }
         }
     }

@@ -49,7 +49,8 @@ pub fn run(setup: &Setup) -> Result<Outcome, Vec<StuckTask>> {
         gather_pending: vec![None; ranks * program.positions as usize],
         remaining_gradients: vec![0; ranks * program.positions as usize],
         outcome: Outcome {
-            slices: Vec::with_capacity(program.len() * 2),
+            // Slices are kept only for a timeline.
+            slices: Vec::with_capacity(if setup.timeline { program.len() * 2 } else { 0 }),
             memory: Vec::new(),
             ranks: vec![RankTime::default(); ranks],
             peak_memory: setup.base_memory.clone(),

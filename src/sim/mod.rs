@@ -205,12 +205,11 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         })
         .collect();
     let params: Vec<Params> = path.iter().map(|p| p.params).collect();
-    let rank_params: Vec<Params> = (0..program.ranks)
-        .map(|rank| program.positions_held(rank).iter().map(|&p| params[p as usize]).sum())
-        .collect();
-    let rank_layers: Vec<f64> = (0..program.ranks)
-        .map(|rank| program.positions_held(rank).iter().map(|&p| layers[p as usize]).sum())
-        .collect();
+    let held: Vec<Vec<u32>> = (0..program.ranks).map(|rank| program.positions_held(rank)).collect();
+    let rank_params: Vec<Params> =
+        held.iter().map(|held| held.iter().map(|&p| params[p as usize]).sum()).collect();
+    let rank_layers: Vec<f64> =
+        held.iter().map(|held| held.iter().map(|&p| layers[p as usize]).sum()).collect();
     let states: Vec<MemoryBreakdown> = (0..program.ranks as usize)
         .map(|rank| priced.model_states(rank_params[rank], rank_layers[rank]))
         .collect();
@@ -225,7 +224,19 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         timeline: options.timeline,
     };
     let outcome = engine::run(&setup).map_err(|stuck| SimError::Deadlock { stuck })?;
-    let info = path.iter().map(|p| position_info(priced, p)).collect();
+    // Equal positions (the middle chunks of a path) have equal figures: each is counted once.
+    let mut distinct: Vec<(&PricedSegment, PositionInfo)> = Vec::new();
+    let info = path
+        .iter()
+        .map(|p| {
+            if let Some((_, info)) = distinct.iter().find(|(q, _)| *q == p) {
+                return *info;
+            }
+            let info = position_info(priced, p);
+            distinct.push((p, info));
+            info
+        })
+        .collect();
     let mut simulation = summarize(&program, &states, outcome);
     simulation.positions = info;
     simulation.transfer_bytes = priced.transfer_bytes();

@@ -101,10 +101,14 @@ impl Program {
 
     /// The positions a rank runs tasks for, in increasing order.
     pub fn positions_held(&self, rank: u32) -> Vec<u32> {
-        let mut held: Vec<u32> = self.order[rank as usize].iter().map(|t| t.position).collect();
-        held.sort_unstable();
-        held.dedup();
-        held
+        // Marked, not sorted: a rank runs hundreds of tasks over a few positions.
+        let mut held = vec![false; self.positions as usize];
+        for task in &self.order[rank as usize] {
+            if let Some(mark) = held.get_mut(task.position as usize) {
+                *mark = true;
+            }
+        }
+        (0..self.positions).filter(|&p| held[p as usize]).collect()
     }
 
     /// Total number of tasks.

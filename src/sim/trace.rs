@@ -10,7 +10,9 @@
 //! memory in use is a counter track per stage. Events are emitted in a fixed order, so the same simulation gives the
 //! same bytes.
 
-use serde_json::{Value, json};
+use std::fmt::Write as _;
+
+use serde::Serialize;
 
 use super::{Lane, Simulation, SliceKind, TaskKind};
 use crate::units::Seconds;
@@ -32,46 +34,145 @@ fn thread(lane: Lane) -> u32 {
     }
 }
 
-fn metadata(simulation: &Simulation, label: &str) -> Vec<Value> {
-    let mut events = Vec::new();
+/// One trace event. Events are serialized one by one into the document's text, never built as a
+/// JSON tree; every object's keys are declared in sorted order (the order the document has always
+/// had), and absent keys are left out.
+#[derive(Serialize)]
+struct Event<'a, A: Serialize> {
+    args: A,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cat: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    dur: Option<f64>,
+    name: &'a str,
+    ph: &'static str,
+    pid: u32,
+    tid: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    ts: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct NameArgs<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct SortIndexArgs {
+    sort_index: u32,
+}
+
+#[derive(Serialize)]
+struct LabelArgs<'a> {
+    labels: &'a str,
+}
+
+#[derive(Serialize)]
+struct TaskArgs {
+    chunk: u32,
+    flops: f64,
+    layers: f64,
+    microbatch: u32,
+    position: u32,
+}
+
+#[derive(Serialize)]
+struct CommArgs {
+    microbatch: u32,
+    position: u32,
+}
+
+#[derive(Serialize)]
+struct SendArgs {
+    bytes: f64,
+    microbatch: u32,
+    position: u32,
+}
+
+#[derive(Serialize)]
+struct CollectiveArgs {
+    bytes: f64,
+    position: u32,
+}
+
+#[derive(Serialize)]
+struct NoArgs {}
+
+#[derive(Serialize)]
+struct MemoryArgs {
+    #[serde(rename = "GiB")]
+    gib: f64,
+}
+
+/// The events written so far, as the text of a JSON array's elements.
+struct Events {
+    text: Vec<u8>,
+    first: bool,
+}
+
+impl Events {
+    fn push<A: Serialize>(&mut self, event: &Event<'_, A>) {
+        if !self.first {
+            self.text.push(b',');
+        }
+        self.first = false;
+        // Writing into memory fails only on a type that refuses to serialize, which none is.
+        serde_json::to_writer(&mut self.text, event)
+            .unwrap_or_else(|_| unreachable!("trace events serialize into memory"));
+    }
+
+    fn metadata<A: Serialize>(&mut self, name: &str, pid: u32, tid: u32, args: A) {
+        let event = Event { args, cat: None, dur: None, name, ph: "M", pid, tid, ts: None };
+        self.push(&event);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn slice<A: Serialize>(
+        &mut self,
+        pid: u32,
+        tid: u32,
+        name: &str,
+        cat: &str,
+        start: Seconds,
+        end: Seconds,
+        args: A,
+    ) {
+        let event = Event {
+            args,
+            cat: Some(cat),
+            dur: Some(micros(end) - micros(start)),
+            name,
+            ph: "X",
+            pid,
+            tid,
+            ts: Some(micros(start)),
+        };
+        self.push(&event);
+    }
+}
+
+fn metadata(events: &mut Events, simulation: &Simulation, label: &str) {
     for rank in &simulation.ranks {
         let pid = rank.rank;
-        events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-            "args": {"name": format!("pp stage {pid}")}}));
-        events.push(json!({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-            "args": {"sort_index": pid}}));
-        events.push(json!({"ph": "M", "name": "process_labels", "pid": pid, "tid": 0,
-            "args": {"labels": label}}));
+        let process = format!("pp stage {pid}");
+        events.metadata("process_name", pid, 0, NameArgs { name: &process });
+        events.metadata("process_sort_index", pid, 0, SortIndexArgs { sort_index: pid });
+        events.metadata("process_labels", pid, 0, LabelArgs { labels: label });
         for (tid, name) in
             [(COMPUTE, "compute"), (SEND, "pp send"), (DATA_PARALLEL, "dp collectives")]
         {
-            events.push(json!({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid,
-                "args": {"name": name}}));
-            events.push(json!({"ph": "M", "name": "thread_sort_index", "pid": pid, "tid": tid,
-                "args": {"sort_index": tid}}));
+            events.metadata("thread_name", pid, tid, NameArgs { name });
+            events.metadata("thread_sort_index", pid, tid, SortIndexArgs { sort_index: tid });
         }
     }
-    events
 }
 
-fn slice(
-    pid: u32,
-    tid: u32,
-    name: String,
-    cat: &str,
-    start: Seconds,
-    end: Seconds,
-    args: Value,
-) -> Value {
-    json!({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": tid,
-        "ts": micros(start), "dur": micros(end) - micros(start), "args": args})
-}
-
-fn events(simulation: &Simulation) -> Vec<Value> {
+fn slices(events: &mut Events, simulation: &Simulation) {
     let program = &simulation.program;
-    let mut events = Vec::new();
+    let mut name = String::new();
     for s in &simulation.slices {
         let (pid, tid) = (s.rank, thread(s.lane));
+        name.clear();
         match s.kind {
             SliceKind::Task(task) => {
                 let info = simulation.positions[task.position as usize];
@@ -82,8 +183,13 @@ fn events(simulation: &Simulation) -> Vec<Value> {
                     TaskKind::BackwardInput => info.backward_flops - info.weight_gradient_flops,
                     TaskKind::WeightGradient => info.weight_gradient_flops,
                 };
-                let args = json!({"microbatch": task.microbatch, "chunk": chunk,
-                    "position": task.position, "layers": info.layers, "flops": flops.value()});
+                let args = || TaskArgs {
+                    chunk,
+                    flops: flops.value(),
+                    layers: info.layers,
+                    microbatch: task.microbatch,
+                    position: task.position,
+                };
                 let cat = match task.kind {
                     TaskKind::Forward => "forward",
                     TaskKind::Backward | TaskKind::BackwardInput => "backward",
@@ -93,11 +199,13 @@ fn events(simulation: &Simulation) -> Vec<Value> {
                 let recomputes = matches!(task.kind, TaskKind::Backward | TaskKind::BackwardInput);
                 if recomputes && info.recompute > Seconds::ZERO {
                     let end = (s.start + info.recompute).min(s.end);
-                    let name = format!("recompute {task}");
-                    events.push(slice(pid, tid, name, "recompute", s.start, end, args.clone()));
+                    let _ = write!(name, "recompute {task}");
+                    events.slice(pid, tid, &name, "recompute", s.start, end, args());
                     start = end;
+                    name.clear();
                 }
-                events.push(slice(pid, tid, task.to_string(), cat, start, s.end, args));
+                let _ = write!(name, "{task}");
+                events.slice(pid, tid, &name, cat, start, s.end, args());
                 // Exposed TP, CP and EP communication at the end of the task, nested inside it.
                 let (tp, cp, ep) = match task.kind {
                     TaskKind::Forward => info.forward_comm,
@@ -114,63 +222,79 @@ fn events(simulation: &Simulation) -> Vec<Value> {
                 ] {
                     if to > from {
                         let args =
-                            json!({"microbatch": task.microbatch, "position": task.position});
-                        events.push(slice(pid, tid, name.into(), cat, from, to, args));
+                            CommArgs { microbatch: task.microbatch, position: task.position };
+                        events.slice(pid, tid, name, cat, from, to, args);
                     }
                 }
             }
             SliceKind::Send(task) => {
-                let args = json!({"microbatch": task.microbatch, "position": task.position,
-                    "bytes": simulation.transfer_bytes.value()});
-                let name = format!("send {task}");
-                events.push(slice(pid, tid, name, "pp-send", s.start, s.end, args));
+                let args = SendArgs {
+                    bytes: simulation.transfer_bytes.value(),
+                    microbatch: task.microbatch,
+                    position: task.position,
+                };
+                let _ = write!(name, "send {task}");
+                events.slice(pid, tid, &name, "pp-send", s.start, s.end, args);
             }
             SliceKind::ParamGather { position } => {
                 let bytes = simulation.positions[position as usize].params * 2.0;
-                let args = json!({"position": position, "bytes": bytes});
-                let name = format!("param all-gather {position}");
-                events.push(slice(pid, tid, name, "dp-all-gather", s.start, s.end, args));
+                let _ = write!(name, "param all-gather {position}");
+                let args = CollectiveArgs { bytes, position };
+                events.slice(pid, tid, &name, "dp-all-gather", s.start, s.end, args);
             }
             SliceKind::GradientReduce { position } => {
                 let bytes = simulation.positions[position as usize].params
                     * simulation.gradient_bytes_per_param;
-                let args = json!({"position": position, "bytes": bytes});
-                let name = format!("grad reduce {position}");
-                events.push(slice(pid, tid, name, "dp-reduce", s.start, s.end, args));
+                let _ = write!(name, "grad reduce {position}");
+                let args = CollectiveArgs { bytes, position };
+                events.slice(pid, tid, &name, "dp-reduce", s.start, s.end, args);
             }
             SliceKind::Optimizer => {
-                events.push(slice(
-                    pid,
-                    tid,
-                    "optimizer".into(),
-                    "optimizer",
-                    s.start,
-                    s.end,
-                    json!({}),
-                ));
+                events.slice(pid, tid, "optimizer", "optimizer", s.start, s.end, NoArgs {});
             }
         }
     }
     for sample in &simulation.memory {
-        events.push(json!({"ph": "C", "name": "memory", "pid": sample.rank, "tid": 0,
-            "ts": micros(sample.time), "args": {"GiB": sample.bytes.as_gib()}}));
+        let event = Event {
+            args: MemoryArgs { gib: sample.bytes.as_gib() },
+            cat: None,
+            dur: None,
+            name: "memory",
+            ph: "C",
+            pid: sample.rank,
+            tid: 0,
+            ts: Some(micros(sample.time)),
+        };
+        events.push(&event);
     }
-    events
+}
+
+/// What the document says besides its events.
+#[derive(Serialize)]
+struct OtherData<'a> {
+    generator: &'static str,
+    run: &'a str,
+    step_time_s: f64,
+    symmetry: &'static str,
 }
 
 /// The trace as JSON text. `label` names the run (model, plan) in every process's labels.
 pub fn chrome_trace(simulation: &Simulation, label: &str) -> String {
-    let mut all = metadata(simulation, label);
-    all.extend(events(simulation));
-    let document = json!({
-        "traceEvents": all,
-        "displayTimeUnit": "ms",
-        "otherData": {
-            "generator": "meshplan simulate",
-            "run": label,
-            "symmetry": "each process is one pipeline stage and stands for all of its tensor-, context- and data-parallel ranks",
-            "step_time_s": simulation.step_time().value(),
-        },
-    });
-    document.to_string()
+    let other = OtherData {
+        generator: "meshplan simulate",
+        run: label,
+        step_time_s: simulation.step_time().value(),
+        symmetry: "each process is one pipeline stage and stands for all of its tensor-, context- and data-parallel ranks",
+    };
+    // The keys in sorted order: displayTimeUnit, otherData, traceEvents.
+    let mut events =
+        Events { text: Vec::with_capacity(256 * simulation.slices.len()), first: true };
+    events.text.extend_from_slice(br#"{"displayTimeUnit":"ms","otherData":"#);
+    serde_json::to_writer(&mut events.text, &other)
+        .unwrap_or_else(|_| unreachable!("the trace's header serializes into memory"));
+    events.text.extend_from_slice(br#","traceEvents":["#);
+    metadata(&mut events, simulation, label);
+    slices(&mut events, simulation);
+    events.text.extend_from_slice(b"]}");
+    String::from_utf8(events.text).unwrap_or_else(|_| unreachable!("serde_json writes UTF-8"))
 }

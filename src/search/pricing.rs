@@ -1,0 +1,352 @@
+//! Pricing the whole space: every candidate validated, checked against the target engine and
+//! priced with the closed form, in parallel over the rows of the space's blocks (one layout and
+//! sharding of one tp x cp x pp), with op tables built once per table key and model states checked
+//! once per layout, both found by index rather than looked up per candidate.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use rayon::prelude::*;
+
+use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
+use super::space::{Block, Candidate};
+use super::{SearchSpec, Template, candidate_run, fits_in, over_memory, template};
+use crate::cost::priced::PricedRun;
+use crate::cost::step::step_time_from;
+use crate::cost::work::Tables;
+use crate::export::check;
+use crate::sim::lower_bound_from;
+use crate::units::{Bytes, Seconds};
+
+/// Where a candidate sits in the space: its block, and its layout, sharding, recompute and inner
+/// combination there (a fraction of a candidate's size; a search keeps millions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Place {
+    block: u32,
+    layout: u32,
+    sharding: u32,
+    recompute: u32,
+    inner: u32,
+}
+
+/// An index as stored in a [`Place`]: the space's lists are far shorter than `u32::MAX`; one that
+/// were not would become an index out of bounds, never another candidate.
+fn index(value: usize) -> u32 {
+    u32::try_from(value).unwrap_or(u32::MAX)
+}
+
+impl Place {
+    /// The candidate at this place of `blocks`.
+    pub(super) fn candidate(self, blocks: &[Block]) -> Candidate {
+        let block = &blocks[self.block as usize];
+        block.candidate(
+            self.layout as usize,
+            self.sharding as usize,
+            self.recompute as usize,
+            self.inner as usize,
+        )
+    }
+}
+
+/// A candidate that passed every check of the closed form.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Kept {
+    pub(super) place: Place,
+    pub(super) closed_form: Seconds,
+    pub(super) bound: Seconds,
+    pub(super) peak: Bytes,
+}
+
+enum Priced {
+    /// Rejected: its kind, and the rejection itself when asked to explain.
+    Rejected(RejectionKind, Option<Box<Rejection>>),
+    /// Kept, with its closed-form step time, lower bound and peak memory.
+    Kept(Seconds, Seconds, Bytes),
+}
+
+/// Prices one candidate, with the op tables of `shared` (built from this candidate's run if the
+/// slot is empty) or its own. A rejection's reason is written only when `explain` asks for it: a
+/// search rejects millions of candidates and shows one example per reason.
+fn price(
+    spec: &SearchSpec,
+    template: &Template,
+    candidate: Candidate,
+    shared: Option<&OnceLock<Tables>>,
+    explain: bool,
+) -> Priced {
+    let run = match candidate_run(spec, template, &candidate) {
+        Ok(run) => run,
+        Err(violations) => {
+            let first = violations.list().first().filter(|_| explain);
+            let example = first.map(|v| Box::new(Rejection::BreaksARule(v.clone())));
+            return Priced::Rejected(RejectionKind::BreaksARule, example);
+        }
+    };
+    if let Some(engine) = spec.engine
+        && let Err(unsupported) = check(engine, &run)
+    {
+        let example = explain.then(|| Box::new(Rejection::UnsupportedByEngine(unsupported)));
+        return Priced::Rejected(RejectionKind::UnsupportedByEngine, example);
+    }
+    // One set of op tables and one priced run give the memory, the closed form and the
+    // simulation's lower bound.
+    let own;
+    let tables = match shared {
+        Some(slot) => slot.get_or_init(|| Tables::new(&run)),
+        None => {
+            own = Tables::new(&run);
+            &own
+        }
+    };
+    let priced = PricedRun::with_tables(&run, tables);
+    // Memory first: a candidate that does not fit needs no step time.
+    let peak =
+        priced.stage_memory().iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
+    let capacity = run.cluster().gpu().memory();
+    if !fits_in(peak, capacity, spec.memory_headroom) {
+        let example =
+            explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
+        return Priced::Rejected(RejectionKind::DoesNotFit, example);
+    }
+    Priced::Kept(step_time_from(&priced).step_time(), lower_bound_from(&priced), peak)
+}
+
+/// What a candidate's op tables depend on besides the search's base run: the per-layer work of
+/// one micro-batch is the same whatever the pipeline layout, sharding and recompute, so
+/// candidates that differ only in those share one set of tables.
+pub(super) type TableKey = (u64, u64, u64, crate::plan::CpComm, u64, u64);
+
+pub(super) fn table_key(c: &Candidate) -> TableKey {
+    (c.tp, c.cp, c.micro_batch, c.cp_comm, c.ep, c.etp)
+}
+
+/// The model-states verdicts of one block: what fixes a candidate's model states (weights,
+/// gradients, optimizer states, FSDP buffers) is its layout but for the schedule, its sharding
+/// and its expert layout, so each is checked once, on the first candidate that has it.
+struct LayoutStates {
+    /// For each layout, the first layout with its vp and split.
+    first_layout: Vec<usize>,
+    /// By (first layout, sharding, expert layout): why model states alone overflow the GPU
+    /// (`None` when they fit, or the representative does not build).
+    verdicts: Vec<Option<Rejection>>,
+}
+
+impl LayoutStates {
+    fn index(block: &Block, first_layout: usize, sharding: usize, expert: usize) -> usize {
+        (first_layout * block.shardings.len() + sharding) * block.experts.len() + expert
+    }
+
+    /// The verdict of the candidate at (layout, sharding, inner combination).
+    fn verdict(
+        &self,
+        block: &Block,
+        layout: usize,
+        sharding: usize,
+        inner: usize,
+    ) -> &Option<Rejection> {
+        let expert = inner % block.experts.len();
+        &self.verdicts[Self::index(block, self.first_layout[layout], sharding, expert)]
+    }
+}
+
+/// Every block's model-states verdicts: model states are a lower bound of the peak, so every
+/// candidate of a layout that overflows is rejected without being priced, with the same count and
+/// reason kind pricing would give. The representative is the layout's first candidate in the
+/// space's order (first recompute, micro-batch and exchange).
+fn layout_states(spec: &SearchSpec, template: &Template, blocks: &[Block]) -> Vec<LayoutStates> {
+    let mut jobs = Vec::new();
+    let mut states: Vec<LayoutStates> = blocks
+        .iter()
+        .enumerate()
+        .map(|(b, block)| {
+            let first_layout: Vec<usize> = (0..block.layouts.len())
+                .map(|l| {
+                    let (vp, split, _) = block.layouts[l];
+                    (0..l)
+                        .find(|&f| block.layouts[f].0 == vp && block.layouts[f].1 == split)
+                        .unwrap_or(l)
+                })
+                .collect();
+            let size = block.layouts.len() * block.shardings.len() * block.experts.len();
+            for (l, &first) in first_layout.iter().enumerate() {
+                if first != l || block.recomputes[l].is_empty() || block.inner_len() == 0 {
+                    continue;
+                }
+                for s in 0..block.shardings.len() {
+                    for e in 0..block.experts.len() {
+                        // Inner combination `e` is the first micro-batch and exchange with expert layout `e`.
+                        jobs.push((
+                            b,
+                            LayoutStates::index(block, l, s, e),
+                            block.candidate(l, s, 0, e),
+                        ));
+                    }
+                }
+            }
+            LayoutStates { first_layout, verdicts: vec![None; size] }
+        })
+        .collect();
+    let verdicts: Vec<Option<Rejection>> = jobs
+        .par_iter()
+        .map(|(_, _, candidate)| {
+            let run = candidate_run(spec, template, candidate).ok()?;
+            let states = crate::cost::memory::model_states_peak(&run);
+            let capacity = run.cluster().gpu().memory();
+            (!fits_in(states, capacity, spec.memory_headroom))
+                .then(|| over_memory(spec, &run, states, MemoryCheck::ModelStates))
+        })
+        .collect();
+    for ((b, index, _), verdict) in jobs.into_iter().zip(verdicts) {
+        states[b].verdicts[index] = verdict;
+    }
+    states
+}
+
+/// Where `item` is in `items` (it is there: the candidate came from these lists).
+fn find<T: PartialEq>(items: &[T], item: T) -> usize {
+    items.iter().position(|i| *i == item).unwrap_or(0)
+}
+
+/// One slot of op tables per table key of the space, and for each block the slot of each of its
+/// inner combinations (tables depend on tp, cp and the inner combination only).
+fn table_slots(blocks: &[Block]) -> (Vec<Vec<usize>>, Vec<OnceLock<Tables>>) {
+    let mut keys: BTreeMap<TableKey, usize> = BTreeMap::new();
+    let slots = blocks
+        .iter()
+        .map(|block| {
+            (0..block.inner_len())
+                .map(|inner| {
+                    let (micro_batch, exchange, (ep, etp)) = block.inner(inner);
+                    let key = (block.tp, block.cp, micro_batch, exchange, ep, etp);
+                    let next = keys.len();
+                    *keys.entry(key).or_insert(next)
+                })
+                .collect()
+        })
+        .collect();
+    (slots, (0..keys.len()).map(|_| OnceLock::new()).collect())
+}
+
+const KINDS: [RejectionKind; 3] =
+    [RejectionKind::BreaksARule, RejectionKind::DoesNotFit, RejectionKind::UnsupportedByEngine];
+
+/// What pricing one row found: its kept candidates in order, and per rejection kind (in the
+/// order of `KINDS`) the count and the first candidate rejected so.
+#[derive(Default)]
+struct Tally {
+    kept: Vec<Kept>,
+    rejected: [Option<(usize, Candidate)>; 3],
+}
+
+impl Tally {
+    fn reject(&mut self, kind: RejectionKind, candidate: Candidate) {
+        let slot = &mut self.rejected[KINDS.iter().position(|k| *k == kind).unwrap_or(0)];
+        match slot {
+            Some((count, _)) => *count += 1,
+            None => *slot = Some((1, candidate)),
+        }
+    }
+}
+
+/// Prices every candidate of `blocks` in parallel, calling `progress(done, total)` as it goes,
+/// and returns the kept ones (most promising first) and the rejections (counted in candidate
+/// order, each kind's example its first candidate). With `share_tables` the candidates of one
+/// table key share one set of op tables; without, each builds its own (the reference the
+/// sharing is tested against).
+pub(super) fn price_all(
+    spec: &SearchSpec,
+    blocks: &[Block],
+    share_tables: bool,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> (Vec<Kept>, Rejections) {
+    let template = template(spec);
+    let total: usize = blocks.iter().map(Block::len).sum();
+    let states = layout_states(spec, &template, blocks);
+    let (slots, tables) = table_slots(blocks);
+    let rows: Vec<(usize, usize, usize)> = blocks
+        .iter()
+        .enumerate()
+        .flat_map(|(b, block)| {
+            (0..block.layouts.len())
+                .flat_map(move |l| (0..block.shardings.len()).map(move |s| (b, l, s)))
+        })
+        .collect();
+    let done = AtomicUsize::new(0);
+    let tallies: Vec<Tally> = rows
+        .par_iter()
+        .map(|&(b, layout, sharding)| {
+            let block = &blocks[b];
+            let mut tally = Tally::default();
+            let mut count = 0;
+            for (recompute, inner, candidate) in block.row(layout, sharding) {
+                count += 1;
+                let priced = if states[b].verdict(block, layout, sharding, inner).is_some() {
+                    Priced::Rejected(RejectionKind::DoesNotFit, None)
+                } else {
+                    let shared = share_tables.then(|| &tables[slots[b][inner]]);
+                    price(spec, &template, candidate, shared, false)
+                };
+                match priced {
+                    Priced::Rejected(kind, _) => tally.reject(kind, candidate),
+                    Priced::Kept(closed_form, bound, peak) => {
+                        let place = Place {
+                            block: index(b),
+                            layout: index(layout),
+                            sharding: index(sharding),
+                            recompute: index(recompute),
+                            inner: index(inner),
+                        };
+                        tally.kept.push(Kept { place, closed_form, bound, peak });
+                    }
+                }
+            }
+            let before = done.fetch_add(count, Ordering::Relaxed);
+            let after = before + count;
+            if after / 1024 != before / 1024 || after == total {
+                progress(after, total);
+            }
+            tally
+        })
+        .collect();
+    // The first rejection of each kind is explained: the model-states verdict of its layout, or
+    // the candidate priced again with its reason written.
+    let explain = |candidate: &Candidate| -> Rejection {
+        let (b, block) = blocks
+            .iter()
+            .enumerate()
+            .find(|(_, block)| {
+                (block.tp, block.cp, block.pp) == (candidate.tp, candidate.cp, candidate.pp)
+            })
+            .unwrap_or_else(|| unreachable!("every candidate comes from a block"));
+        let layout = find(&block.layouts, (candidate.vp, candidate.split, candidate.schedule));
+        let sharding = find(&block.shardings, candidate.sharding);
+        let expert = find(&block.experts, (candidate.ep, candidate.etp));
+        if let Some(reason) = states[b].verdict(block, layout, sharding, expert) {
+            return reason.clone();
+        }
+        match price(spec, &template, *candidate, None, true) {
+            Priced::Rejected(_, Some(example)) => *example,
+            _ => unreachable!("pricing a candidate twice gives the same verdict, explained"),
+        }
+    };
+    let mut rejections = Rejections::default();
+    let mut kept = Vec::with_capacity(tallies.iter().map(|t| t.kept.len()).sum());
+    for tally in tallies {
+        for (kind, entry) in KINDS.into_iter().zip(tally.rejected) {
+            if let Some((count, first)) = entry {
+                rejections.add_many(kind, count, || explain(&first));
+            }
+        }
+        kept.extend(tally.kept);
+    }
+    // Most promising first, by closed form, then by the candidate's fixed order (candidates are
+    // distinct, so the unstable parallel sort has one result).
+    kept.par_sort_unstable_by(|a, b| {
+        a.closed_form
+            .value()
+            .total_cmp(&b.closed_form.value())
+            .then_with(|| a.place.candidate(blocks).cmp(&b.place.candidate(blocks)))
+    });
+    (kept, rejections)
+}
