@@ -89,6 +89,8 @@ struct Input {
     moe_imbalance: Option<Ratio>,
     moe_capacity_factor: Option<Ratio>,
     engine: Option<u8>,
+    /// A built-in software stack (often one of another engine than the plan's).
+    stack: Option<u8>,
 }
 
 fn pick<T: Copy>(all: &[T], index: u8) -> T {
@@ -167,6 +169,7 @@ fn spec(input: &Input) -> RunSpec {
             moe_imbalance: input.moe_imbalance.map(Ratio::value),
             moe_capacity_factor: input.moe_capacity_factor.map(Ratio::value),
             engine: input.engine.map(|i| pick(&Engine::ALL, i)),
+            stack: input.stack.map(|i| pick(presets::STACKS, i).name.to_owned()),
         },
     }
 }
