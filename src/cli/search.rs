@@ -99,6 +99,9 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             SearchError::Input(violations) => CliError::Input(violations),
             other => CliError::Other(anyhow::Error::new(other)),
         })?;
+    for plan in &report.plans {
+        plan.estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
+    }
     if progress.finish() {
         // Timing goes to the terminal only: the report itself is the same on every run.
         let elapsed = started.elapsed().as_secs_f64();
