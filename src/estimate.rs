@@ -50,6 +50,69 @@ impl Estimate {
     pub fn fits(&self) -> bool {
         self.peak_memory.breakdown.fit_need() <= self.memory_capacity
     }
+
+    /// Every figure an estimate reports, checked against what can be true: memory and time parts
+    /// finite and non-negative, a positive finite step and throughput, MFU and HFU within 0..=100 %
+    /// of the peak they are taken against. Validated runs always pass (the bounds of `limits.rs`
+    /// and the hardware ranges see to it, fuzzing and a property test check it); the CLI checks
+    /// before it prints, so a bug shows as this error rather than as a number.
+    pub fn check_figures(&self) -> Result<(), ImpossibleFigure> {
+        let fail = |figure: String, value: f64| Err(ImpossibleFigure { figure, value });
+        for stage in self.stages.iter().chain([&self.peak_memory]) {
+            let m = &stage.breakdown;
+            for (what, bytes) in [
+                ("weights", m.weights),
+                ("gradients", m.gradients),
+                ("optimizer states", m.optimizer_states),
+                ("activations", m.activations),
+                ("logits", m.logits),
+                ("buffers", m.buffers),
+                ("fragmentation", m.fragmentation),
+                ("total memory", m.total()),
+            ] {
+                if !(bytes.value().is_finite() && bytes.value() >= 0.0) {
+                    return fail(format!("stage {} {what}", stage.stage), bytes.value());
+                }
+            }
+        }
+        for (what, seconds) in self.time.parts() {
+            if !(seconds.value().is_finite() && seconds.value() >= 0.0) {
+                return fail(format!("{what} time"), seconds.value());
+            }
+        }
+        let t = &self.throughput;
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        let percent = |x: f64| x.is_finite() && (0.0..=100.0).contains(&x);
+        for (what, value, ok) in [
+            ("step time", self.time.step_time().value(), positive(self.time.step_time().value())),
+            ("tokens/s per GPU", t.tokens_per_sec_per_gpu, positive(t.tokens_per_sec_per_gpu)),
+            (
+                "model TFLOP/s per GPU",
+                t.model_tflops_per_gpu,
+                t.model_tflops_per_gpu.is_finite() && t.model_tflops_per_gpu >= 0.0,
+            ),
+            ("MFU %", t.mfu_pct, percent(t.mfu_pct)),
+            ("HFU %", t.hfu_pct, percent(t.hfu_pct)),
+        ] {
+            if !ok {
+                return fail(what.to_owned(), value);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A figure of an estimate that cannot be true (see [`Estimate::check_figures`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "the estimate's {figure} came out as {value}, which cannot be true: this is a bug in \
+     meshplan's cost model for this input; please report the command"
+)]
+pub struct ImpossibleFigure {
+    /// Which figure.
+    pub figure: String,
+    /// Its value.
+    pub value: f64,
 }
 
 /// The stage with the highest peak.
@@ -197,6 +260,27 @@ mod tests {
             simulated.time.step_time().value().to_bits(),
             simulated.peak_memory.breakdown.total().value().to_bits(),
         ]
+    }
+
+    #[test]
+    fn a_figure_that_cannot_be_true_is_named() {
+        let run = test_run(
+            crate::presets::model("llama3.1-8b").unwrap(),
+            8,
+            4096,
+            16,
+            1,
+            crate::plan::PlanSpec::default(),
+        );
+        let estimate = closed_form(&run);
+        assert_eq!(estimate.check_figures(), Ok(()));
+        let mut broken = estimate.clone();
+        broken.throughput.mfu_pct = 131.0;
+        let err = broken.check_figures().unwrap_err();
+        assert_eq!((err.figure.as_str(), err.value), ("MFU %", 131.0));
+        let mut broken = estimate;
+        broken.throughput.tokens_per_sec_per_gpu = f64::NAN;
+        assert_eq!(broken.check_figures().unwrap_err().figure, "tokens/s per GPU");
     }
 
     #[test]

@@ -110,6 +110,12 @@ impl Collector {
         }
     }
 
+    /// How many problems have been recorded (a rule compares it before and after a check to know
+    /// whether the values it read were accepted).
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
     /// Whether nothing has been recorded.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

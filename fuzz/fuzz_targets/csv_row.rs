@@ -1,15 +1,24 @@
 //! Feeds arbitrary bytes as one calibration CSV row (after the real header of
 //! `data/calibration/runs.csv`) to the row parser (`CalibrationRow` through `csv`) and to
-//! `validate::validate_csv`; asserts no panic, one result per parsed row, and that every figure
-//! a result or the summary reports (measured and predicted throughput, predicted memory, error
-//! percentages) is finite, throughput positive and memory non-negative. Inputs are capped at
-//! 4 KiB: a row that maps to a large run is simulated, which is the expensive part.
+//! `validate::evaluate_csv` (mapping, measured figures, run, simulated estimate); asserts no
+//! panic, one result per parsed row, and that every figure a result reports (measured and
+//! predicted throughput, predicted memory, error percentages) is finite, throughput positive and
+//! memory non-negative. One input in 64 (by its first byte) also goes through the whole
+//! `validate::validate_csv` (held-out refits, accuracy, bands, summary), whose fixed cost (~50 ms)
+//! would otherwise bound the run at ~100 executions a second. Inputs are capped at 4 KiB: a row
+//! that maps to a large run is simulated, which is the expensive part.
 #![no_main]
 
+use std::sync::OnceLock;
+
 use libfuzzer_sys::fuzz_target;
-use meshplan::validate::{CalibrationRow, validate_csv};
+use meshplan::presets::StackCatalog;
+use meshplan::validate::{CalibrationRow, RowResult, evaluate_csv, validate_csv};
 
 const RUNS: &str = include_str!("../../data/calibration/runs.csv");
+
+/// The built-in stacks, read once for the whole run (as one validation reads them once).
+static STACKS: OnceLock<StackCatalog> = OnceLock::new();
 
 fn finite(what: &str, value: Option<f64>) {
     if let Some(value) = value {
@@ -17,26 +26,11 @@ fn finite(what: &str, value: Option<f64>) {
     }
 }
 
-fuzz_target!(|data: &[u8]| {
-    if data.len() > 4096 {
-        return;
+fn check_rows(rows: &[RowResult], parsed: &Result<Vec<CalibrationRow>, csv::Error>) {
+    if let Ok(parsed) = parsed {
+        assert_eq!(rows.len(), parsed.len());
     }
-    let Ok(row) = std::str::from_utf8(data) else { return };
-    let header = RUNS.lines().next().unwrap();
-    let text = format!("{header}\n{row}");
-    let parsed: Result<Vec<CalibrationRow>, csv::Error> = csv::ReaderBuilder::new()
-        .flexible(false)
-        .from_reader(text.as_bytes())
-        .deserialize()
-        .collect();
-    let Ok(report) = validate_csv(&text) else {
-        assert!(parsed.is_err(), "validate_csv refused a CSV the row type reads");
-        return;
-    };
-    if let Ok(parsed) = &parsed {
-        assert_eq!(report.rows.len(), parsed.len());
-    }
-    for result in &report.rows {
+    for result in rows {
         finite("measured tokens/s/GPU", result.measured_tokens_per_sec_per_gpu);
         finite("predicted tokens/s/GPU", result.predicted_tokens_per_sec_per_gpu);
         finite("error %", result.error_pct);
@@ -54,6 +48,31 @@ fuzz_target!(|data: &[u8]| {
             assert!(memory >= 0.0, "predicted memory {memory} GiB");
         }
     }
+}
+
+fuzz_target!(|data: &[u8]| {
+    if data.len() > 4096 {
+        return;
+    }
+    let Ok(row) = std::str::from_utf8(data) else { return };
+    let header = RUNS.lines().next().unwrap();
+    let text = format!("{header}\n{row}");
+    let parsed: Result<Vec<CalibrationRow>, csv::Error> = csv::ReaderBuilder::new()
+        .flexible(false)
+        .from_reader(text.as_bytes())
+        .deserialize()
+        .collect();
+    let stacks = STACKS.get_or_init(|| StackCatalog::builtin().expect("the built-in stacks read"));
+    let Ok(rows) = evaluate_csv(&text, stacks) else {
+        assert!(parsed.is_err(), "evaluate_csv refused a CSV the row type reads");
+        return;
+    };
+    check_rows(&rows, &parsed);
+    if data.first().is_none_or(|b| b % 64 != 0) {
+        return;
+    }
+    let report = validate_csv(&text).expect("validate_csv reads what evaluate_csv read");
+    check_rows(&report.rows, &parsed);
     let summary = &report.summary;
     assert_eq!(summary.rows, report.rows.len());
     assert_eq!(summary.predicted + summary.skipped, summary.rows);

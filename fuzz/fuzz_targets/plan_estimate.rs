@@ -1,13 +1,16 @@
 //! Feeds a structured plan (a preset model and GPU, a GPU count, the training setup and every
 //! `PlanSpec` option, small values most of the time and any `i64`/`f64` some of the time) to
-//! `Run::from_spec`, and every run that validates to `estimate_simulated_with` (no timeline);
-//! asserts no panic, and that every memory and time figure is finite and non-negative, the step
-//! time positive, throughput finite and positive, and MFU and HFU at most 100 %.
+//! `Run::from_spec`, and every run that validates to `estimate_simulated_with` (no timeline) when
+//! its step has at most `SIMULATED` tasks, else to the closed form (a step of millions of tasks
+//! takes seconds to simulate, which held the target at ~100 executions a second; the bound on
+//! the tasks is `Run::from_spec`'s and is fuzzed either way); asserts no panic, and that every
+//! memory and time figure is finite and non-negative, the step time positive, throughput finite
+//! and positive, and MFU and HFU at most 100 % (`Estimate::check_figures`, what the CLI checks).
 #![no_main]
 
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
-use meshplan::estimate::estimate_simulated_with;
+use meshplan::estimate::{closed_form, estimate_simulated_with};
 use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{
     AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit,
@@ -89,6 +92,8 @@ struct Input {
     moe_imbalance: Option<Ratio>,
     moe_capacity_factor: Option<Ratio>,
     engine: Option<u8>,
+    /// A built-in software stack (often one of another engine than the plan's).
+    stack: Option<u8>,
 }
 
 fn pick<T: Copy>(all: &[T], index: u8) -> T {
@@ -167,9 +172,13 @@ fn spec(input: &Input) -> RunSpec {
             moe_imbalance: input.moe_imbalance.map(Ratio::value),
             moe_capacity_factor: input.moe_capacity_factor.map(Ratio::value),
             engine: input.engine.map(|i| pick(&Engine::ALL, i)),
+            stack: input.stack.map(|i| pick(presets::STACKS, i).name.to_owned()),
         },
     }
 }
+
+/// The most tasks (micro-batches x pp x vp x 2) of a step the target simulates.
+const SIMULATED: u64 = 1 << 14;
 
 fn non_negative(what: &str, value: f64) {
     assert!(value.is_finite() && value >= 0.0, "{what} = {value}");
@@ -178,9 +187,25 @@ fn non_negative(what: &str, value: f64) {
 fuzz_target!(|input: Input| {
     let spec = spec(&input);
     let Ok(run) = Run::from_spec(&spec) else { return };
-    let Ok((estimate, _)) = estimate_simulated_with(&run, SimOptions { timeline: false }) else {
-        return;
+    let plan = run.plan();
+    let tasks = plan.num_microbatches() * plan.pp() * plan.vp() * 2;
+    let estimate = if tasks <= SIMULATED {
+        let Ok((estimate, _)) = estimate_simulated_with(&run, SimOptions { timeline: false })
+        else {
+            return;
+        };
+        estimate
+    } else {
+        closed_form(&run)
     };
+    if let Err(err) = estimate.check_figures() {
+        panic!(
+            "{err} ({:?} on {}, {})",
+            run.training().precision(),
+            run.cluster().gpu().name(),
+            plan.label()
+        );
+    }
     for stage in estimate.stages.iter().chain([&estimate.peak_memory]) {
         let m = &stage.breakdown;
         for (what, bytes) in [

@@ -98,20 +98,32 @@ pub struct SearchArgs {
     #[command(flatten)]
     pub run: RunArgs,
     /// Largest tensor-parallel size. [default: the NVLink domain]
-    #[arg(long, value_name = "N", help_heading = "Search")]
-    pub max_tp: Option<u64>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Search")]
+    pub max_tp: Option<i64>,
     /// Largest pipeline-parallel size. [default: no limit]
-    #[arg(long, value_name = "N", help_heading = "Search")]
-    pub max_pp: Option<u64>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Search")]
+    pub max_pp: Option<i64>,
     /// Largest context-parallel size. [default: no limit]
-    #[arg(long, value_name = "N", help_heading = "Search")]
-    pub max_cp: Option<u64>,
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Search")]
+    pub max_cp: Option<i64>,
     /// Fraction of GPU memory to keep free. [default: 0.05]
-    #[arg(long, value_name = "FRACTION", default_value_t = 0.05, help_heading = "Search")]
+    #[arg(
+        long,
+        value_name = "FRACTION",
+        default_value_t = 0.05,
+        allow_negative_numbers = true,
+        help_heading = "Search"
+    )]
     pub memory_headroom: f64,
     /// How many plans to list. [default: 5]
-    #[arg(long, value_name = "N", default_value_t = 5, help_heading = "Search")]
-    pub top: usize,
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 5,
+        allow_negative_numbers = true,
+        help_heading = "Search"
+    )]
+    pub top: i64,
     /// Print (or write with --output) the best plan as this engine's configuration instead of the
     /// report; implies --engine ENGINE.
     #[arg(long, value_enum, value_name = "ENGINE", help_heading = "Search")]

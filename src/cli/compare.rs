@@ -71,6 +71,10 @@ fn price(args: &CompareArgs) -> Result<Vec<Compared>, CliError> {
             let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
                 .with_context(|| format!("cannot simulate the pipeline schedule of {file}"))
                 .map_err(CliError::Other)?;
+            estimate
+                .check_figures()
+                .with_context(|| format!("the plan of {file}"))
+                .map_err(CliError::Other)?;
             Ok(Compared { file, inputs, estimate })
         })
         .collect()

@@ -14,6 +14,7 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
+    estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
     if let Some(path) = &args.save_plan {
         let spec = meshplan::plan_file::resolved_spec(&inputs.spec, &inputs.run);
         let text = meshplan::plan_file::to_toml(&spec)

@@ -11,7 +11,7 @@ use meshplan::search::{
     Constraints, RankedPlan, Rejection, RejectionKind, SearchError, SearchReport, SearchSpec,
     search,
 };
-use meshplan::violation::{Violation, Violations};
+use meshplan::violation::{Collector, Violation, Violations};
 use serde::Serialize;
 
 use super::args::{Format, SearchArgs};
@@ -19,32 +19,57 @@ use super::{CliError, Progress, inputs, render, write_atomically};
 
 /// The engine a search is for: `--engine`, else the one `--export-to` names, else Megatron-LM.
 /// Two different engines are a contradiction, refused with both named.
-pub(super) fn engine(
-    pinned: Option<Engine>,
-    export_to: Option<Engine>,
-) -> Result<Engine, CliError> {
+fn engine_of(pinned: Option<Engine>, export_to: Option<Engine>) -> Result<Engine, Violations> {
     match (pinned, export_to) {
-        (Some(pinned), Some(target)) if pinned != target => {
-            Err(CliError::Input(Violations::one(Violation::new(
-                "export_to",
-                target.name(),
-                format!("differs from --engine {}", pinned.name()),
-                "--export-to implies --engine: give one of the two, or the same engine to both",
-            ))))
-        }
+        (Some(pinned), Some(target)) if pinned != target => Err(Violations::one(Violation::new(
+            "export_to",
+            target.name(),
+            format!("differs from --engine {}", pinned.name()),
+            "--export-to implies --engine: give one of the two, or the same engine to both",
+        ))),
         (Some(engine), _) | (None, Some(engine)) => Ok(engine),
         (None, None) => Ok(Engine::DEFAULT),
     }
 }
 
+/// A count flag of the search (`--max-tp`, `--top`): one that is not positive is a problem
+/// naming the flag, not a search run without it.
+fn search_count(
+    problems: &mut Collector,
+    field: &str,
+    value: Option<i64>,
+    hint: &str,
+) -> Option<u64> {
+    match value {
+        Some(v) if v > 0 => Some(v as u64),
+        Some(v) => {
+            problems.add(field, v, "must be a positive whole number", hint);
+            None
+        }
+        None => None,
+    }
+}
+
 /// Runs the search and renders its report.
 pub fn run(args: &SearchArgs) -> Result<String, CliError> {
-    let base = inputs::build_run_spec(&args.run)?;
-    let engine = engine(base.plan.engine, args.export_to)?;
+    // The search's own flags and the run's are checked together, every problem at once.
+    let mut problems = Collector::default();
+    let limit = "the largest size the search tries, e.g. 8";
+    let max_tp = search_count(&mut problems, "search.max_tp", args.max_tp, limit);
+    let max_pp = search_count(&mut problems, "search.max_pp", args.max_pp, limit);
+    let max_cp = search_count(&mut problems, "search.max_cp", args.max_cp, limit);
+    let top = search_count(&mut problems, "search.top", Some(args.top), "how many plans, e.g. 5");
+    let flags_accepted = problems.is_empty();
+    let base = problems.take(inputs::build_run_spec(&args.run));
+    let engine =
+        problems.take(engine_of(base.as_ref().and_then(|b| b.plan.engine), args.export_to));
+    let (Some(base), Some(engine)) = (base, engine) else {
+        return Err(CliError::Input(problems.finish().expect_err("a problem was recorded")));
+    };
     let constraints = Constraints {
-        max_tp: args.max_tp,
-        max_pp: args.max_pp,
-        max_cp: args.max_cp,
+        max_tp,
+        max_pp,
+        max_cp,
         micro_batch: base
             .training
             .micro_batch
@@ -58,8 +83,15 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         constraints,
         memory_headroom: args.memory_headroom,
         engine,
-        top: args.top,
+        top: top.map_or(1, |top| usize::try_from(top).unwrap_or(usize::MAX)),
     };
+    if !flags_accepted {
+        // The run's and the other search settings' problems beside the flags' own.
+        if let Err(more) = meshplan::search::check_spec(&spec) {
+            problems.take::<()>(Err(more));
+        }
+        return Err(CliError::Input(problems.finish().expect_err("a flag was refused")));
+    }
     let progress = Progress::on_terminal("pricing", "candidates");
     let started = std::time::Instant::now();
     let report =
@@ -67,6 +99,9 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             SearchError::Input(violations) => CliError::Input(violations),
             other => CliError::Other(anyhow::Error::new(other)),
         })?;
+    for plan in &report.plans {
+        plan.estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
+    }
     if progress.finish() {
         // Timing goes to the terminal only: the report itself is the same on every run.
         let elapsed = started.elapsed().as_secs_f64();

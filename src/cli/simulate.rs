@@ -17,6 +17,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
     let (estimate, simulation) = meshplan::estimate_simulated(&inputs.run)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
+    estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
     if let Some(path) = &args.trace {
         let label = format!(
             "{} on {} GPUs, {}",

@@ -193,52 +193,58 @@ impl Gpu {
     /// Checks a spec and builds the GPU; the interconnect is validated by [`super::Cluster`].
     pub fn from_spec(spec: &GpuSpec) -> Result<Gpu, Violations> {
         let mut collector = Collector::default();
-        let mut quantity = |field: &str, result: Result<f64, crate::units::QuantityError>| {
-            let (range, words) = match field {
-                "memory" => (crate::limits::GPU_MEMORY, "1 GB to 100 TB"),
-                "memory_bandwidth" => (crate::limits::BANDWIDTH, "1 MB/s to 1 PB/s"),
-                _ => (crate::limits::PEAK_FLOPS, "1 TFLOP/s to 1 EFLOP/s"),
+        let mut quantity =
+            |field: &str, text: &str, result: Result<f64, crate::units::QuantityError>| {
+                let (range, words) = match field {
+                    "memory" => (crate::limits::GPU_MEMORY, "1 GB to 100 TB"),
+                    "memory_bandwidth" => (crate::limits::BANDWIDTH, "1 MB/s to 1 PB/s"),
+                    _ => (crate::limits::PEAK_FLOPS, "1 TFLOP/s to 1 EFLOP/s"),
+                };
+                let checked = result.and_then(|value| {
+                    if crate::limits::within(value, range) {
+                        Ok(value)
+                    } else {
+                        Err(crate::units::QuantityError::OutOfRange {
+                            text: format!("{value:e}"),
+                            range: words,
+                        })
+                    }
+                });
+                checked.unwrap_or_else(|err| {
+                    collector.add(
+                        format!("gpu.{field}"),
+                        text,
+                        err.to_string(),
+                        format!("a number and a unit, within {words}"),
+                    );
+                    1.0
+                })
             };
-            let checked = result.and_then(|value| {
-                if crate::limits::within(value, range) {
-                    Ok(value)
-                } else {
-                    Err(crate::units::QuantityError::OutOfRange {
-                        text: format!("{value:e}"),
-                        range: words,
-                    })
-                }
-            });
-            checked.unwrap_or_else(|err| {
-                collector.add(
-                    format!("gpu.{field}"),
-                    "",
-                    err.to_string(),
-                    "use a number and a unit",
-                );
-                1.0
-            })
-        };
-        let memory = quantity("memory", parse_bytes(&spec.memory).map(|b| b.value()));
+        let memory = quantity("memory", &spec.memory, parse_bytes(&spec.memory).map(|b| b.value()));
         let bandwidth = quantity(
             "memory_bandwidth",
+            &spec.memory_bandwidth,
             parse_bandwidth(&spec.memory_bandwidth).map(|b| b.value()),
         );
-        let bf16 = quantity("peak.bf16", parse_flops_rate(&spec.peak.bf16).map(|f| f.value()));
+        let bf16 = quantity(
+            "peak.bf16",
+            &spec.peak.bf16,
+            parse_flops_rate(&spec.peak.bf16).map(|f| f.value()),
+        );
         let fp16 = match &spec.peak.fp16 {
-            Some(text) => quantity("peak.fp16", parse_flops_rate(text).map(|f| f.value())),
+            Some(text) => quantity("peak.fp16", text, parse_flops_rate(text).map(|f| f.value())),
             None => bf16,
         };
         let fp8 = spec
             .peak
             .fp8
             .as_ref()
-            .map(|text| quantity("peak.fp8", parse_flops_rate(text).map(|f| f.value())));
+            .map(|text| quantity("peak.fp8", text, parse_flops_rate(text).map(|f| f.value())));
         let fp4 = spec
             .peak
             .fp4
             .as_ref()
-            .map(|text| quantity("peak.fp4", parse_flops_rate(text).map(|f| f.value())));
+            .map(|text| quantity("peak.fp4", text, parse_flops_rate(text).map(|f| f.value())));
         let eff = &spec.efficiency;
         let scale = eff.calibration.unwrap_or(1.0);
         if !(scale > 0.0 && scale.is_finite()) {

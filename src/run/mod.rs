@@ -19,7 +19,7 @@ use crate::stack::Stack;
 use crate::violation::{Collector, Violation, Violations};
 
 pub use parts::RunParts;
-use rules::validate_plan;
+use rules::{Accepted, validate_plan};
 pub(crate) use rules::{check_plan_fields, validate_training};
 
 /// Everything needed to price one run, as the user described it.
@@ -93,15 +93,32 @@ impl Run {
         check_stack(&mut collector, &spec.plan, &stack);
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
+        let before = collector.len();
         let training = validate_training(&mut collector, &spec.training);
+        let training_accepted = collector.len() == before;
         // The plan is checked even when the cluster is broken, against the GPU count as written,
         // so that every problem is reported in one pass.
         // (A count past its bound is reported by the cluster; the plan is checked against the
         // bound, so that its arithmetic stays within u64.)
         let num_gpus = spec.cluster.num_gpus.clamp(1, crate::limits::GPUS as i64) as u64;
+        // The rules that relate several values are checked only against values that passed their
+        // own checks: one read with a stand-in for a refused value would print a number the user
+        // never gave ("global_batch = 1 is not a multiple of ...").
+        let accepted = Accepted {
+            gpus: u64::try_from(spec.cluster.num_gpus) == Ok(num_gpus),
+            training: training_accepted,
+        };
         let plan_spec = with_stack_engine(&spec.plan, &stack);
         let plan = model.as_ref().and_then(|model| {
-            validate_plan(&mut collector, &plan_spec, model, num_gpus, cluster.as_ref(), &training)
+            validate_plan(
+                &mut collector,
+                &plan_spec,
+                model,
+                num_gpus,
+                cluster.as_ref(),
+                &training,
+                accepted,
+            )
         });
         collector.finish()?;
         match (model, cluster, plan) {

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use super::{Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_engine};
+use super::{
+    Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_engine,
+};
 use crate::hardware::Cluster;
 use crate::model::Model;
 use crate::plan::{PlanSpec, Training, TrainingSpec};
@@ -51,6 +53,7 @@ impl RunParts {
         check_stack(&mut collector, plan, &self.stack);
         // The micro-batch is the one training field not checked with the parts: one in range is
         // taken as it is (what validation would give), any other is validated to be reported.
+        let before = collector.len();
         let training = match u64::try_from(micro_batch) {
             Ok(size) if (1..=crate::limits::GLOBAL_BATCH).contains(&size) => {
                 Training { micro_batch: size, ..self.training }
@@ -61,6 +64,8 @@ impl RunParts {
                 validate_training(&mut collector, &spec)
             }
         };
+        // The cluster passed its checks when the parts were built.
+        let accepted = Accepted { gpus: true, training: collector.len() == before };
         let plan_spec = with_stack_engine(plan, &self.stack);
         let num_gpus = self.cluster.num_gpus();
         let plan = validate_plan(
@@ -70,6 +75,7 @@ impl RunParts {
             num_gpus,
             Some(&self.cluster),
             &training,
+            accepted,
         );
         collector.finish()?;
         let Some(plan) = plan else {

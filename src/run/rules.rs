@@ -24,6 +24,12 @@ fn positive_or(
         None => default,
         Some(v) if v > 0 && v as u64 <= max => v as u64,
         Some(v) if v > 0 => {
+            let bound = max.to_string();
+            let hint = if hint.contains(&bound) {
+                hint.to_owned()
+            } else {
+                format!("{hint}, at most {max}")
+            };
             collector.add(field, v, format!("exceeds {max}, the largest meshplan prices"), hint);
             default
         }
@@ -52,7 +58,9 @@ pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
                 field,
                 v,
                 format!("exceeds {PARALLEL_SIZE}, the largest meshplan prices"),
-                "a parallel size is at most the GPUs of the job",
+                format!(
+                    "a parallel size is at most the GPUs of the job, and at most {PARALLEL_SIZE}"
+                ),
             ),
             _ => {}
         }
@@ -117,6 +125,17 @@ pub(crate) fn validate_training(collector: &mut Collector, spec: &TrainingSpec) 
     }
 }
 
+/// Which inputs of the plan's cross-field rules passed their own checks. A refused value is
+/// replaced by a stand-in (1) so that validation goes on; a rule that reads a stand-in is skipped,
+/// since its message would name a number the user never gave.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Accepted {
+    /// The cluster's GPU count lies within 1..=`limits::GPUS`.
+    pub gpus: bool,
+    /// Sequence length, global batch and micro-batch passed their bounds.
+    pub training: bool,
+}
+
 pub(super) fn validate_plan(
     collector: &mut Collector,
     spec: &PlanSpec,
@@ -124,26 +143,37 @@ pub(super) fn validate_plan(
     gpus: u64,
     cluster: Option<&Cluster>,
     training: &Training,
+    accepted: Accepted,
 ) -> Option<Plan> {
     let gpu = cluster.map(Cluster::gpu);
     let size = PARALLEL_SIZE;
-    let tp = positive_or(collector, "plan.tp", spec.tp, 1, size, "tensor-parallel size, e.g. 8");
-    let pp = positive_or(collector, "plan.pp", spec.pp, 1, size, "pipeline-parallel size, e.g. 4");
-    let vp = positive_or(
-        collector,
+    let mut accepted_size = |field: &str, value, default, max, hint: &str| {
+        let before = collector.len();
+        let size = positive_or(collector, field, value, default, max, hint);
+        (size, collector.len() == before)
+    };
+    let (tp, tp_ok) = accepted_size("plan.tp", spec.tp, 1, size, "tensor-parallel size, e.g. 8");
+    let (pp, pp_ok) = accepted_size("plan.pp", spec.pp, 1, size, "pipeline-parallel size, e.g. 4");
+    let (vp, vp_ok) = accepted_size(
         "plan.vp",
         spec.vp,
         1,
         VIRTUAL_STAGES,
         "virtual pipeline chunks per rank, e.g. 2",
     );
-    let cp = positive_or(collector, "plan.cp", spec.cp, 1, size, "context-parallel size, e.g. 2");
+    let (cp, cp_ok) = accepted_size("plan.cp", spec.cp, 1, size, "context-parallel size, e.g. 2");
     // Each size is at most 2^20: three of them multiply within u64, all four within u128.
     let model_parallel = tp * pp * cp;
     let default_dp = (gpus / model_parallel).max(1);
-    let dp = positive_or(collector, "plan.dp", spec.dp, default_dp, size, "data-parallel size");
+    let (dp, dp_ok) = accepted_size("plan.dp", spec.dp, default_dp, size, "data-parallel size");
+    // Which values are the ones given (or their defaults) rather than stand-ins: dp's default is
+    // read from the GPU count and the other sizes.
+    let model_parallel_ok = tp_ok && pp_ok && cp_ok;
+    let pipeline = pp_ok && vp_ok;
+    let dp_known = dp_ok && (spec.dp.is_some() || (accepted.gpus && model_parallel_ok));
+    let batch = dp_known && pipeline && accepted.training;
     let world = u128::from(model_parallel) * u128::from(dp);
-    if world != u128::from(gpus) {
+    if model_parallel_ok && dp_known && accepted.gpus && world != u128::from(gpus) {
         collector.add(
             "plan.dp",
             dp,
@@ -163,7 +193,9 @@ pub(super) fn validate_plan(
         PipelineSplit::EmbeddingAndLoss => model.num_layers() + 2,
     };
     let balanced_hint = "or --pipeline-split balanced (an uneven layout)";
-    if pipeline_split == PipelineSplit::EmbeddingAndLoss && pp == 1 {
+    if !pipeline {
+        // pp or vp is a stand-in: the layer split is checked once they are accepted.
+    } else if pipeline_split == PipelineSplit::EmbeddingAndLoss && pp == 1 {
         collector.add(
             "plan.pipeline_split",
             "embedding-and-loss",
@@ -192,7 +224,7 @@ pub(super) fn validate_plan(
             hint,
         );
     }
-    if vp > 1 {
+    if pipeline && vp > 1 {
         if pp == 1 {
             collector.add(
                 "plan.vp",
@@ -216,7 +248,7 @@ pub(super) fn validate_plan(
     }
     let domain = cluster.map_or(8, |cluster| cluster.interconnect().nvlink_domain());
     let (cp_comm, cp_a2a) = validate_cp_comm(collector, spec, model, tp, cp, domain);
-    if cp > 1 && !training.seq_len.is_multiple_of(2 * cp) {
+    if cp_ok && accepted.training && cp > 1 && !training.seq_len.is_multiple_of(2 * cp) {
         collector.add(
             "plan.cp",
             cp,
@@ -229,7 +261,7 @@ pub(super) fn validate_plan(
     // One forward and one backward task per micro-batch, stage and chunk: bounded so that the
     // simulated step stays seconds of work (the sizes are bounded, so the product is exact).
     let tasks = num_microbatches * pp * vp * 2;
-    if tasks > limits::SIMULATED_TASKS {
+    if batch && tasks > limits::SIMULATED_TASKS {
         collector.add(
             "training.global_batch",
             training.global_batch,
@@ -241,8 +273,13 @@ pub(super) fn validate_plan(
             "raise --micro-batch or dp, or lower pp x vp",
         );
     }
-    let schedule = validate_schedule(collector, spec, pp, vp, num_microbatches);
-    if !training.global_batch.is_multiple_of(per_step) {
+    let schedule = validate_schedule(
+        collector,
+        spec,
+        pipeline.then_some((pp, vp)),
+        batch.then_some(num_microbatches),
+    );
+    if batch && !training.global_batch.is_multiple_of(per_step) {
         collector.add(
             "training.global_batch",
             training.global_batch,
@@ -275,6 +312,8 @@ pub(super) fn validate_plan(
     let shard_group = match spec.hybrid_shard {
         None => dp,
         Some(group) if group > 0 && dp.is_multiple_of(group as u64) => group as u64,
+        // A stand-in dp says nothing about the group (dp's own bound is reported).
+        Some(group) if group > 0 && !dp_known => dp,
         Some(group) => {
             collector.add(
                 "plan.hybrid_shard",
@@ -289,6 +328,7 @@ pub(super) fn validate_plan(
     let layers_per_stage = split_layers.div_ceil(pp.max(1));
     let recompute_num_layers = match (recompute, spec.recompute_num_layers) {
         (RecomputeKind::Full, Some(n)) if n >= 0 && n as u64 <= layers_per_stage => n as u64,
+        (RecomputeKind::Full, Some(n)) if n >= 0 && !pp_ok => layers_per_stage,
         (RecomputeKind::Full, Some(n)) => {
             collector.add(
                 "plan.recompute_num_layers",
@@ -322,7 +362,8 @@ pub(super) fn validate_plan(
             "add interconnect.host_bandwidth and host_efficiency to the GPU file, or drop the offload",
         );
     }
-    let experts = validate_experts(collector, spec, model, tp * cp * dp, tp, schedule);
+    let stage_ranks = (tp_ok && cp_ok && dp_known).then_some(tp * cp * dp);
+    let experts = validate_experts(collector, spec, model, stage_ranks, tp, schedule);
     Some(Plan {
         tp,
         pp,
@@ -411,7 +452,7 @@ fn validate_experts(
     collector: &mut Collector,
     spec: &PlanSpec,
     model: &Model,
-    stage_ranks: u64,
+    stage_ranks: Option<u64>,
     tp: u64,
     schedule: PipelineSchedule,
 ) -> Experts {
@@ -479,7 +520,9 @@ fn validate_experts(
                     "each expert-parallel rank holds the same number of experts",
                 );
             }
-            if !stage_ranks.is_multiple_of(ep * etp) {
+            if let Some(stage_ranks) = stage_ranks
+                && !stage_ranks.is_multiple_of(ep * etp)
+            {
                 collector.add(
                     "plan.ep",
                     ep,
@@ -509,13 +552,19 @@ fn validate_experts(
 fn validate_schedule(
     collector: &mut Collector,
     spec: &PlanSpec,
-    pp: u64,
-    vp: u64,
-    microbatches: u64,
+    sizes: Option<(u64, u64)>,
+    microbatches: Option<u64>,
 ) -> PipelineSchedule {
+    let (pp, vp) = sizes.unwrap_or((1, 1));
     let default = if vp > 1 { PipelineSchedule::Interleaved } else { PipelineSchedule::OneFOneB };
     let schedule = spec.schedule.unwrap_or(default);
+    if sizes.is_none() {
+        // pp or vp is a stand-in for a refused value: the schedule is checked once they are not.
+        return schedule;
+    }
     let name = schedule.name();
+    // The micro-batch count is unknown when the batch or a parallel size was refused.
+    let (known, microbatches) = (microbatches.is_some(), microbatches.unwrap_or(0));
     match schedule {
         PipelineSchedule::Interleaved if vp == 1 => collector.add(
             "plan.schedule",
@@ -523,12 +572,14 @@ fn validate_schedule(
             "needs virtual pipeline chunks (vp > 1)",
             "raise --vp, or use --schedule 1f1b",
         ),
-        PipelineSchedule::Interleaved if !microbatches.is_multiple_of(pp) => collector.add(
+        PipelineSchedule::Interleaved if known && !microbatches.is_multiple_of(pp) => {
+            collector.add(
             "plan.schedule",
             name,
             format!("runs micro-batches in groups of pp, but {microbatches} micro-batches do not divide by pp {pp}"),
             "make global batch / (micro batch x dp) a multiple of pp, as Megatron-LM's interleaved schedule requires",
-        ),
+            )
+        }
         PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB | PipelineSchedule::ZeroBubble
             if vp > 1 =>
         {
@@ -545,7 +596,12 @@ fn validate_schedule(
             "places two stages on every rank itself; vp must be 1",
             "drop --vp",
         ),
-        PipelineSchedule::Dualpipe if !pp.is_multiple_of(2) || !microbatches.is_multiple_of(2) || microbatches < 2 * pp => {
+        PipelineSchedule::Dualpipe
+            if known
+                && (!pp.is_multiple_of(2)
+                    || !microbatches.is_multiple_of(2)
+                    || microbatches < 2 * pp) =>
+        {
             collector.add(
                 "plan.schedule",
                 name,

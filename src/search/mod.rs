@@ -142,6 +142,16 @@ pub enum SearchError {
     Simulation(#[from] SimError),
 }
 
+/// Checks the model, cluster, batch, pinned plan options and search settings without searching:
+/// every problem at once, as [`search`] reports them.
+pub fn check_spec(spec: &SearchSpec) -> Result<(), Violations> {
+    match shape(spec) {
+        Ok(_) => Ok(()),
+        Err(SearchError::Input(problems)) => Err(problems),
+        Err(_) => Ok(()),
+    }
+}
+
 /// Checks the model, cluster, batch and search settings, reporting every problem at once.
 fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
     let mut problems = Collector::default();
@@ -155,6 +165,25 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             "must be a fraction in [0, 1)",
             "the share of GPU memory to keep free, e.g. 0.05",
         );
+    }
+    for (field, limit) in [
+        ("search.max_tp", spec.constraints.max_tp),
+        ("search.max_pp", spec.constraints.max_pp),
+        ("search.max_cp", spec.constraints.max_cp),
+    ] {
+        if let Some(limit) = limit
+            && !(1..=crate::limits::PARALLEL_SIZE).contains(&limit)
+        {
+            problems.add(
+                field,
+                limit,
+                format!("must be between 1 and {}", crate::limits::PARALLEL_SIZE),
+                "the largest size the search tries, e.g. 8",
+            );
+        }
+    }
+    if spec.top == 0 {
+        problems.add("search.top", 0, "must be 1 or more", "how many plans to list, e.g. 5");
     }
     crate::run::check_plan_fields(&mut problems, &spec.base.plan);
     if let (Some(pinned), Some(engine)) = (spec.base.plan.engine, spec.engine)

@@ -329,8 +329,16 @@ fn experts_plan(
 
 /// The architecture from the row's columns and the structure of its model family.
 fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<ModelSpec, String> {
+    // Bounded here, before any arithmetic of the mapping reads them (the model's own validation
+    // comes later): a cell of 10^25 layers is a reason to skip the row, not an overflow.
     let field = |cell: &str, name: &str| {
-        count(cell).ok_or_else(|| format!("architecture incomplete: `{name}` not stated"))
+        let value =
+            count(cell).ok_or_else(|| format!("architecture incomplete: `{name}` not stated"))?;
+        let bound = crate::limits::model_field(name);
+        if value > bound {
+            return Err(format!("`{name}` = {value} is above the {bound} meshplan prices"));
+        }
+        Ok(value)
     };
     let layers = field(&row.num_layers, "num_layers")?;
     let hidden = field(&row.hidden_size, "hidden_size")?;

@@ -26,6 +26,7 @@ mod run_band;
 mod structure;
 mod summary;
 
+use crate::presets::StackCatalog;
 use serde::Serialize;
 
 pub use accuracy::{Accuracy, KindAccuracy};
@@ -131,6 +132,16 @@ pub enum ValidateError {
         /// Columns that are neither read nor provenance, comma-separated (a misspelling, say).
         unknown: String,
     },
+}
+
+/// Predicts every row of a calibration CSV with the preset factors and compares with what was
+/// measured, row by row: what [`validate_csv`] reports per row before the held-out refits and the
+/// accuracy figures, with a catalog of stacks read once by the caller (the fuzz target prices
+/// millions of one-row files).
+pub fn evaluate_csv(text: &str, stacks: &StackCatalog) -> Result<Vec<RowResult>, ValidateError> {
+    let rows = row::parse_rows(text)?;
+    let refs: Vec<&CalibrationRow> = rows.iter().collect();
+    Ok(calibrate::evaluate(&refs, &Calibration::new(), stacks))
 }
 
 /// Predicts every row of a calibration CSV and compares with what was measured: in-sample (the

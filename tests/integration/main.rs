@@ -1,5 +1,5 @@
 //! The integration tests, one test binary (one link, one run): the `meshplan` binary end to end
-//! (`cli`), the library's public API (`experts_and_context`, `exports`, `kernel_measurements`,
+//! (`cli`, `hostile_input`: the inputs of issue 13), the library's public API (`experts_and_context`, `exports`, `kernel_measurements`,
 //! `properties`, `validation`), plan files and pins (`plan_files`), the checked-in schemas and the repository's hygiene (`tidy`).
 //! `support` holds what they share. Snapshots live in `snapshots/`, named
 //! `integration__<module>__<name>.snap`; proptest's regressions file sits beside `properties.rs`.
@@ -8,6 +8,7 @@ mod cli;
 mod experts_and_context;
 mod exports;
 mod fuzz_regressions;
+mod hostile_input;
 mod input_files;
 mod kernel_measurements;
 mod plan_files;

@@ -67,6 +67,7 @@ pub(super) const HARMLESS: &[&str] = &[
     "qk_layernorm",
     "partial_rotary_factor",
     "hidden_act",
+    "hidden_activation",
     "activation_function",
     "attention_bias",
     "mlp_bias",

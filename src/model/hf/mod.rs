@@ -233,25 +233,48 @@ const GATED_FAMILIES: [&str; 22] = [
 const PLAIN_FAMILIES: [&str; 7] =
     ["gpt2", "gpt_neox", "gptj", "bloom", "opt", "falcon", "nemotron"];
 
+/// The keys that name the MLP's activation, the one transformers reads first: Gemma 2 and 3
+/// write `hidden_activation` (Gemma 1 beside a legacy `hidden_act`), GPT-2-style configs
+/// `activation_function`.
+const ACTIVATION_KEYS: [&str; 3] = ["hidden_activation", "hidden_act", "activation_function"];
+
 /// Gated or plain MLP: from the architecture where meshplan knows it, else from the activation
-/// (SiLU/Swish/GLU-named ones are gated). An activation it does not know is a problem naming the
+/// (SiLU/Swish/GLU-named ones are gated). Every activation key that is set must name an
+/// activation meshplan knows: an unknown one (or one that is not text) is a problem naming the
 /// key, not a silent plain MLP.
 fn mlp_kind(config: &mut Config, model_type: &str, gpt_style: bool) -> Option<MlpKind> {
-    let key = if config.get("hidden_act").is_some() { "hidden_act" } else { "activation_function" };
-    let act = config
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or(if gpt_style { "gelu" } else { "silu" })
-        .to_owned();
-    if !KNOWN_ACTIVATIONS.contains(&act.as_str()) {
-        config.problem(
-            key,
-            &act,
-            "is an activation meshplan does not know",
-            format!("known: {}", KNOWN_ACTIVATIONS.join(", ")),
-        );
+    let mut chosen = None;
+    let mut readable = true;
+    for key in ACTIVATION_KEYS {
+        let Some(value) = config.get(key) else { continue };
+        match value.as_str() {
+            Some(act) if KNOWN_ACTIVATIONS.contains(&act) => {
+                chosen.get_or_insert_with(|| act.to_owned());
+            }
+            Some(act) => {
+                config.problem(
+                    key,
+                    act,
+                    "is an activation meshplan does not know",
+                    format!("known: {}", KNOWN_ACTIVATIONS.join(", ")),
+                );
+                readable = false;
+            }
+            None => {
+                config.problem(
+                    key,
+                    value,
+                    "must name the activation as text",
+                    format!("as in the published config; known: {}", KNOWN_ACTIVATIONS.join(", ")),
+                );
+                readable = false;
+            }
+        }
+    }
+    if !readable {
         return None;
     }
+    let act = chosen.unwrap_or_else(|| (if gpt_style { "gelu" } else { "silu" }).to_owned());
     Some(if GATED_FAMILIES.contains(&model_type) {
         MlpKind::Gated
     } else if PLAIN_FAMILIES.contains(&model_type) {

@@ -286,3 +286,26 @@ fn gated_gelu_families_are_gated_and_unknown_activations_are_named() {
     assert_eq!((problem.field.as_str(), problem.value.as_str()), ("config.hidden_act", "mish"));
     assert!(problem.hint.contains("gelu_pytorch_tanh"), "{}", problem.hint);
 }
+
+#[test]
+fn gemma_3_names_its_activation_hidden_activation_and_every_activation_key_is_checked() {
+    // Gemma 3 text configs have `hidden_activation` and no `hidden_act`.
+    let gemma3 = r#"{"model_type": "gemma3_text", "num_hidden_layers": 26, "hidden_size": 2304,
+        "intermediate_size": 9216, "num_attention_heads": 8, "num_key_value_heads": 4,
+        "head_dim": 256, "vocab_size": 256000, "hidden_activation": "gelu_pytorch_tanh"}"#;
+    assert_eq!(from_hf_config(gemma3, "gemma-3").unwrap().mlp, MlpKind::Gated);
+    // A GeGLU activation in a family meshplan does not list is still read as gated.
+    let other = gemma3.replace("gemma3_text", "my_geglu").replace("gelu_pytorch_tanh", "swiglu");
+    assert_eq!(from_hf_config(&other, "x").unwrap().mlp, MlpKind::Gated);
+    let unknown = gemma3.replace("gelu_pytorch_tanh", "mish");
+    let err = from_hf_config(&unknown, "x").unwrap_err();
+    let problem = &err.list()[0];
+    assert_eq!(problem.field, "config.hidden_activation");
+    assert_eq!(problem.value, "mish");
+    assert!(problem.hint.contains("gelu_pytorch_tanh"), "{}", problem.hint);
+    // A legacy `hidden_act` beside it is checked too, and a number is not an activation.
+    let both = with(gemma3, "hidden_act", "mish".into());
+    assert_eq!(problem_fields(&both), ["config.hidden_act"]);
+    let number = with(gemma3, "hidden_act", 3.into());
+    assert_eq!(problem_fields(&number), ["config.hidden_act"]);
+}
