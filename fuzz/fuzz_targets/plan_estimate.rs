@@ -14,7 +14,7 @@ use meshplan::estimate::{closed_form, estimate_simulated_with};
 use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{
     AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit,
-    PlanSpec, Precision, RecomputeKind, TrainingSpec,
+    PlanSpec, Precision, RecomputeKind, RecomputeModule, TrainingSpec,
 };
 use meshplan::sim::SimOptions;
 use meshplan::{Run, RunSpec, presets};
@@ -80,6 +80,8 @@ struct Input {
     fsdp_reshard_after_forward: Option<bool>,
     recompute: Option<u8>,
     recompute_num_layers: Option<Count>,
+    recompute_modules: Option<Vec<u8>>,
+    offload_activation_layers: Option<Count>,
     overlap_grad_reduce: Option<bool>,
     overlap_param_gather: Option<bool>,
     tp_comm_overlap: Option<bool>,
@@ -156,6 +158,10 @@ fn spec(input: &Input) -> RunSpec {
                 )
             }),
             recompute_num_layers: count(input.recompute_num_layers),
+            recompute_modules: input.recompute_modules.as_ref().map(|modules| {
+                modules.iter().take(8).map(|i| pick(&RecomputeModule::ALL, *i)).collect()
+            }),
+            offload_activation_layers: count(input.offload_activation_layers),
             overlap_grad_reduce: input.overlap_grad_reduce,
             overlap_param_gather: input.overlap_param_gather,
             tp_comm_overlap: input.tp_comm_overlap,
