@@ -60,16 +60,7 @@ impl Estimate {
         let fail = |figure: String, value: f64| Err(ImpossibleFigure { figure, value });
         for stage in self.stages.iter().chain([&self.peak_memory]) {
             let m = &stage.breakdown;
-            for (what, bytes) in [
-                ("weights", m.weights),
-                ("gradients", m.gradients),
-                ("optimizer states", m.optimizer_states),
-                ("activations", m.activations),
-                ("logits", m.logits),
-                ("buffers", m.buffers),
-                ("fragmentation", m.fragmentation),
-                ("total memory", m.total()),
-            ] {
+            for (what, bytes) in m.parts().into_iter().chain([("total memory", m.total())]) {
                 if !(bytes.value().is_finite() && bytes.value() >= 0.0) {
                     return fail(format!("stage {} {what}", stage.stage), bytes.value());
                 }

@@ -14,7 +14,7 @@ use crate::cost::kernels::{
 };
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::model::MlpKind;
-use crate::plan::{ExpertDispatch, Precision, RecomputeModule, RecomputeModules};
+use crate::plan::{ExpertDispatch, Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops, Seconds};
 
@@ -73,6 +73,17 @@ pub struct Op {
 const LAYER_ROWS: usize = 48;
 const END_ROWS: usize = 8;
 
+/// Forward work a selective recompute reruns, per micro-batch of one layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rerun {
+    /// GEMMs, attention and memory-bound kernels.
+    pub compute: Seconds,
+    /// Tensor-parallel collectives.
+    pub tp: Seconds,
+    /// Expert-parallel dispatch and combine.
+    pub ep: Seconds,
+}
+
 /// The operations of one layer (or of the embedding / head) for one micro-batch.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpTable {
@@ -106,25 +117,18 @@ impl OpTable {
             + self.time(phase, OpKind::Memory)
     }
 
-    /// Forward time of the rows a selective recompute of `modules` reruns: (compute, TP
-    /// communication, expert-parallel communication). The routed experts' activation belongs to
-    /// the MoE block, so it is rerun by either `moe_act` or `moe`.
-    pub fn selective_rerun(&self, modules: RecomputeModules) -> (Seconds, Seconds, Seconds) {
-        let mut rerun = (Seconds::ZERO, Seconds::ZERO, Seconds::ZERO);
-        let reruns = |module: RecomputeModule| {
-            modules.contains(module)
-                || (module == RecomputeModule::MoeAct && modules.contains(RecomputeModule::Moe))
-        };
-        for op in self.ops.iter().filter(|op| op.phase == Phase::Forward) {
-            if !op.module.is_some_and(reruns) {
-                continue;
-            }
+    /// The forward work of the rows tagged with `module`: what rerunning that module alone
+    /// repeats.
+    pub fn module_rerun(&self, module: RecomputeModule) -> Rerun {
+        let mut rerun = Rerun::default();
+        let rows = self.ops.iter().filter(|op| op.phase == Phase::Forward);
+        for op in rows.filter(|op| op.module == Some(module)) {
             match op.kind {
                 OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
-                    rerun.0 += op.time
+                    rerun.compute += op.time
                 }
-                OpKind::TpComm => rerun.1 += op.time,
-                OpKind::EpComm => rerun.2 += op.time,
+                OpKind::TpComm => rerun.tp += op.time,
+                OpKind::EpComm => rerun.ep += op.time,
                 OpKind::CpComm | OpKind::CpAllToAll => {}
             }
         }

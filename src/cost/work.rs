@@ -2,7 +2,7 @@
 //! chunk), by phase: the numbers both the closed-form step time (`step.rs`) and the event
 //! simulator (`crate::sim`) are built from, so the two share one cost model.
 
-use crate::cost::layer::{self, OpKind, OpTable, Phase};
+use crate::cost::layer::{self, OpKind, OpTable, Phase, Rerun};
 use crate::plan::{RecomputeKind, RecomputeModule, RecomputeModules};
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
@@ -75,8 +75,7 @@ pub struct PricedTable {
     pub forward: PhaseTimes,
     /// Backward totals.
     pub backward: PhaseTimes,
-    /// The forward work a selective recompute of each module reruns (in
-    /// [`RecomputeModule::ALL`] order): compute, TP and expert-parallel communication.
+    /// The forward work of each module's own rows (in [`RecomputeModule::ALL`] order).
     pub module_rerun: [Rerun; 7],
 }
 
@@ -85,24 +84,22 @@ impl PricedTable {
         PricedTable {
             forward: PhaseTimes::of(&table, Phase::Forward),
             backward: PhaseTimes::of(&table, Phase::Backward),
-            module_rerun: RecomputeModule::ALL.map(|module| {
-                let (compute, tp, ep) = table.selective_rerun(RecomputeModules::of(&[module]));
-                Rerun { compute, tp, ep }
-            }),
+            module_rerun: RecomputeModule::ALL.map(|module| table.module_rerun(module)),
             table,
         }
     }
 
     /// The forward work a selective recompute of `modules` reruns. The routed experts'
-    /// activation is inside the MoE block: with both modules it is rerun once.
+    /// activation is inside the MoE block: rerunning `moe` reruns it too.
     pub fn selective_rerun(&self, modules: RecomputeModules) -> Rerun {
-        let moe_act_inside_moe =
-            modules.contains(RecomputeModule::Moe) && modules.contains(RecomputeModule::MoeAct);
+        let reruns = |module: RecomputeModule| {
+            modules.contains(module)
+                || (module == RecomputeModule::MoeAct && modules.contains(RecomputeModule::Moe))
+        };
         RecomputeModule::ALL
             .iter()
             .zip(&self.module_rerun)
-            .filter(|(module, _)| modules.contains(**module))
-            .filter(|(module, _)| !(moe_act_inside_moe && **module == RecomputeModule::MoeAct))
+            .filter(|(module, _)| reruns(**module))
             .fold(Rerun::default(), |sum, (_, rerun)| Rerun {
                 compute: sum.compute + rerun.compute,
                 tp: sum.tp + rerun.tp,
@@ -117,17 +114,6 @@ impl PricedTable {
             Phase::Backward => &self.backward,
         }
     }
-}
-
-/// Forward work rerun by a selective recompute, per micro-batch of one layer.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Rerun {
-    /// GEMMs, attention and memory-bound kernels.
-    pub compute: Seconds,
-    /// Tensor-parallel collectives.
-    pub tp: Seconds,
-    /// Expert-parallel dispatch and combine.
-    pub ep: Seconds,
 }
 
 /// The op tables of one run: a transformer layer, the embedding and the head.
