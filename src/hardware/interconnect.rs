@@ -220,3 +220,36 @@ impl Interconnect {
         if span <= self.nvlink_domain { LinkTier::Nvlink } else { LinkTier::Network }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h100() -> InterconnectSpec {
+        crate::presets::gpu("h100-sxm").unwrap().interconnect
+    }
+
+    fn problems(spec: &InterconnectSpec) -> String {
+        Interconnect::from_spec(spec).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn the_host_link_is_the_line_rate_times_its_efficiency() {
+        let link = Interconnect::from_spec(&h100()).unwrap().host_bandwidth().unwrap();
+        assert!((link.value() - 64e9 * 0.86).abs() < 1.0, "{link:?}");
+        let without = InterconnectSpec { host_bandwidth: None, host_efficiency: None, ..h100() };
+        assert_eq!(Interconnect::from_spec(&without).unwrap().host_bandwidth(), None);
+    }
+
+    #[test]
+    fn a_host_link_needs_both_keys_and_an_efficiency_in_range() {
+        let alone = problems(&InterconnectSpec { host_efficiency: None, ..h100() });
+        assert!(alone.contains("cluster.host_efficiency") && alone.contains("64 GB/s"), "{alone}");
+        let orphan = problems(&InterconnectSpec { host_bandwidth: None, ..h100() });
+        assert!(orphan.contains("cluster.host_bandwidth"), "{orphan}");
+        let high = problems(&InterconnectSpec { host_efficiency: Some(1.5), ..h100() });
+        assert!(high.contains("cluster.host_efficiency") && high.contains("(0, 1]"), "{high}");
+        let text = problems(&InterconnectSpec { host_bandwidth: Some("fast".into()), ..h100() });
+        assert!(text.contains("cluster.host_bandwidth") && text.contains("fast"), "{text}");
+    }
+}
