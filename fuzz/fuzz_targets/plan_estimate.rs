@@ -1,6 +1,8 @@
 //! Feeds a structured plan (a preset model and GPU, a GPU count, the training setup and every
 //! `PlanSpec` option, small values most of the time and any `i64`/`f64` some of the time) to
-//! `Run::from_spec`, and every run that validates to `estimate_simulated_with` (no timeline) when
+//! `Run::from_spec_with_stack` (the presets and stacks are read once, as a search reads them
+//! once: parsing their TOML for every input took most of the run's time), and every run that
+//! validates to `estimate_simulated_with` (no timeline) when
 //! its step has at most `SIMULATED` tasks, else to the closed form (a step of millions of tasks
 //! takes seconds to simulate, which held the target at ~100 executions a second; the bound on
 //! the tasks is `Run::from_spec`'s and is fuzzed either way); asserts no panic, and that every
@@ -8,15 +10,20 @@
 //! and positive, and MFU and HFU at most 100 % (`Estimate::check_figures`, what the CLI checks).
 #![no_main]
 
+use std::sync::{Arc, OnceLock};
+
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use meshplan::estimate::{closed_form, estimate_simulated_with};
-use meshplan::hardware::ClusterSpec;
+use meshplan::hardware::{ClusterSpec, GpuSpec};
+use meshplan::model::ModelSpec;
 use meshplan::plan::{
     AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit,
     PlanSpec, Precision, RecomputeKind, RecomputeModule, TrainingSpec,
 };
+use meshplan::presets::StackCatalog;
 use meshplan::sim::SimOptions;
+use meshplan::stack::Stack;
 use meshplan::{Run, RunSpec, presets};
 
 /// A count: mostly a power of two or a small number, sometimes anything.
@@ -102,9 +109,35 @@ fn pick<T: Copy>(all: &[T], index: u8) -> T {
     all[usize::from(index) % all.len()]
 }
 
+/// Every preset model and GPU, and the built-in stacks, read once for the whole run.
+struct Presets {
+    models: Vec<ModelSpec>,
+    gpus: Vec<GpuSpec>,
+    stacks: StackCatalog,
+}
+
+static PRESETS: OnceLock<Presets> = OnceLock::new();
+
+fn presets() -> &'static Presets {
+    PRESETS.get_or_init(|| Presets {
+        models: presets::MODELS.iter().map(|f| presets::model(f.name).unwrap()).collect(),
+        gpus: presets::GPUS.iter().map(|f| presets::gpu(f.name).unwrap()).collect(),
+        stacks: StackCatalog::builtin().expect("the built-in stacks read"),
+    })
+}
+
+/// The stack the run is validated with: the one the plan names, else its engine's default.
+fn stack_of(spec: &RunSpec) -> Arc<Stack> {
+    let id = spec.plan.stack.clone().unwrap_or_else(|| {
+        presets::default_stack_id(spec.plan.engine.unwrap_or(Engine::DEFAULT)).into()
+    });
+    Arc::clone(presets().stacks.get(&id).expect("a built-in stack"))
+}
+
 fn spec(input: &Input) -> RunSpec {
-    let model = pick(presets::MODELS, input.model).name;
-    let gpu = pick(presets::GPUS, input.gpu).name;
+    let presets_read = presets();
+    let model = &presets_read.models[usize::from(input.model) % presets_read.models.len()];
+    let gpu = &presets_read.gpus[usize::from(input.gpu) % presets_read.gpus.len()];
     let count = |c: Option<Count>| c.map(Count::value);
     let micro_batch = count(input.micro_batch);
     let global_batch = match (input.micro_batches, input.dp) {
@@ -114,8 +147,8 @@ fn spec(input: &Input) -> RunSpec {
         _ => input.global_batch.value(),
     };
     RunSpec {
-        model: presets::model(model).unwrap(),
-        cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: input.num_gpus.value() },
+        model: model.clone(),
+        cluster: ClusterSpec { gpu: gpu.clone(), num_gpus: input.num_gpus.value() },
         training: TrainingSpec {
             seq_len: input.seq_len.value(),
             global_batch,
@@ -192,7 +225,7 @@ fn non_negative(what: &str, value: f64) {
 
 fuzz_target!(|input: Input| {
     let spec = spec(&input);
-    let Ok(run) = Run::from_spec(&spec) else { return };
+    let Ok(run) = Run::from_spec_with_stack(&spec, stack_of(&spec)) else { return };
     let plan = run.plan();
     let tasks = plan.num_microbatches() * plan.pp() * plan.vp() * 2;
     let estimate = if tasks <= SIMULATED {

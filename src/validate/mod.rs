@@ -147,11 +147,19 @@ pub fn evaluate_csv(text: &str, stacks: &StackCatalog) -> Result<Vec<RowResult>,
 /// Predicts every row of a calibration CSV and compares with what was measured: in-sample (the
 /// preset factors) and held-out (factors refitted without the row's source).
 pub fn validate_csv(text: &str) -> Result<ValidationReport, ValidateError> {
+    validate_csv_with(text, &calibrate::builtin_stacks()?)
+}
+
+/// [`validate_csv`] with the software stacks already read (a caller that validates many files
+/// reads them once).
+pub fn validate_csv_with(
+    text: &str,
+    stacks: &StackCatalog,
+) -> Result<ValidationReport, ValidateError> {
     let rows = row::parse_rows(text)?;
     let refs: Vec<&CalibrationRow> = rows.iter().collect();
-    let stacks = calibrate::builtin_stacks()?;
-    let mut results = calibrate::evaluate(&refs, &Calibration::new(), &stacks);
-    held_out::attach_held_out(&rows, &mut results, &stacks);
+    let mut results = calibrate::evaluate(&refs, &Calibration::new(), stacks);
+    held_out::attach_held_out(&rows, &mut results, stacks);
     let (accuracy, bands) = accuracy::accuracy(&rows, &results);
     let summary::Summaries { summary, by_source, by_gpu, by_kind, over_capacity } =
         summary::summarize(&results);
