@@ -26,6 +26,10 @@ pub const GLOBAL_BATCH: u64 = 1 << 24;
 /// Tasks of one simulated step (micro-batches x pipeline stages x virtual chunks x 2 phases):
 /// 2^24 tasks take seconds; a step with more is refused rather than simulated for minutes.
 pub const SIMULATED_TASKS: u64 = 1 << 24;
+/// A routing ratio (`moe_imbalance`, the busiest rank's tokens over the mean, and
+/// `moe_capacity_factor`): 1 to the expert bound, since no rank can take more than every token of
+/// the experts it holds. Unbounded, a finite ratio such as 1e300 overflowed the times it scales.
+pub const MOE_RATIO: (f64, f64) = (1.0, EXPERTS as f64);
 
 /// Physical ranges (inclusive, in base units) of the hardware quantities a GPU or link file gives:
 /// far outside any real part, and narrow enough that every figure derived from them is finite.

@@ -125,6 +125,32 @@ impl Collector {
     pub fn finish(self) -> Result<(), Violations> {
         Violations::check(self.0)
     }
+
+    /// Ends collection with what the checks built: the value when nothing was recorded, the
+    /// problems when any was. A part missing with no problem recorded would be a defect of the
+    /// checks, never of the input: it is reported as one problem naming `what`, not a panic.
+    pub fn finish_with<T>(self, built: Option<T>, what: &str) -> Result<T, Violations> {
+        self.finish()?;
+        built.ok_or_else(|| {
+            Violations::one(Violation::new(
+                what,
+                "(not built)",
+                "was not built although no problem was recorded (a defect of meshplan)",
+                "report it with the input that caused it",
+            ))
+        })
+    }
+}
+
+/// A float as an error shows it: as written for ordinary magnitudes, in exponent form for the
+/// huge and tiny ones (1e300 is not spelled out in 301 digits).
+pub fn shown_float(value: f64) -> String {
+    let magnitude = value.abs();
+    if value == 0.0 || !value.is_finite() || (1e-4..1e15).contains(&magnitude) {
+        value.to_string()
+    } else {
+        format!("{value:e}")
+    }
 }
 
 /// Where a TOML parse error is: " (line N)", or nothing when the parser does not know. Every
@@ -136,4 +162,33 @@ pub fn toml_error_line(text: &str, err: &toml::de::Error) -> String {
             format!(" (line {line})")
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finish_with_gives_the_value_the_problems_or_names_the_missing_part() {
+        assert_eq!(Collector::default().finish_with(Some(3), "part"), Ok(3));
+        let mut problems = Collector::default();
+        problems.add("plan.tp", 0, "must be 1 or more", "e.g. 8");
+        let err = problems.finish_with(None::<u32>, "plan").unwrap_err();
+        assert_eq!(err.list().len(), 1);
+        assert_eq!(err.list()[0].field, "plan.tp");
+        // Nothing recorded but nothing built: an error naming the part, not a panic.
+        let err = Collector::default().finish_with(None::<u32>, "plan").unwrap_err();
+        assert_eq!(err.list()[0].field, "plan");
+        assert!(err.list()[0].message.contains("defect"), "{err}");
+    }
+
+    #[test]
+    fn floats_are_shown_as_written_unless_huge_or_tiny() {
+        assert_eq!(shown_float(1.5), "1.5");
+        assert_eq!(shown_float(-1.0), "-1");
+        assert_eq!(shown_float(0.0), "0");
+        assert_eq!(shown_float(6.984483145486255e304), "6.984483145486255e304");
+        assert_eq!(shown_float(1e-300), "1e-300");
+        assert_eq!(shown_float(f64::NAN), "NaN");
+    }
 }

@@ -50,10 +50,7 @@ pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
     let example = args.model.is_none() && args.plan.is_none();
     let spec = build_spec(&mut problems, args, true);
     let run = spec.as_ref().and_then(|spec| problems.take(Run::from_spec(spec)));
-    problems.finish()?;
-    let (Some(run), Some(spec)) = (run, spec) else {
-        unreachable!("no problem was recorded, so the run was built");
-    };
+    let (run, spec) = problems.finish_with(run.zip(spec), "run")?;
     Ok(Inputs { run, example, spec })
 }
 
@@ -63,11 +60,7 @@ pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
 pub fn build_run_spec(args: &RunArgs) -> Result<RunSpec, Violations> {
     let mut problems = Collector::default();
     let spec = build_spec(&mut problems, args, false);
-    problems.finish()?;
-    let Some(spec) = spec else {
-        unreachable!("no problem was recorded, so the spec was built");
-    };
-    Ok(spec)
+    problems.finish_with(spec, "run spec")
 }
 
 /// The run the flags describe: a plan file (or the built-in example) with the flags given

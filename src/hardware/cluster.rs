@@ -61,10 +61,7 @@ impl Cluster {
                 );
             }
         }
-        collector.finish()?;
-        let (Some(gpu), Some(interconnect)) = (gpu, interconnect) else {
-            unreachable!("finish() returned Ok, so every part validated");
-        };
+        let (gpu, interconnect) = collector.finish_with(gpu.zip(interconnect), "cluster")?;
         Ok(Cluster { gpu, num_gpus: spec.num_gpus as u64, interconnect })
     }
 

@@ -56,7 +56,6 @@ pub struct Run {
     stack: Arc<Stack>,
 }
 
-/// A positive count no larger than `max`, or `default` (with the problem recorded).
 impl Run {
     /// Validates every part and every rule that ties the parts together, with the stack the
     /// plan names (or its engine's default stack) read from the built-in presets.
@@ -120,17 +119,9 @@ impl Run {
                 accepted,
             )
         });
-        collector.finish()?;
-        match (model, cluster, plan) {
-            (Some(model), Some(cluster), Some(plan)) => Ok(Run {
-                model: Arc::new(model),
-                cluster: Arc::new(cluster),
-                training,
-                plan,
-                stack,
-            }),
-            _ => unreachable!("validation reported no problem, so every part was built"),
-        }
+        let ((model, cluster), plan) =
+            collector.finish_with(model.zip(cluster).zip(plan), "run")?;
+        Ok(Run { model: Arc::new(model), cluster: Arc::new(cluster), training, plan, stack })
     }
 
     /// The software stack the run is priced with.
@@ -272,11 +263,7 @@ fn balanced_layers(num_layers: u64, mtp: u64, positions: u64) -> Vec<u64> {
     }
     layers
 }
-/// Checks the training setup on its own (also what a search validates before it has a plan).
-/// The rules of plan options that need nothing but the option itself: sizes are positive, the
-/// ZeRO stage is 0-3, counts are not negative, MoE ratios are at least 1. The search checks its
-/// pins with these before enumerating; [`Run::from_spec`] reports the same problems with the same
-/// words through the full validation.
+
 /// The spec of `model` on `gpus` H100 SXM in the default precision, for the crate's unit tests.
 #[cfg(test)]
 pub(crate) fn test_spec(

@@ -32,10 +32,7 @@ impl RunParts {
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
         let training = validate_training(&mut collector, &spec.training);
-        collector.finish()?;
-        let (Some(model), Some(cluster)) = (model, cluster) else {
-            unreachable!("validation reported no problem, so model and cluster were built");
-        };
+        let (model, cluster) = collector.finish_with(model.zip(cluster), "model and cluster")?;
         Ok(RunParts {
             model: Arc::new(model),
             cluster: Arc::new(cluster),
@@ -77,10 +74,7 @@ impl RunParts {
             &training,
             accepted,
         );
-        collector.finish()?;
-        let Some(plan) = plan else {
-            unreachable!("validation reported no problem, so the plan was built");
-        };
+        let plan = collector.finish_with(plan, "plan")?;
         Ok(Run {
             model: Arc::clone(&self.model),
             cluster: Arc::clone(&self.cluster),

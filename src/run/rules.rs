@@ -10,7 +10,7 @@ use crate::plan::{
     PlanSpec, Precision, RecomputeKind, RecomputeModule, RecomputeModules, Sharding, Training,
     TrainingSpec,
 };
-use crate::violation::Collector;
+use crate::violation::{Collector, shown_float};
 
 fn positive_or(
     collector: &mut Collector,
@@ -80,9 +80,9 @@ pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
         ("plan.moe_capacity_factor", spec.moe_capacity_factor),
     ] {
         if let Some(v) = value
-            && !(v.is_finite() && v >= 1.0)
+            && !crate::limits::within(v, crate::limits::MOE_RATIO)
         {
-            collector.add(field, v, "must be at least 1", "1.0 is an even share per expert");
+            collector.add(field, shown_float(v), MOE_RATIO_RANGE, MOE_RATIO_HINT);
         }
     }
 }
@@ -91,6 +91,10 @@ pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
 const POSITIVE: &str = "must be a positive whole number";
 /// The message of a ZeRO stage out of range.
 const ZERO_STAGES: &str = "must be 0, 1, 2 or 3";
+/// The message of a routing ratio out of range ([`crate::limits::MOE_RATIO`]).
+const MOE_RATIO_RANGE: &str = "must be from 1 to 65536";
+/// The bound of a routing ratio, for the hint.
+const MOE_RATIO_HINT: &str = "at most 65536, the bound on experts";
 
 pub(crate) fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
     let seq_len = positive_or(
@@ -474,26 +478,26 @@ fn validate_experts(
     );
     let imbalance = match spec.moe_imbalance {
         None => 1.0,
-        Some(value) if value.is_finite() && value >= 1.0 => value,
+        Some(value) if crate::limits::within(value, crate::limits::MOE_RATIO) => value,
         Some(value) => {
             collector.add(
                 "plan.moe_imbalance",
-                value,
-                "must be at least 1 (the busiest rank's tokens over the mean)",
-                "1.0 is perfectly balanced routing; 1.2 gives the busiest rank 20% more",
+                shown_float(value),
+                format!("{MOE_RATIO_RANGE} (the busiest rank's tokens over the mean)"),
+                format!("1.0 is perfectly balanced routing, 1.2 gives the busiest rank 20% more; {MOE_RATIO_HINT}"),
             );
             1.0
         }
     };
     let capacity_factor = match spec.moe_capacity_factor {
         None => None,
-        Some(value) if value.is_finite() && value >= 1.0 => Some(value),
+        Some(value) if crate::limits::within(value, crate::limits::MOE_RATIO) => Some(value),
         Some(value) => {
             collector.add(
                 "plan.moe_capacity_factor",
-                value,
-                "must be at least 1",
-                "e.g. 1.0 drops every token above an even share; leave it unset for dropless",
+                shown_float(value),
+                MOE_RATIO_RANGE,
+                format!("e.g. 1.0 drops every token above an even share, or leave it unset for dropless; {MOE_RATIO_HINT}"),
             );
             None
         }

@@ -196,10 +196,9 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             "name one engine",
         );
     }
-    problems.finish().map_err(SearchError::Input)?;
-    let (Some(model), Some(cluster)) = (model, cluster) else {
-        unreachable!("no problem was recorded, so model and cluster were built");
-    };
+    let (model, cluster) = problems
+        .finish_with(model.zip(cluster), "model and cluster")
+        .map_err(SearchError::Input)?;
     Ok(Shape {
         gpus: cluster.num_gpus(),
         nvlink_domain: cluster.interconnect().nvlink_domain(),

@@ -154,10 +154,7 @@ impl Stack {
         }
         let defaults = complete_defaults(spec, &mut problems);
         let recipes = recipe::check_recipes(&spec.recipe, &mut problems);
-        problems.finish()?;
-        let Some(defaults) = defaults else {
-            unreachable!("incomplete defaults are reported as problems")
-        };
+        let defaults = problems.finish_with(defaults, "stack.defaults")?;
         let attention = [
             (Generation::Volta, spec.attention.volta),
             (Generation::Ampere, spec.attention.ampere),

@@ -517,10 +517,13 @@ fn batch(
             } else {
                 // Composer splits the last micro-batch unevenly; price whole micro-batches.
                 let accumulation = (gbs as f64 / per_step as f64).round().max(1.0) as u64;
+                let Some(priced) = per_step.checked_mul(accumulation) else {
+                    return Err(format!("global batch {gbs} is past any batch"));
+                };
                 assumptions.push(format!(
                     "global batch {gbs} is not a multiple of micro-batch x dp = {per_step}; priced as {accumulation} whole micro-batches"
                 ));
-                Ok((mbs, per_step * accumulation))
+                Ok((mbs, priced))
             }
         }
         (None, gbs, Some(local)) => {
@@ -529,7 +532,10 @@ fn batch(
             if gbs.is_none() || pp > 1 {
                 assumptions.push(format!("torchtitan local batch {local}: global batch = local x dp, pipeline micro-batch {micro}"));
             }
-            Ok((micro, gbs.unwrap_or(local * dp)))
+            match gbs.or_else(|| local.checked_mul(dp)) {
+                Some(gbs) => Ok((micro, gbs)),
+                None => Err(format!("local batch {local} x dp {dp} is past any batch")),
+            }
         }
         (None, Some(gbs), None) => {
             let whole = stack.defaults().no_gradient_accumulation;

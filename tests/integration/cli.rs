@@ -809,8 +809,8 @@ fn expert_and_context_parallel_flags_are_checked_with_the_plan() {
     let err = &output.stderr;
     for expected in [
         "plan.cp_comm = all-to-all: cp 8 does not divide the 4 query heads per TP rank",
-        "plan.moe_imbalance = 0.5: must be at least 1",
-        "plan.moe_capacity_factor = 0.5: must be at least 1",
+        "plan.moe_imbalance = 0.5: must be from 1 to 65536",
+        "plan.moe_capacity_factor = 0.5: must be from 1 to 65536",
         "plan.ep = 8: needs a mixture-of-experts model",
     ] {
         assert!(err.contains(expected), "{expected} missing: {err}");

@@ -175,6 +175,30 @@ fn negative_numbers_reach_meshplans_checks_not_the_argument_parser() {
 }
 
 #[test]
+fn a_finite_routing_ratio_too_large_to_price_is_refused_with_its_bound() {
+    // Found by the plan_estimate fuzz target: an imbalance of 7e304 overflowed the expert times
+    // it scales to infinity, and the step's forward compute came out NaN.
+    for flag in ["--moe-imbalance", "--moe-capacity-factor"] {
+        let output = run(&[
+            "estimate",
+            "--model",
+            "mixtral-8x7b",
+            "--gpu",
+            "a100-40gb",
+            "--gpus",
+            "1",
+            "--seq-len",
+            "1",
+            "--global-batch",
+            "255",
+            flag,
+            "6.984483145486255e304",
+        ]);
+        refused(&output, &["= 6.984483145486255e304: must be from 1 to 65536", "at most 65536"]);
+    }
+}
+
+#[test]
 fn search_export_with_no_plan_that_fits_is_an_error_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("f");
