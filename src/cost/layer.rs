@@ -84,6 +84,21 @@ pub struct Rerun {
     pub ep: Seconds,
 }
 
+impl Rerun {
+    /// Adds one forward row of the module: its compute, or the TP or EP collective it waits on
+    /// (context-parallel exchanges are not counted in a rerun).
+    pub fn add(&mut self, kind: OpKind, time: Seconds) {
+        match kind {
+            OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
+                self.compute += time
+            }
+            OpKind::TpComm => self.tp += time,
+            OpKind::EpComm => self.ep += time,
+            OpKind::CpComm | OpKind::CpAllToAll => {}
+        }
+    }
+}
+
 /// The operations of one layer (or of the embedding / head) for one micro-batch.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct OpTable {
@@ -123,14 +138,7 @@ impl OpTable {
         let mut rerun = Rerun::default();
         let rows = self.ops.iter().filter(|op| op.phase == Phase::Forward);
         for op in rows.filter(|op| op.module == Some(module)) {
-            match op.kind {
-                OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
-                    rerun.compute += op.time
-                }
-                OpKind::TpComm => rerun.tp += op.time,
-                OpKind::EpComm => rerun.ep += op.time,
-                OpKind::CpComm | OpKind::CpAllToAll => {}
-            }
+            rerun.add(op.kind, op.time);
         }
         rerun
     }

@@ -201,11 +201,17 @@ impl<'a> PricedRun<'a> {
 
     /// The peak memory of every pipeline stage, as the closed form predicts it.
     pub fn stage_memory(&self) -> Vec<StageMemory> {
+        // The middle stages of a pipeline are equal: their model states are priced once.
+        let mut previous: Option<(&PricedSegment, MemoryBreakdown)> = None;
         self.stages()
             .iter()
             .zip(0..)
             .map(|(priced, stage)| {
-                let states = self.model_states(priced.params, priced.segment.layers);
+                let states = match previous {
+                    Some((before, states)) if before == priced => states,
+                    _ => self.model_states(priced.params, priced.segment.layers),
+                };
+                previous = Some((priced, states));
                 let breakdown = stage_peak(
                     self.run,
                     stage,

@@ -54,10 +54,12 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
         pp_exposed: pipeline_comm(priced),
         dp_exposed: data_parallel_comm(priced, &first),
         pipeline_bubble: (all_stages - critical.total()) / plan.vp() as f64,
-        optimizer: priced
-            .stages()
+        // The slowest optimizer step, each distinct stage priced once (the middle ones are equal).
+        optimizer: stages
             .iter()
-            .map(|stage| priced.optimizer_time(stage.params))
+            .enumerate()
+            .filter(|(i, stage)| *i == 0 || stages[i - 1].params != stage.params)
+            .map(|(_, stage)| priced.optimizer_time(stage.params))
             .fold(Seconds::ZERO, Seconds::max),
     }
 }

@@ -39,30 +39,27 @@ pub struct PhaseTimes {
 }
 
 impl PhaseTimes {
-    fn of(table: &OpTable, phase: Phase) -> PhaseTimes {
-        let mut times = PhaseTimes::default();
-        for op in table.ops.iter().filter(|op| op.phase == phase) {
-            match op.kind {
-                OpKind::Gemm => times.compute += op.time,
-                OpKind::Memory => {
-                    times.compute += op.time;
-                    times.memory += op.time;
-                }
-                OpKind::WeightGradient => {
-                    times.compute += op.time;
-                    times.weight_gradient += op.time;
-                }
-                OpKind::Attention => {
-                    times.compute += op.time;
-                    times.attention += op.time;
-                }
-                OpKind::TpComm => times.tp += op.time,
-                OpKind::CpComm => times.cp_ring += op.time,
-                OpKind::CpAllToAll => times.cp_all_to_all += op.time,
-                OpKind::EpComm => times.ep += op.time,
+    /// Adds one row of the phase.
+    fn add(&mut self, kind: OpKind, time: Seconds) {
+        match kind {
+            OpKind::Gemm => self.compute += time,
+            OpKind::Memory => {
+                self.compute += time;
+                self.memory += time;
             }
+            OpKind::WeightGradient => {
+                self.compute += time;
+                self.weight_gradient += time;
+            }
+            OpKind::Attention => {
+                self.compute += time;
+                self.attention += time;
+            }
+            OpKind::TpComm => self.tp += time,
+            OpKind::CpComm => self.cp_ring += time,
+            OpKind::CpAllToAll => self.cp_all_to_all += time,
+            OpKind::EpComm => self.ep += time,
         }
-        times
     }
 }
 
@@ -80,13 +77,22 @@ pub struct PricedTable {
 }
 
 impl PricedTable {
+    /// Sums the table's rows once: both phases' totals and each module's rerun.
     fn new(table: OpTable) -> PricedTable {
-        PricedTable {
-            forward: PhaseTimes::of(&table, Phase::Forward),
-            backward: PhaseTimes::of(&table, Phase::Backward),
-            module_rerun: RecomputeModule::ALL.map(|module| table.module_rerun(module)),
-            table,
+        let (mut forward, mut backward) = (PhaseTimes::default(), PhaseTimes::default());
+        let mut module_rerun = [Rerun::default(); 7];
+        for op in &table.ops {
+            match op.phase {
+                Phase::Forward => {
+                    forward.add(op.kind, op.time);
+                    if let Some(module) = op.module {
+                        module_rerun[module.index()].add(op.kind, op.time);
+                    }
+                }
+                Phase::Backward => backward.add(op.kind, op.time),
+            }
         }
+        PricedTable { forward, backward, module_rerun, table }
     }
 
     /// The forward work a selective recompute of `modules` reruns. The routed experts'

@@ -65,6 +65,11 @@ impl RecomputeModule {
         }
     }
 
+    /// Its place in [`RecomputeModule::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     fn bit(self) -> u8 {
         1 << (self as u8)
     }
@@ -111,6 +116,13 @@ impl RecomputeModules {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_module_indexes_its_place_in_all() {
+        for (place, module) in RecomputeModule::ALL.into_iter().enumerate() {
+            assert_eq!(module.index(), place, "{module:?}");
+        }
+    }
 
     #[test]
     fn a_set_keeps_each_module_once_in_a_fixed_order() {

@@ -159,16 +159,43 @@ impl Run {
     /// The transformer layers, and the dense-MLP layers among them, that one GPU of each pipeline
     /// stage holds over all its virtual chunks, from one pass over the layer layout.
     pub fn stage_layer_counts(&self) -> Vec<StageLayers> {
-        let pp = self.plan.pp;
-        let mut stages = vec![StageLayers::default(); pp as usize];
-        let mut first = 0;
-        for (position, count) in self.path_layers(pp * self.plan.vp).into_iter().enumerate() {
-            let stage = &mut stages[position % pp as usize];
-            stage.layers += count;
-            if self.model.moe().is_some() {
-                stage.dense += self.dense_layers_in(first, count);
+        let (pp, vp) = (self.plan.pp, self.plan.vp);
+        let positions = (pp * vp).max(1);
+        let layers = self.model.num_layers();
+        let stage = |layers| StageLayers { layers, dense: 0 };
+        // The even splits in closed form (an estimate of a deep interleaved pipeline walked its
+        // hundreds of chunks here); the balanced split from its chunks.
+        let mut stages: Vec<StageLayers> = match self.plan.pipeline_split {
+            PipelineSplit::Even => vec![stage(vp * (layers / positions)); pp as usize],
+            PipelineSplit::EmbeddingAndLoss => {
+                // Every chunk holds `per` units; the first gives one to the embedding, the last
+                // one to the loss (chunk 0 is on stage 0, the last chunk on stage pp - 1).
+                let per = (layers + 2) / positions;
+                (0..pp)
+                    .map(|s| stage(vp * per - u64::from(s == 0) - u64::from(s + 1 == pp)))
+                    .collect()
             }
-            first += count;
+            PipelineSplit::Balanced => {
+                let mut stages = vec![StageLayers::default(); pp as usize];
+                for (position, count) in self.path_layers(positions).into_iter().enumerate() {
+                    stages[position % pp as usize].layers += count;
+                }
+                stages
+            }
+        };
+        // An MoE model's dense-MLP layers lead the model: walk the chunks that hold them.
+        if let Some(moe) = self.model.moe()
+            && moe.dense_layers > 0
+        {
+            let path = self.path_layers(positions);
+            let mut first = 0;
+            for (position, count) in path.into_iter().enumerate() {
+                if first >= moe.dense_layers {
+                    break;
+                }
+                stages[position % pp as usize].dense += self.dense_layers_in(first, count);
+                first += count;
+            }
         }
         stages
     }
@@ -313,6 +340,55 @@ mod tests {
 
     fn run(plan: PlanSpec) -> Run {
         test_run(presets::model("llama3.1-8b").unwrap(), 16, 8192, 32, 1, plan)
+    }
+
+    /// Each stage's layers as the walk along the path counts them: the reference the closed
+    /// forms of `stage_layer_counts` must match.
+    fn walked(run: &Run) -> Vec<StageLayers> {
+        let pp = run.plan().pp();
+        let mut stages = vec![StageLayers::default(); pp as usize];
+        let mut first = 0;
+        for (position, count) in run.path_layers(pp * run.plan().vp()).into_iter().enumerate() {
+            let stage = &mut stages[position % pp as usize];
+            stage.layers += count;
+            if run.model().moe().is_some() {
+                stage.dense += run.dense_layers_in(first, count);
+            }
+            first += count;
+        }
+        stages
+    }
+
+    #[test]
+    fn stage_layer_counts_match_the_walk_along_the_path_for_every_split() {
+        use crate::plan::PipelineSplit;
+        let mut checked = 0;
+        for (model, layers) in [("llama3.1-8b", 32), ("deepseek-v3", 61), ("mixtral-8x7b", 32)] {
+            for split in
+                [PipelineSplit::Even, PipelineSplit::EmbeddingAndLoss, PipelineSplit::Balanced]
+            {
+                for (pp, vp) in [(1, 1), (2, 1), (4, 2), (8, 1), (2, 3), (6, 1), (16, 2)] {
+                    let plan = PlanSpec {
+                        pp: Some(pp),
+                        vp: Some(vp),
+                        pipeline_split: Some(split),
+                        ..PlanSpec::default()
+                    };
+                    let spec = test_spec(model, 2048, 4096, 4096, 1, plan);
+                    let Ok(run) = Run::from_spec(&spec) else { continue };
+                    assert_eq!(
+                        run.stage_layer_counts(),
+                        walked(&run),
+                        "{model} {split:?} {pp}x{vp}"
+                    );
+                    let total: u64 = run.stage_layer_counts().iter().map(|s| s.layers).sum();
+                    assert!(total <= layers, "{model} {split:?} {pp}x{vp}: {total}");
+                    checked += 1;
+                }
+            }
+        }
+        // Every split of every model was checked on several layouts.
+        assert!(checked >= 30, "{checked} layouts validated");
     }
 
     #[test]
