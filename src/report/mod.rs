@@ -141,7 +141,7 @@ impl SearchView {
         let best = report
             .plans
             .first()
-            .and_then(|best| report.points.iter().position(|p| p.candidate == best.candidate));
+            .and_then(|best| report.points.iter().position(|p| p.candidate() == best.candidate));
         let top = report
             .plans
             .iter()

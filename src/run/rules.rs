@@ -70,10 +70,20 @@ pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
     {
         collector.add("plan.zero", stage, ZERO_STAGES, "ZeRO stages are 0 (off) to 3");
     }
-    if let Some(n) = spec.recompute_num_layers
-        && n < 0
-    {
-        collector.add("plan.recompute_num_layers", n, "must not be negative", "0 or more layers");
+    match spec.recompute_num_layers {
+        Some(n) if n < 0 => collector.add(
+            "plan.recompute_num_layers",
+            n,
+            "must not be negative",
+            "0 or more layers",
+        ),
+        Some(n) if n as u64 > limits::LAYERS => collector.add(
+            "plan.recompute_num_layers",
+            n,
+            format!("exceeds {}, the most layers meshplan prices", limits::LAYERS),
+            format!("at most the layers of a pipeline stage, and at most {}", limits::LAYERS),
+        ),
+        _ => {}
     }
     for (field, value) in [
         ("plan.moe_imbalance", spec.moe_imbalance),

@@ -14,6 +14,7 @@
 //! agree.
 
 pub mod fit;
+mod point;
 mod pricing;
 pub mod rank;
 mod rejection;
@@ -39,6 +40,7 @@ use crate::units::Bytes;
 use crate::units::Seconds;
 use crate::violation::{Collector, Violations};
 
+pub use point::PricedPoint;
 pub use rank::Equivalent;
 pub use rejection::{MemoryCheck, OverMemory, Rejection, RejectionKind, Rejections};
 pub use space::{Block, Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
@@ -91,25 +93,6 @@ impl RankedPlan {
             .max_by(|a, b| a.1.value().total_cmp(&b.1.value()))
             .map_or("none", |(name, _)| name)
     }
-}
-
-/// A candidate that was priced and fits, for plotting throughput against memory.
-///
-/// A simulated candidate carries its simulated step time and peak; one pruned by its bound carries
-/// its closed-form peak and the larger of its closed-form time and its lower bound, which is never
-/// faster than the best plan (the bound is what pruned it).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PricedPoint {
-    /// The candidate.
-    pub candidate: Candidate,
-    /// Peak memory of its worst stage.
-    pub peak_memory: Bytes,
-    /// Step time.
-    pub step_time: Seconds,
-    /// Training tokens per second per GPU at that step time.
-    pub tokens_per_sec_per_gpu: f64,
-    /// Whether the step was simulated (else it was pruned by its bound).
-    pub simulated: bool,
 }
 
 /// The result of a search.
@@ -356,13 +339,13 @@ fn keep_fitting(
     let mut kept = Vec::new();
     for plan in plans {
         if fits(&plan.estimate, spec.memory_headroom) {
-            points.push(PricedPoint {
-                candidate: plan.candidate,
-                peak_memory: plan.estimate.peak_memory.breakdown.fit_need(),
-                step_time: plan.estimate.time.step_time(),
-                tokens_per_sec_per_gpu: plan.estimate.throughput.tokens_per_sec_per_gpu,
-                simulated: true,
-            });
+            points.push(PricedPoint::new(
+                plan.candidate,
+                plan.estimate.peak_memory.breakdown.fit_need(),
+                plan.estimate.time.step_time(),
+                plan.estimate.throughput.tokens_per_sec_per_gpu,
+                true,
+            ));
             kept.push(plan);
         } else {
             let needed = plan.estimate.peak_memory.breakdown.total();
@@ -379,13 +362,8 @@ fn pruned_point(shape: &Shape, candidate: Candidate, kept: &Kept) -> PricedPoint
     let step_time = kept.closed_form.max(kept.bound);
     // The same definition as `cost::step::throughput`: tokens per step over time and GPUs.
     let tokens = (shape.global_batch * shape.seq_len) as f64;
-    PricedPoint {
-        candidate,
-        peak_memory: kept.peak,
-        step_time,
-        tokens_per_sec_per_gpu: tokens / step_time.value() / shape.gpus as f64,
-        simulated: false,
-    }
+    let tokens_per_sec_per_gpu = tokens / step_time.value() / shape.gpus as f64;
+    PricedPoint::new(candidate, kept.peak, step_time, tokens_per_sec_per_gpu, false)
 }
 
 /// Searches the space: the fast path described in the module documentation.
@@ -424,7 +402,7 @@ pub fn search(
         best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
         bar = rank::keep_top(&mut best, top);
     }
-    points.par_sort_unstable_by_key(|p| p.candidate);
+    points.par_sort_unstable_by_key(PricedPoint::order);
     Ok(SearchReport {
         considered: blocks.iter().map(Block::len).sum(),
         priced: kept.len(),
@@ -452,7 +430,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
     rank::keep_top(&mut plans, spec.top.max(1));
     let plans = rank::entries(plans);
-    points.sort_by_key(|p| p.candidate);
+    points.sort_by_key(PricedPoint::order);
     Ok(SearchReport {
         considered: blocks.iter().map(Block::len).sum(),
         priced: kept.len(),
@@ -565,9 +543,9 @@ mod tests {
         let report = search(&spec, &|_, _| {}).unwrap();
         assert_eq!(report.points.iter().filter(|p| !p.simulated).count(), report.pruned);
         assert!(report.points.len() <= report.priced && report.points.len() > report.pruned);
-        assert!(report.points.windows(2).all(|w| w[0].candidate < w[1].candidate));
+        assert!(report.points.windows(2).all(|w| w[0].candidate() < w[1].candidate()));
         let best = &report.plans[0];
-        let top = report.points.iter().find(|p| p.candidate == best.candidate).unwrap();
+        let top = report.points.iter().find(|p| p.candidate() == best.candidate).unwrap();
         assert!(top.simulated && top.step_time == best.estimate.time.step_time());
         let capacity = best.estimate.memory_capacity;
         for point in &report.points {

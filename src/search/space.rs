@@ -22,12 +22,12 @@ pub enum ShardingChoice {
     /// Optimizer and gradients sharded.
     Zero2,
     /// FSDP full shard over groups of this many DP ranks (dp = no replication).
-    Fsdp(u64),
+    Fsdp(u32),
     /// ZeRO-3 (DeepSpeed's parameter sharding), only when pinned with `--zero 3`.
     Zero3,
     /// FSDP shard-grad-op over groups of this many DP ranks, only when pinned with
     /// `--fsdp-mode grad-op`.
-    FsdpGradOp(u64),
+    FsdpGradOp(u32),
 }
 
 /// Recomputation of a candidate.
@@ -46,7 +46,7 @@ pub enum RecomputeChoice {
     Full,
     /// Full recompute of this many layers per stage, only when pinned with
     /// `--recompute-num-layers`.
-    Layers(u64),
+    Layers(u32),
 }
 
 /// One point of the space. Field order is the tie-break order of equal predictions.
@@ -152,6 +152,12 @@ fn allowed(value: u64, fixed: Option<u64>, max: Option<u64>) -> bool {
 /// pins; one that slips through matches no candidate).
 fn size(pin: Option<i64>) -> Option<u64> {
     pin.map(|value| u64::try_from(value).unwrap_or(0))
+}
+
+/// A count the search has already bounded (a shard group at most the GPUs, a layer count at most
+/// the layers), kept in 32 bits: the search holds millions of candidates.
+fn narrow(count: u64) -> u32 {
+    u32::try_from(count).unwrap_or(u32::MAX)
 }
 
 /// Whether a pinned choice, if any, is this one.
@@ -352,7 +358,7 @@ fn recomputes(shape: &Shape, stage_layers: u64, pins: &PlanSpec) -> Vec<Recomput
     if let Some(layers) = pins.recompute_num_layers {
         let full = agrees(pins.recompute, RecomputeKind::Full);
         return if full {
-            vec![RecomputeChoice::Layers(size(Some(layers)).unwrap_or(0))]
+            vec![RecomputeChoice::Layers(narrow(size(Some(layers)).unwrap_or(0)))]
         } else {
             Vec::new()
         };
@@ -486,8 +492,8 @@ fn shardings(shape: &Shape, tp: u64, cp: u64, dp: u64, pins: &PlanSpec) -> Vec<S
     }
     let fsdp = |mode: FsdpMode| {
         groups.iter().map(move |&group| match mode {
-            FsdpMode::Full => ShardingChoice::Fsdp(group),
-            FsdpMode::GradOp => ShardingChoice::FsdpGradOp(group),
+            FsdpMode::Full => ShardingChoice::Fsdp(narrow(group)),
+            FsdpMode::GradOp => ShardingChoice::FsdpGradOp(narrow(group)),
         })
     };
     if pins.fsdp == Some(true) || pins.fsdp_mode.is_some() || pins.hybrid_shard.is_some() {
