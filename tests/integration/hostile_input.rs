@@ -148,6 +148,7 @@ fn zero_negative_and_out_of_range_search_flags_are_refused_not_dropped() {
         ("--max-pp", "0", "search.max_pp = 0"),
         ("--top", "0", "search.top = 0"),
         ("--memory-headroom", "-0.5", "search.memory_headroom = -0.5"),
+        ("--recompute-num-layers", "5000000000", "plan.recompute_num_layers = 5000000000"),
     ] {
         let output = run(&["search", "--model", "llama3.1-8b", "--gpus", "8", flag, value]);
         refused(&output, &[field]);
