@@ -74,7 +74,9 @@ fn main() {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         if hash_points {
             for point in &report.points {
-                format!("{point:?}").hash(&mut hasher);
+                let figures = (point.peak_memory, point.step_time, point.tokens_per_sec_per_gpu);
+                format!("{:?} {figures:?} {}", point.candidate(), point.simulated)
+                    .hash(&mut hasher);
             }
         }
         writeln!(out, "  points {} hash {:x}", report.points.len(), hasher.finish()).unwrap();
