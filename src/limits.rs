@@ -71,4 +71,12 @@ mod tests {
         assert!(WIDTH.checked_mul(WIDTH).and_then(|w| w.checked_mul(LAYERS)).is_some());
         assert!(PARALLEL_SIZE.checked_mul(PARALLEL_SIZE).is_some());
     }
+
+    #[test]
+    fn the_routing_ratio_bound_is_the_expert_bound_the_errors_name() {
+        // `run::rules` names this bound in words ("from 1 to 65536").
+        assert_eq!(MOE_RATIO, (1.0, 65536.0));
+        assert!(within(65536.0, MOE_RATIO) && !within(65536.5, MOE_RATIO));
+        assert!(!within(0.99, MOE_RATIO) && !within(f64::INFINITY, MOE_RATIO));
+    }
 }

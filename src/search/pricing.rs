@@ -306,6 +306,9 @@ pub(super) fn price_all(
             if after / 1024 != before / 1024 || after == total {
                 progress(after, total);
             }
+            // A row's list grew by doubling: give back the slack before millions of kept
+            // candidates are gathered into one list (up to half the search's peak memory).
+            tally.kept.shrink_to_fit();
             tally
         })
         .collect();
