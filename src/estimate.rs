@@ -108,10 +108,15 @@ pub struct ImpossibleFigure {
 
 /// The stage with the highest peak.
 fn peak_stage(stages: &[StageMemory]) -> StageMemory {
-    *stages
-        .iter()
-        .max_by(|a, b| a.breakdown.total().value().total_cmp(&b.breakdown.total().value()))
-        .unwrap_or(&StageMemory { stage: 0, breakdown: MemoryBreakdown::default() })
+    // Each stage's total summed once (the last of equal peaks is taken, as `max_by` does).
+    let mut peak: Option<(f64, &StageMemory)> = None;
+    for stage in stages {
+        let total = stage.breakdown.total().value();
+        if peak.is_none_or(|(most, _)| total.total_cmp(&most).is_ge()) {
+            peak = Some((total, stage));
+        }
+    }
+    peak.map_or(StageMemory { stage: 0, breakdown: MemoryBreakdown::default() }, |(_, s)| *s)
 }
 
 /// Prices one run with the closed form: memory of every stage and the time of one step. This is

@@ -36,13 +36,19 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
     let run = priced.run();
     let plan = run.plan();
     let stages = priced.stages();
-    let critical = stages
-        .iter()
-        .map(|stage| stage.work)
-        .max_by(|a, b| a.total().value().total_cmp(&b.total().value()))
-        .unwrap_or_default();
+    // The slowest stage (the last of equal ones, as `max_by` takes) and the sum over stages,
+    // each stage's total taken once.
+    let mut critical = Work::default();
+    let mut slowest = f64::NEG_INFINITY;
+    let mut all_stages = Seconds::ZERO;
+    for stage in stages {
+        let total = stage.work.total();
+        all_stages += total;
+        if total.value().total_cmp(&slowest).is_ge() {
+            (critical, slowest) = (stage.work, total.value());
+        }
+    }
     let m = plan.num_microbatches() as f64;
-    let all_stages: Seconds = stages.iter().map(|stage| stage.work.total()).sum();
     let first = stages.first().map(|stage| stage.work).unwrap_or_default();
     TimeBreakdown {
         forward: critical.forward * m,

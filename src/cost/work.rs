@@ -161,7 +161,12 @@ impl Tables {
             dense_layer: moe.then(|| priced(layer::transformer_layer(run, true))),
             embedding: priced(layer::embedding(run)),
             head: priced(layer::head(run)),
-            mtp: priced(layer::mtp_projection(run)),
+            // A model without MTP modules runs the table zero times: it is not built.
+            mtp: if run.model().mtp_layers() > 0 {
+                priced(layer::mtp_projection(run))
+            } else {
+                priced(OpTable::default())
+            },
         }
     }
 
