@@ -227,24 +227,24 @@ mod tests {
     }
 
     const GOLDEN_DENSE: [u64; 5] = [
-        0x4014188a5aeb26cb,
+        0x401454e518ed1a1f,
         0x4222b501e5604189,
-        0x40134ff2e8ae3bed,
-        0x4013f99a18c00b0d,
+        0x40138bf092427122,
+        0x401436e0df9abaec,
         0x4222b7d32d0e5604,
     ];
     const GOLDEN_MOE: [u64; 5] = [
-        0x3fffd1381494f62e,
+        0x4000108f26849e30,
         0x422757b895f5c28f,
-        0x3ffd57c262d6dda7,
-        0x3fffbcb4153d2935,
+        0x3ffda16c3933adb0,
+        0x4000064d26d8b7b5,
         0x422757b895f5c28f,
     ];
     const GOLDEN_CP: [u64; 5] = [
-        0x401689dad8274ae0,
+        0x4016ddbf92164866,
         0x42228ed01f3b645a,
-        0x4015962084296e65,
-        0x40160afdfeaf1290,
+        0x4015e6c3b1ecb114,
+        0x40165d21760b9a80,
         0x42228ed01f3b645a,
     ];
 

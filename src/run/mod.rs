@@ -15,7 +15,7 @@ use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{Engine, PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
 use crate::presets;
-use crate::stack::Stack;
+use crate::stack::{GradReduce, Stack};
 use crate::violation::{Collector, Violation, Violations};
 
 pub use parts::RunParts;
@@ -107,7 +107,7 @@ impl Run {
             gpus: u64::try_from(spec.cluster.num_gpus) == Ok(num_gpus),
             training: training_accepted,
         };
-        let plan_spec = with_stack_engine(&spec.plan, &stack);
+        let plan_spec = with_stack_defaults(&spec.plan, &stack);
         let plan = model.as_ref().and_then(|model| {
             validate_plan(
                 &mut collector,
@@ -242,11 +242,17 @@ fn check_stack(collector: &mut Collector, plan: &PlanSpec, stack: &Stack) {
     }
 }
 
-/// The plan as validated: one that names no engine is run by its stack's engine.
-fn with_stack_engine(plan: &PlanSpec, stack: &Stack) -> PlanSpec {
+/// The plan as validated: one that names no engine is run by its stack's engine, and one that
+/// does not say how its gradients are reduced reduces them as its stack does (NeMo's performance
+/// recipes in bf16).
+fn with_stack_defaults(plan: &PlanSpec, stack: &Stack) -> PlanSpec {
     let mut plan_spec = plan.clone();
     if plan_spec.engine.is_none() {
         plan_spec.engine = stack.engine();
+    }
+    if plan_spec.grad_reduce_in_fp32.is_none() {
+        plan_spec.grad_reduce_in_fp32 =
+            stack.defaults().grad_reduce.map(|dtype| dtype == GradReduce::Fp32);
     }
     plan_spec
 }
@@ -357,6 +363,25 @@ mod tests {
             first += count;
         }
         stages
+    }
+
+    #[test]
+    fn a_plan_that_does_not_say_reduces_gradients_as_its_stack_does() {
+        let stack_of = |id: &str, grad_reduce_in_fp32: Option<bool>| {
+            let plan =
+                PlanSpec { stack: Some(id.to_owned()), grad_reduce_in_fp32, ..Default::default() };
+            let run = Run::from_spec(&test_spec("llama3.1-8b", 16, 8192, 32, 1, plan)).unwrap();
+            run.plan().grad_reduce_in_fp32()
+        };
+        // NeMo's performance recipes reduce in bf16 (Megatron-Bridge
+        // scripts/performance/configs/*: grad_reduce_in_fp32 = False); Megatron-LM keeps fp32.
+        assert!(!stack_of("nemo-26.04.01", None));
+        assert!(stack_of("megatron-core-0.14-plus", None));
+        // A stack without a stated gradient dtype keeps Megatron-LM's and PyTorch's fp32.
+        assert!(stack_of("deepspeed", None));
+        // What the plan says wins over its stack.
+        assert!(stack_of("nemo-26.04.01", Some(true)));
+        assert!(!stack_of("megatron-core-0.14-plus", Some(false)));
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::{
-    Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_engine,
+    Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_defaults,
 };
 use crate::hardware::Cluster;
 use crate::model::Model;
@@ -63,7 +63,7 @@ impl RunParts {
         };
         // The cluster passed its checks when the parts were built.
         let accepted = Accepted { gpus: true, training: collector.len() == before };
-        let plan_spec = with_stack_engine(plan, &self.stack);
+        let plan_spec = with_stack_defaults(plan, &self.stack);
         let num_gpus = self.cluster.num_gpus();
         let plan = validate_plan(
             &mut collector,

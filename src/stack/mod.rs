@@ -21,7 +21,7 @@ use std::collections::BTreeMap;
 
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
-    AttentionKernel, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath, GraphScope,
+    AttentionKernel, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath, GradReduce, GraphScope,
     RecomputeDefault, StackFamily,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
@@ -55,6 +55,9 @@ pub struct StackDefaults {
     pub precision: Precision,
     /// What "FP8" without a recipe means; `None` for a stack with no FP8 recipe of its own.
     pub fp8: Option<Precision>,
+    /// The data type of the data-parallel gradient buffer and its reduction; `None` where the
+    /// stack's file does not say (a plan then keeps fp32, Megatron-LM's and PyTorch's default).
+    pub grad_reduce: Option<GradReduce>,
     /// Uneven pipeline splits count the embedding and the loss as one layer each.
     pub uneven_split_counts_embedding_and_loss: bool,
     /// A run that states only its global batch used no gradient accumulation (micro-batch =
@@ -288,6 +291,7 @@ fn complete_defaults(spec: &StackSpec, problems: &mut Collector) -> Option<Stack
         overlap_grad_reduce: d.overlap_grad_reduce?,
         precision: spec.precision.default?,
         fp8: spec.precision.fp8_default,
+        grad_reduce: spec.precision.grad_reduce,
         uneven_split_counts_embedding_and_loss: d.uneven_split_counts_embedding_and_loss?,
         no_gradient_accumulation: d.gradient_accumulation == Some(false),
     })
