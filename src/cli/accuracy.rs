@@ -51,8 +51,8 @@ pub fn accuracy_text(report: &ValidationReport) -> String {
     let rank = &accuracy.rank;
     let _ = writeln!(
         out,
-        "\nRank agreement in sweeps (rows of one source with the same model, GPU, GPU count and \
-         sequence length): weighted Kendall tau-b {} LOSO, {} in-sample, over {} sweeps with a \
+        "\nRank agreement in sweeps (rows of one source with the same software release, model, \
+         GPU, GPU count and sequence length): weighted Kendall tau-b {} LOSO, {} in-sample, over {} sweeps with a \
          tau-b ({} rows; mean weighted by rows; {} sweeps of all-equal values have none)",
         optional(rank.weighted_tau_held_out, 2),
         optional(rank.weighted_tau_in_sample, 2),

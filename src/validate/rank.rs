@@ -1,8 +1,8 @@
 //! Rank agreement inside sweeps: does the model order the plans of one published sweep as the
-//! measurements do? A sweep is the rows of one source that run the same model on the same GPU
-//! preset, number of GPUs and sequence length, so they differ only in what a planner chooses
-//! (parallel layout, micro- and global batch, recompute, precision); a sweep needs at least two
-//! predicted rows. Agreement is Kendall's tau-b between measured and predicted tokens/s/GPU, for
+//! measurements do? A sweep is the rows of one source that run the same software release
+//! (`software_or_release`), model, GPU preset, number of GPUs and sequence length, so they differ
+//! only in what a planner chooses (parallel layout, micro- and global batch, recompute,
+//! precision), not in the software that ran them; a sweep needs at least two predicted rows. Agreement is Kendall's tau-b between measured and predicted tokens/s/GPU, for
 //! the in-sample and the held-out predictions, and the mean over sweeps weighted by each sweep's
 //! number of predicted rows. A sweep whose measured or predicted values are all equal has no
 //! tau-b and is left out of the mean (it is still listed).
@@ -48,7 +48,7 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
 /// One sweep and its rank agreement.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Sweep {
-    /// `source / model / GPU / GPUs / sequence length`.
+    /// `source / software release / model / GPU / GPUs / sequence length`.
     pub key: String,
     /// Predicted rows in the sweep.
     pub rows: usize,
@@ -88,8 +88,9 @@ pub(super) fn rank_agreement(rows: &[CalibrationRow], results: &[RowResult]) -> 
             continue;
         }
         let key = format!(
-            "{} / {} / {} / {} GPUs / seq {}",
+            "{} / {} / {} / {} / {} GPUs / seq {}",
             row.source_id,
+            row.software_or_release.trim(),
             row.model,
             result.gpu,
             row.num_gpus.trim(),
@@ -143,6 +144,83 @@ mod tests {
         assert_eq!(kendall_tau_b(&[1.0, 1.0], &[1.0, 2.0]), None);
         assert_eq!(kendall_tau_b(&[1.0], &[1.0]), None);
         assert_eq!(kendall_tau_b(&[1.0, 2.0], &[1.0]), None);
+    }
+
+    fn row(release: &str, gpus: &str) -> CalibrationRow {
+        CalibrationRow {
+            source_id: "bridge".to_owned(),
+            software_or_release: release.to_owned(),
+            model: "LLAMA3_70B".to_owned(),
+            num_gpus: gpus.to_owned(),
+            seq_length: "8192".to_owned(),
+            ..CalibrationRow::default()
+        }
+    }
+
+    fn result(measured: f64, predicted: f64) -> RowResult {
+        RowResult {
+            row_id: String::new(),
+            source_id: "bridge".to_owned(),
+            stack: String::new(),
+            model: "LLAMA3_70B".to_owned(),
+            architecture: "dense".to_owned(),
+            context_parallel: false,
+            gpu: "gb200".to_owned(),
+            num_gpus: Some(64),
+            plan: None,
+            measured_tokens_per_sec_per_gpu: Some(measured),
+            predicted_tokens_per_sec_per_gpu: Some(predicted),
+            error_pct: Some((predicted - measured) / measured * 100.0),
+            held_out_predicted_tokens_per_sec_per_gpu: Some(predicted),
+            held_out_error_pct: Some((predicted - measured) / measured * 100.0),
+            measured_memory_gib: None,
+            predicted_memory_gib: None,
+            memory_error_pct: None,
+            memory_breakdown: None,
+            memory_counter: None,
+            over_capacity: None,
+            assumptions: Vec::new(),
+            skipped_reason: None,
+        }
+    }
+
+    #[test]
+    fn a_sweep_holds_one_software_release_so_its_rows_differ_only_in_plan() {
+        // Two plans measured in two releases: the second release ran both plans 10 % faster. One
+        // cost model prices a plan the same in both, so mixing the releases would count the
+        // release-to-release gap as rank disagreement; each release is its own sweep.
+        let rows = [
+            row("NeMo 26.02", "64"),
+            row("NeMo 26.02", "64"),
+            row("NeMo 26.04", "64"),
+            row("NeMo 26.04", "64"),
+            row("NeMo 26.04", "32"),
+        ];
+        let results = [
+            result(100.0, 100.0),
+            result(120.0, 120.0),
+            result(110.0, 100.0),
+            result(132.0, 120.0),
+            result(50.0, 50.0),
+        ];
+        let rank = rank_agreement(&rows, &results);
+        let keys: Vec<&str> = rank.sweeps.iter().map(|s| s.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "bridge / NeMo 26.02 / LLAMA3_70B / gb200 / 64 GPUs / seq 8192",
+                "bridge / NeMo 26.04 / LLAMA3_70B / gb200 / 64 GPUs / seq 8192",
+            ],
+            "the lone 32-GPU row is no sweep"
+        );
+        assert_eq!(rank.weighted_tau_held_out, Some(1.0));
+        assert_eq!(rank.rows_with_tau, 4);
+        // Pooled, the same four rows disagree: 110 measured beats 100 but both are predicted 100.
+        let pooled: Vec<f64> =
+            results[..4].iter().map(|r| r.measured_tokens_per_sec_per_gpu.unwrap()).collect();
+        let predicted: Vec<f64> =
+            results[..4].iter().map(|r| r.predicted_tokens_per_sec_per_gpu.unwrap()).collect();
+        assert!(kendall_tau_b(&pooled, &predicted).unwrap() < 1.0);
     }
 
     #[test]
