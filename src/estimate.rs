@@ -259,6 +259,26 @@ mod tests {
     }
 
     #[test]
+    fn a_simulated_peak_on_the_last_stage_names_its_logits_as_the_closed_form_does() {
+        // Without pipelining the one stage is the last: its backward holds the logits. The
+        // simulation used to fold them into the activations line.
+        let run = test_run(
+            crate::presets::model("llama3.1-8b").unwrap(),
+            8,
+            8192,
+            8,
+            1,
+            crate::plan::PlanSpec::default(),
+        );
+        let closed = closed_form(&run).peak_memory.breakdown;
+        let (simulated, _) = estimate_simulated_with(&run, SimOptions { timeline: false }).unwrap();
+        let simulated = simulated.peak_memory.breakdown;
+        assert!(closed.logits.value() > 1e9, "{:?}", closed.logits);
+        assert_eq!(simulated.logits, closed.logits);
+        assert!((simulated.activations.value() - closed.activations.value()).abs() < 1.0);
+    }
+
+    #[test]
     fn a_figure_that_cannot_be_true_is_named() {
         let run = test_run(
             crate::presets::model("llama3.1-8b").unwrap(),

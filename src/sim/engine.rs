@@ -54,6 +54,7 @@ pub fn run(setup: &Setup) -> Result<Outcome, Vec<StuckTask>> {
             memory: Vec::new(),
             ranks: vec![RankTime::default(); ranks],
             peak_memory: setup.base_memory.clone(),
+            peak_logits: vec![Bytes::ZERO; ranks],
             peak_in_flight: vec![0; ranks],
         },
     };
@@ -77,6 +78,8 @@ struct Cursor {
     data_parallel_free: Seconds,
     previous_start: Seconds,
     memory: Bytes,
+    /// Of `memory`, the logits of a backward under way.
+    logits: Bytes,
     in_flight: u32,
     /// Index into the rank's data-parallel intervals below which all end before `compute_free`.
     overlap_from: usize,
@@ -342,6 +345,7 @@ impl Engine<'_> {
             TaskKind::Backward | TaskKind::BackwardInput => {
                 self.backward_end[own] = Some(end);
                 cursor.in_flight -= 1;
+                cursor.logits += cost.logits;
                 self.change_memory(rank, start, cost.backward_working, cursor);
                 let kept = if task.kind == TaskKind::BackwardInput {
                     cost.weight_gradient_inputs
@@ -354,6 +358,7 @@ impl Engine<'_> {
                     -cost.backward_working - (cost.activations - kept),
                     cursor,
                 );
+                cursor.logits = cursor.logits - cost.logits;
                 if sends(task.position.checked_sub(1)) {
                     self.push_send(rank, task, end);
                 }
@@ -430,8 +435,10 @@ impl Engine<'_> {
             return;
         }
         cursor.memory += delta;
-        let peak = &mut self.outcome.peak_memory[rank];
-        *peak = peak.max(cursor.memory);
+        if cursor.memory > self.outcome.peak_memory[rank] {
+            self.outcome.peak_memory[rank] = cursor.memory;
+            self.outcome.peak_logits[rank] = cursor.logits;
+        }
         self.sample(rank as u32, time, cursor.memory);
     }
 

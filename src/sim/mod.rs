@@ -202,6 +202,7 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
             weight_gradient_inputs: bytes.weight_gradient_inputs_per_layer * p.segment.layers,
             backward_working: bytes.recompute_working
                 + if p.segment.last { bytes.logits } else { Bytes::ZERO },
+            logits: if p.segment.last { bytes.logits } else { Bytes::ZERO },
         })
         .collect();
     let params: Vec<Params> = path.iter().map(|p| p.params).collect();
@@ -345,7 +346,8 @@ fn summarize(
         .enumerate()
         .map(|(rank, times)| {
             let mut peak = states[rank];
-            peak.activations = outcome.peak_memory[rank] - states[rank].total();
+            peak.logits = outcome.peak_logits[rank];
+            peak.activations = outcome.peak_memory[rank] - states[rank].total() - peak.logits;
             RankSummary {
                 rank: rank as u32,
                 end: times.end,

@@ -25,6 +25,7 @@ fn uniform(program: &Program, input: f64, weight: f64) -> Setup<'_> {
         activations: Bytes::new(1.0),
         weight_gradient_inputs: Bytes::new(0.5),
         backward_working: Bytes::ZERO,
+        logits: Bytes::ZERO,
     };
     Setup {
         program,

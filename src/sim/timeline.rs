@@ -18,6 +18,8 @@ pub struct PositionCost {
     pub weight_gradient_inputs: Bytes,
     /// Transient memory alive during the backward (a layer rebuilt by full recompute, logits).
     pub backward_working: Bytes,
+    /// Of that, the logits (the last position of the path only).
+    pub logits: Bytes,
 }
 
 /// Data-parallel collectives, per position of the path.
@@ -157,6 +159,9 @@ pub struct Outcome {
     pub ranks: Vec<RankTime>,
     /// Peak memory in use per rank.
     pub peak_memory: Vec<Bytes>,
+    /// The logits alive at that peak, per rank (zero unless the peak falls in a backward of the
+    /// path's last position).
+    pub peak_logits: Vec<Bytes>,
     /// Peak micro-batches with a finished forward and an unfinished backward, per rank.
     pub peak_in_flight: Vec<u32>,
 }
