@@ -44,7 +44,7 @@ pub(super) struct Mapped {
 }
 
 /// A row's result before pricing: what the row states, with no prediction yet.
-fn stated(row: &CalibrationRow, stack: &Stack) -> RowResult {
+pub(super) fn stated(row: &CalibrationRow, stack: &Stack) -> RowResult {
     RowResult {
         row_id: row.row_id.clone(),
         source_id: row.source_id.clone(),

@@ -151,36 +151,24 @@ mod tests {
             source_id: "bridge".to_owned(),
             software_or_release: release.to_owned(),
             model: "LLAMA3_70B".to_owned(),
+            gpu_type: "GB200 (DGX-GB200 NVL72)".to_owned(),
             num_gpus: gpus.to_owned(),
             seq_length: "8192".to_owned(),
             ..CalibrationRow::default()
         }
     }
 
-    fn result(measured: f64, predicted: f64) -> RowResult {
+    /// The row's result as validation states it, priced at `predicted` in and out of sample.
+    fn result(row: &CalibrationRow, measured: f64, predicted: f64) -> RowResult {
+        let stack = crate::presets::stack("generic").unwrap();
+        let error = Some((predicted - measured) / measured * 100.0);
         RowResult {
-            row_id: String::new(),
-            source_id: "bridge".to_owned(),
-            stack: String::new(),
-            model: "LLAMA3_70B".to_owned(),
-            architecture: "dense".to_owned(),
-            context_parallel: false,
-            gpu: "gb200".to_owned(),
-            num_gpus: Some(64),
-            plan: None,
             measured_tokens_per_sec_per_gpu: Some(measured),
             predicted_tokens_per_sec_per_gpu: Some(predicted),
-            error_pct: Some((predicted - measured) / measured * 100.0),
+            error_pct: error,
             held_out_predicted_tokens_per_sec_per_gpu: Some(predicted),
-            held_out_error_pct: Some((predicted - measured) / measured * 100.0),
-            measured_memory_gib: None,
-            predicted_memory_gib: None,
-            memory_error_pct: None,
-            memory_breakdown: None,
-            memory_counter: None,
-            over_capacity: None,
-            assumptions: Vec::new(),
-            skipped_reason: None,
+            held_out_error_pct: error,
+            ..super::super::mapping::stated(row, &stack)
         }
     }
 
@@ -196,13 +184,9 @@ mod tests {
             row("NeMo 26.04", "64"),
             row("NeMo 26.04", "32"),
         ];
-        let results = [
-            result(100.0, 100.0),
-            result(120.0, 120.0),
-            result(110.0, 100.0),
-            result(132.0, 120.0),
-            result(50.0, 50.0),
-        ];
+        let prices = [(100.0, 100.0), (120.0, 120.0), (110.0, 100.0), (132.0, 120.0), (50.0, 50.0)];
+        let results: Vec<RowResult> =
+            rows.iter().zip(prices).map(|(row, (m, p))| result(row, m, p)).collect();
         let rank = rank_agreement(&rows, &results);
         let keys: Vec<&str> = rank.sweeps.iter().map(|s| s.key.as_str()).collect();
         assert_eq!(
