@@ -75,7 +75,7 @@ fn main() {
         if hash_points {
             for point in &report.points {
                 let figures = (point.peak_memory, point.step_time, point.tokens_per_sec_per_gpu);
-                format!("{:?} {figures:?} {}", point.candidate(), point.simulated)
+                format!("{:?} {figures:?} {}", report.candidate(point), point.simulated)
                     .hash(&mut hasher);
             }
         }

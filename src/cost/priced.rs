@@ -37,12 +37,24 @@ pub struct PricedSegment {
     pub params: Params,
 }
 
-/// The stages of the pipeline, priced.
-#[derive(Debug, Clone, PartialEq)]
-struct Stages {
-    segments: Vec<PricedSegment>,
-    /// The collectives of the first stage, whose compute hides them in the closed form.
-    first_collectives: DataParallelCollectives,
+/// What pricing a run finds that depends neither on its data-parallel sharding nor on its
+/// pipeline schedule (given the defaults the schedule resolves, such as DualPipe's expert
+/// overlap): the pipeline send, the per-layer memory terms and parameters, and the priced stages
+/// and path. A search prices many candidates that differ only in those two and shares one.
+#[derive(Debug, Clone, Default)]
+pub struct SharedPricing {
+    transfer: OnceLock<Seconds>,
+    activations: OnceLock<ActivationBytes>,
+    layer_params: OnceLock<LayerParams>,
+    stages: OnceLock<Vec<PricedSegment>>,
+    path: OnceLock<Vec<PricedSegment>>,
+}
+
+impl SharedPricing {
+    /// An empty one, filled by the first run priced with it.
+    pub fn new() -> SharedPricing {
+        SharedPricing::default()
+    }
 }
 
 /// A run with everything the closed form and the simulator price it by.
@@ -50,11 +62,9 @@ struct Stages {
 pub struct PricedRun<'a> {
     run: &'a Run,
     tables: Cow<'a, Tables>,
-    transfer: OnceLock<Seconds>,
-    activations: OnceLock<ActivationBytes>,
-    layer_params: OnceLock<LayerParams>,
-    stages: OnceLock<Stages>,
-    path: OnceLock<Vec<PricedSegment>>,
+    shared: Cow<'a, SharedPricing>,
+    /// The collectives of the first stage, whose compute hides them in the closed form.
+    first_collectives: OnceLock<DataParallelCollectives>,
     path_collectives: OnceLock<Vec<DataParallelCollectives>>,
 }
 
@@ -70,15 +80,29 @@ impl<'a> PricedRun<'a> {
         PricedRun::from_tables(run, Cow::Borrowed(tables))
     }
 
+    /// Prices a run from op tables built for it and a [`SharedPricing`] that is empty or was
+    /// filled by a run that differs from this one at most in its sharding and its schedule (and
+    /// not in what the schedule resolves: DualPipe's expert overlap).
+    pub fn with_shared(
+        run: &'a Run,
+        tables: &'a Tables,
+        shared: &'a SharedPricing,
+    ) -> PricedRun<'a> {
+        PricedRun {
+            run,
+            tables: Cow::Borrowed(tables),
+            shared: Cow::Borrowed(shared),
+            first_collectives: OnceLock::new(),
+            path_collectives: OnceLock::new(),
+        }
+    }
+
     fn from_tables(run: &'a Run, tables: Cow<'a, Tables>) -> PricedRun<'a> {
         PricedRun {
             run,
             tables,
-            transfer: OnceLock::new(),
-            activations: OnceLock::new(),
-            layer_params: OnceLock::new(),
-            stages: OnceLock::new(),
-            path: OnceLock::new(),
+            shared: Cow::Owned(SharedPricing::new()),
+            first_collectives: OnceLock::new(),
             path_collectives: OnceLock::new(),
         }
     }
@@ -96,7 +120,7 @@ impl<'a> PricedRun<'a> {
     /// The per-layer memory terms: stored activations by layer kind, a layer's input, the
     /// weight-gradient inputs, the recompute working bytes and the logits.
     pub fn activations(&self) -> &ActivationBytes {
-        self.activations.get_or_init(|| ActivationBytes::new(self.run))
+        self.shared.activations.get_or_init(|| ActivationBytes::new(self.run))
     }
 
     /// Activations one micro-batch leaves stored in a segment from the forward to the backward.
@@ -106,7 +130,7 @@ impl<'a> PricedRun<'a> {
 
     /// One pipeline send/receive of a micro-batch's activations (zero without a pipeline).
     pub fn transfer(&self) -> Seconds {
-        *self.transfer.get_or_init(|| {
+        *self.shared.transfer.get_or_init(|| {
             if self.run.plan().pp() > 1 { p2p_transfer(self.run) } else { Seconds::ZERO }
         })
     }
@@ -127,7 +151,7 @@ impl<'a> PricedRun<'a> {
             },
             params: segment_params_with(
                 self.run,
-                self.layer_params.get_or_init(|| LayerParams::new(self.run)),
+                self.shared.layer_params.get_or_init(|| LayerParams::new(self.run)),
                 &segment,
             ),
         }
@@ -155,29 +179,24 @@ impl<'a> PricedRun<'a> {
             .collect()
     }
 
-    fn priced_stages(&self) -> &Stages {
-        self.stages.get_or_init(|| {
-            let segments = self.price_each(stage_segments(self.run), &[]);
-            let first = segments.first().map_or_else(Params::default, |s| s.params);
-            Stages { first_collectives: data_parallel_collectives(self.run, first), segments }
-        })
-    }
-
     /// Every pipeline stage (over all its virtual chunks), priced.
     pub fn stages(&self) -> &[PricedSegment] {
-        &self.priced_stages().segments
+        self.shared.stages.get_or_init(|| self.price_each(stage_segments(self.run), &[]))
     }
 
     /// The data-parallel collectives of the first stage's parameters.
     pub fn first_stage_collectives(&self) -> DataParallelCollectives {
-        self.priced_stages().first_collectives
+        *self.first_collectives.get_or_init(|| {
+            let first = self.stages().first().map_or_else(Params::default, |s| s.params);
+            data_parallel_collectives(self.run, first)
+        })
     }
 
     /// Every position (virtual stage) of a micro-batch's path, `pp x vp` of them, priced.
     pub fn path(&self) -> &[PricedSegment] {
-        self.path.get_or_init(|| {
+        self.shared.path.get_or_init(|| {
             let plan = self.run.plan();
-            let stages = self.stages.get().map_or(&[][..], |stages| &stages.segments[..]);
+            let stages = self.shared.stages.get().map_or(&[][..], Vec::as_slice);
             self.price_each(path_segments(self.run, plan.pp() * plan.vp()), stages)
         })
     }
@@ -185,7 +204,19 @@ impl<'a> PricedRun<'a> {
     /// The data-parallel collectives of each position of the path.
     pub fn path_collectives(&self) -> &[DataParallelCollectives] {
         self.path_collectives.get_or_init(|| {
-            self.path().iter().map(|p| data_parallel_collectives(self.run, p.params)).collect()
+            // Positions holding equal parameters (the middle chunks of a path) are priced once.
+            let mut distinct: Vec<(Params, DataParallelCollectives)> = Vec::new();
+            self.path()
+                .iter()
+                .map(|p| {
+                    if let Some((_, known)) = distinct.iter().find(|(q, _)| *q == p.params) {
+                        return *known;
+                    }
+                    let priced = data_parallel_collectives(self.run, p.params);
+                    distinct.push((p.params, priced));
+                    priced
+                })
+                .collect()
         })
     }
 

@@ -138,10 +138,9 @@ impl SearchView {
             .iter()
             .map(|p| (p.peak_memory.value(), p.tokens_per_sec_per_gpu))
             .collect();
-        let best = report
-            .plans
-            .first()
-            .and_then(|best| report.points.iter().position(|p| p.candidate() == best.candidate));
+        let best = report.plans.first().and_then(|best| {
+            report.points.iter().position(|p| report.candidate(p) == best.candidate)
+        });
         let top = report
             .plans
             .iter()

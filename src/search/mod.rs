@@ -3,24 +3,26 @@
 //!
 //! Fast path: every candidate is validated and priced with the closed form in parallel (rayon);
 //! candidates that do not divide, do not fit (closed-form peak memory over capacity minus the
-//! headroom) or that the target engine cannot run are rejected. The rest are simulated in order of
-//! their closed-form time, skipping any whose lower bound ([`crate::sim::lower_bound`]: each rank's
-//! work back to back after the pipeline fill reaches it) is already slower than the current
-//! `top`-th entry; simulated plans whose
-//! simulated peak memory does not fit are rejected too. The ranking (`rank.rs`) is by simulated
+//! headroom) or that the target engine cannot run are rejected. The best closed forms are
+//! simulated a batch at a time until they set a bar (the current `top`-th entry); then only the
+//! candidates whose lower bound ([`crate::sim::lower_bound`]: each rank's work back to back
+//! between the pipeline's fill and drain, and its data-parallel stream) beats the bar are
+//! simulated, in order of their closed-form time, each batch against the bar the batches before it
+//! left. Simulated plans whose simulated peak memory does not fit are rejected too. The ranking (`rank.rs`) is by simulated
 //! step time, then peak memory, then the candidate's fixed order, so the result does not depend on
 //! thread timing; plans with the same step time and peak are one entry with their equivalents.
 //! [`brute_force`] simulates every priced candidate without the bound: tests check that both
 //! agree.
 
 pub mod fit;
+mod place;
 mod point;
 mod pricing;
 pub mod rank;
 mod rejection;
 pub mod space;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
 
 use rayon::prelude::*;
@@ -38,18 +40,25 @@ use crate::sim::{SimError, SimOptions};
 use crate::stack::Stack;
 use crate::units::Bytes;
 use crate::units::Seconds;
-use crate::violation::{Collector, Violations};
+use crate::violation::{Collector, Violation, Violations};
 
 pub use point::PricedPoint;
 pub use rank::Equivalent;
 pub use rejection::{MemoryCheck, OverMemory, Rejection, RejectionKind, Rejections};
 pub use space::{Block, Candidate, Constraints, RecomputeChoice, Shape, ShardingChoice};
 
+use place::Place;
 use pricing::{Kept, TableKey, price_all, table_key};
 
 /// Candidates simulated together against one bar. Fixed (not the thread count) so that the
 /// report, pruning counts included, is the same on every machine.
 const SIMULATION_BATCH: usize = 16;
+
+/// Rounds of the best closed forms (one batch, then twice as many each round) simulated at most
+/// before the rest of the space is filtered by the bar they set: each round is a pass over every
+/// priced candidate, and a space whose best closed forms keep failing to fit in simulation goes
+/// on with every candidate in order.
+const OPENING_ROUNDS: u32 = 12;
 
 /// What to search for.
 #[derive(Debug, Clone, PartialEq)]
@@ -110,8 +119,17 @@ pub struct SearchReport {
     pub pruned: usize,
     /// The best plans, best first.
     pub plans: Vec<RankedPlan>,
-    /// Every priced candidate that fits, in candidate order.
+    /// Every priced candidate that fits, in the space's order (see [`SearchReport::candidate`]).
     pub points: Vec<PricedPoint>,
+    /// The space the points are places of.
+    blocks: Vec<Block>,
+}
+
+impl SearchReport {
+    /// The candidate of one of this report's points.
+    pub fn candidate(&self, point: &PricedPoint) -> Candidate {
+        point.place().candidate(&self.blocks)
+    }
 }
 
 /// Why a search could not run.
@@ -332,15 +350,15 @@ fn simulate_candidate(
 /// Simulated plans that fit, each also recorded as a point; the rest are counted as not fitting.
 fn keep_fitting(
     spec: &SearchSpec,
-    plans: Vec<RankedPlan>,
+    plans: Vec<(Place, RankedPlan)>,
     rejections: &mut Rejections,
     points: &mut Vec<PricedPoint>,
 ) -> Vec<RankedPlan> {
     let mut kept = Vec::new();
-    for plan in plans {
+    for (place, plan) in plans {
         if fits(&plan.estimate, spec.memory_headroom) {
             points.push(PricedPoint::new(
-                plan.candidate,
+                place,
                 plan.estimate.peak_memory.breakdown.fit_need(),
                 plan.estimate.time.step_time(),
                 plan.estimate.throughput.tokens_per_sec_per_gpu,
@@ -358,12 +376,124 @@ fn keep_fitting(
 }
 
 /// The point of a candidate pruned by its bound: never faster than its bound.
-fn pruned_point(shape: &Shape, candidate: Candidate, kept: &Kept) -> PricedPoint {
+fn pruned_point(shape: &Shape, kept: &Kept) -> PricedPoint {
     let step_time = kept.closed_form.max(kept.bound);
     // The same definition as `cost::step::throughput`: tokens per step over time and GPUs.
     let tokens = (shape.global_batch * shape.seq_len) as f64;
     let tokens_per_sec_per_gpu = tokens / step_time.value() / shape.gpus as f64;
-    PricedPoint::new(candidate, kept.peak, step_time, tokens_per_sec_per_gpu, false)
+    PricedPoint::new(kept.place, kept.peak, step_time, tokens_per_sec_per_gpu, false)
+}
+
+/// The order candidates are simulated in: most promising (fastest closed form) first, then by
+/// place (candidates are distinct, so every sort by it has one result).
+fn most_promising(a: &Kept, b: &Kept) -> std::cmp::Ordering {
+    a.closed_form.value().total_cmp(&b.closed_form.value()).then(a.place.cmp(&b.place))
+}
+
+/// The candidates of the space, or why the space is too large to search.
+fn space_blocks(spec: &SearchSpec, shape: &Shape) -> Result<Vec<Block>, SearchError> {
+    let blocks = space::blocks(shape, &spec.constraints, &spec.base.plan);
+    if !place::addressable(&blocks) {
+        return Err(SearchError::Input(Violations::one(Violation::new(
+            "search",
+            format!("{} GPUs", shape.gpus),
+            "the space has more layouts, shardings or combinations than a search can address",
+            "pin some plan options (tp, pp, schedule, sharding) to narrow the space",
+        ))));
+    }
+    Ok(blocks)
+}
+
+/// The `count` candidates with the best closed forms after `last` (in [`most_promising`] order),
+/// most promising first.
+fn next_best(kept: &[Vec<Kept>], last: Option<Kept>, count: usize) -> Vec<&Kept> {
+    /// A kept candidate ordered by promise, so that a max-heap's top is the least promising.
+    struct ByPromise<'a>(&'a Kept);
+    impl PartialEq for ByPromise<'_> {
+        fn eq(&self, other: &Self) -> bool {
+            most_promising(self.0, other.0).is_eq()
+        }
+    }
+    impl Eq for ByPromise<'_> {}
+    impl PartialOrd for ByPromise<'_> {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl Ord for ByPromise<'_> {
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            most_promising(self.0, other.0)
+        }
+    }
+    let mut heap: BinaryHeap<ByPromise> = BinaryHeap::with_capacity(count + 1);
+    let after = |k: &Kept| last.is_none_or(|last| most_promising(k, &last).is_gt());
+    for candidate in kept.iter().flatten().filter(|k| after(k)) {
+        if heap.len() == count
+            && heap.peek().is_some_and(|worst| most_promising(candidate, worst.0).is_ge())
+        {
+            continue;
+        }
+        heap.push(ByPromise(candidate));
+        if heap.len() > count {
+            heap.pop();
+        }
+    }
+    heap.into_sorted_vec().into_iter().map(|k| k.0).collect()
+}
+
+/// The simulation phase's state: the best plans so far and the bar they set, the points, and
+/// the counts.
+struct Simulating<'a> {
+    spec: &'a SearchSpec,
+    template: &'a Template,
+    blocks: &'a [Block],
+    shape: &'a Shape,
+    tables: SimulationTables,
+    best: Vec<RankedPlan>,
+    bar: Option<f64>,
+    rejections: Rejections,
+    points: Vec<PricedPoint>,
+    simulated: usize,
+    pruned: usize,
+}
+
+impl Simulating<'_> {
+    /// Goes through `list` (most promising first) in batches: each batch's candidates whose bound
+    /// can beat the bar, fixed before the batch runs, are simulated in parallel; the others are
+    /// points as they are.
+    fn run(&mut self, list: &[&Kept]) -> Result<(), SearchError> {
+        for chunk in list.chunks(SIMULATION_BATCH) {
+            let (run, skip): (Vec<&Kept>, Vec<&Kept>) =
+                chunk.iter().partition(|k| rank::may_enter(k.bound, self.bar));
+            self.pruned += skip.len();
+            self.points.extend(skip.iter().map(|k| pruned_point(self.shape, k)));
+            if run.is_empty() {
+                // Nothing simulated: the list and its bar stay as they are.
+                continue;
+            }
+            self.simulated += run.len();
+            self.simulate_batch(&run)?;
+        }
+        Ok(())
+    }
+
+    fn simulate_batch(&mut self, batch: &[&Kept]) -> Result<(), SearchError> {
+        let (spec, template) = (self.spec, self.template);
+        let run: Vec<(Candidate, &Kept)> =
+            batch.iter().map(|&k| (k.place.candidate(self.blocks), k)).collect();
+        add_tables(spec, template, &run, &mut self.tables)?;
+        let tables = &self.tables;
+        let results: Vec<Result<(Place, RankedPlan), SearchError>> = run
+            .par_iter()
+            .map(|&(candidate, kept)| {
+                Ok((kept.place, simulate_candidate(spec, template, tables, (candidate, kept))?))
+            })
+            .collect();
+        let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
+        self.best.extend(keep_fitting(spec, results, &mut self.rejections, &mut self.points));
+        self.bar = rank::keep_top(&mut self.best, spec.top.max(1));
+        Ok(())
+    }
 }
 
 /// Searches the space: the fast path described in the module documentation.
@@ -373,44 +503,60 @@ pub fn search(
 ) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let template = template(spec);
-    let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
-    let (kept, mut rejections) = price_all(spec, &blocks, true, progress);
-    let top = spec.top.max(1);
-    let batch = SIMULATION_BATCH;
-    let mut best: Vec<RankedPlan> = Vec::new();
-    let mut bar = None;
-    let mut points = Vec::with_capacity(kept.len());
-    let (mut simulated, mut pruned) = (0, 0);
-    let mut tables = SimulationTables::new();
-    for chunk in kept.chunks(batch) {
-        // The bar every candidate of this batch must reach, fixed before the batch runs.
-        let (run, skip): (Vec<&Kept>, Vec<&Kept>) =
-            chunk.iter().partition(|k| rank::may_enter(k.bound, bar));
-        pruned += skip.len();
-        simulated += run.len();
-        points.extend(skip.iter().map(|k| pruned_point(&shape, k.place.candidate(&blocks), k)));
-        if run.is_empty() {
-            // Nothing simulated: the list and its bar stay as they are.
-            continue;
+    let blocks = space_blocks(spec, &shape)?;
+    let (kept, rejections) = price_all(spec, &blocks, true, progress);
+    let priced = kept.iter().map(Vec::len).sum();
+    let mut state = Simulating {
+        spec,
+        template: &template,
+        blocks: &blocks,
+        shape: &shape,
+        tables: SimulationTables::new(),
+        best: Vec::new(),
+        bar: None,
+        rejections,
+        points: Vec::with_capacity(priced),
+        simulated: 0,
+        pruned: 0,
+    };
+    // The best closed forms, in growing rounds, until they set a bar (plans that do not fit in
+    // simulation set none).
+    let mut last = None;
+    for round in 0..OPENING_ROUNDS {
+        let opening = next_best(&kept, last, SIMULATION_BATCH << round);
+        let Some(&&end) = opening.last() else { break };
+        last = Some(end);
+        state.run(&opening)?;
+        if state.bar.is_some() {
+            break;
         }
-        let run: Vec<(Candidate, &Kept)> =
-            run.into_iter().map(|k| (k.place.candidate(&blocks), k)).collect();
-        add_tables(spec, &template, &run, &mut tables)?;
-        let results: Vec<Result<RankedPlan, SearchError>> =
-            run.par_iter().map(|&k| simulate_candidate(spec, &template, &tables, k)).collect();
-        let results = results.into_iter().collect::<Result<Vec<_>, _>>()?;
-        best.extend(keep_fitting(spec, results, &mut rejections, &mut points));
-        bar = rank::keep_top(&mut best, top);
     }
-    points.par_sort_unstable_by_key(PricedPoint::order);
+    // The rest: only those whose bound can beat that bar, most promising first; the others are
+    // points as they are.
+    let bar = state.bar;
+    let after = |k: &&Kept| last.is_none_or(|last| most_promising(k, &last).is_gt());
+    let mut contenders: Vec<&Kept> = kept
+        .par_iter()
+        .flat_map_iter(|job| job.iter().filter(after).filter(|k| rank::may_enter(k.bound, bar)))
+        .collect();
+    let skipped = kept.iter().flatten().filter(after).filter(|k| !rank::may_enter(k.bound, bar));
+    for k in skipped {
+        state.points.push(pruned_point(&shape, k));
+        state.pruned += 1;
+    }
+    contenders.par_sort_unstable_by(|a, b| most_promising(a, b));
+    state.run(&contenders)?;
+    let Simulating { best, rejections, mut points, simulated, pruned, .. } = state;
+    points.par_sort_unstable_by_key(PricedPoint::place);
     Ok(SearchReport {
         considered: blocks.iter().map(Block::len).sum(),
-        priced: kept.len(),
+        priced,
         simulated,
         pruned,
         plans: rank::entries(best),
         rejections,
         points,
+        blocks,
     })
 }
 
@@ -418,19 +564,23 @@ pub fn search(
 pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let template = template(spec);
-    let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
+    let blocks = space_blocks(spec, &shape)?;
     let (kept, mut rejections) = price_all(spec, &blocks, false, &|_, _| {});
+    let kept: Vec<Kept> = kept.into_iter().flatten().collect();
     // The reference builds every candidate's own tables.
     let own = SimulationTables::new();
     let results = kept
         .iter()
-        .map(|k| simulate_candidate(spec, &template, &own, (k.place.candidate(&blocks), k)))
-        .collect::<Result<Vec<_>, _>>()?;
+        .map(|k| {
+            let plan = simulate_candidate(spec, &template, &own, (k.place.candidate(&blocks), k))?;
+            Ok((k.place, plan))
+        })
+        .collect::<Result<Vec<_>, SearchError>>()?;
     let mut points = Vec::with_capacity(kept.len());
     let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
     rank::keep_top(&mut plans, spec.top.max(1));
     let plans = rank::entries(plans);
-    points.sort_by_key(PricedPoint::order);
+    points.sort_by_key(PricedPoint::place);
     Ok(SearchReport {
         considered: blocks.iter().map(Block::len).sum(),
         priced: kept.len(),
@@ -439,6 +589,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
         plans,
         rejections,
         points,
+        blocks,
     })
 }
 
@@ -481,6 +632,8 @@ mod tests {
             let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
             let (shared, shared_rejections) = price_all(&spec, &blocks, true, &|_, _| {});
             let (own, own_rejections) = price_all(&spec, &blocks, false, &|_, _| {});
+            let shared: Vec<Kept> = shared.into_iter().flatten().collect();
+            let own: Vec<Kept> = own.into_iter().flatten().collect();
             assert!(shared.len() > 100, "{} kept", shared.len());
             assert_eq!(shared.len(), own.len());
             for (a, b) in shared.iter().zip(&own) {
@@ -493,8 +646,12 @@ mod tests {
 
     #[test]
     fn the_fast_path_finds_the_brute_force_ranking() {
-        for (gpus, engine) in [(8, None), (16, None), (16, Some(Engine::Torchtitan))] {
-            let spec = spec(gpus, engine);
+        // A long top list takes more than one opening round to set a bar.
+        for (gpus, engine, top) in
+            [(8, None, 5), (16, None, 5), (16, Some(Engine::Torchtitan), 5), (16, None, 40)]
+        {
+            let mut spec = spec(gpus, engine);
+            spec.top = top;
             let fast = search(&spec, &|_, _| {}).unwrap();
             let reference = brute_force(&spec).unwrap();
             // Entries and their equivalents alike.
@@ -503,7 +660,8 @@ mod tests {
                     |p: &RankedPlan| p.equivalents.iter().map(|e| e.candidate).collect::<Vec<_>>();
                 report.plans.iter().map(|p| (p.candidate, equivalents(p))).collect::<Vec<_>>()
             };
-            assert_eq!(order(&fast), order(&reference), "{gpus} GPUs, {engine:?}");
+            assert_eq!(order(&fast), order(&reference), "{gpus} GPUs, {engine:?}, top {top}");
+            assert_eq!(fast.plans.len(), top);
             assert!(
                 fast.simulated < reference.simulated,
                 "the bound prunes: {} vs {}",
@@ -543,9 +701,10 @@ mod tests {
         let report = search(&spec, &|_, _| {}).unwrap();
         assert_eq!(report.points.iter().filter(|p| !p.simulated).count(), report.pruned);
         assert!(report.points.len() <= report.priced && report.points.len() > report.pruned);
-        assert!(report.points.windows(2).all(|w| w[0].candidate() < w[1].candidate()));
+        // In the space's order: each candidate once.
+        assert!(report.points.windows(2).all(|w| w[0].place() < w[1].place()));
         let best = &report.plans[0];
-        let top = report.points.iter().find(|p| p.candidate() == best.candidate).unwrap();
+        let top = report.points.iter().find(|p| report.candidate(p) == best.candidate).unwrap();
         assert!(top.simulated && top.step_time == best.estimate.time.step_time());
         let capacity = best.estimate.memory_capacity;
         for point in &report.points {

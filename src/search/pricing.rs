@@ -9,45 +9,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use rayon::prelude::*;
 
+use super::place::Place;
 use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
-use super::space::{Block, Candidate};
+use super::space::{Block, Candidate, RecomputeChoice};
 use super::{SearchSpec, Template, candidate_run, fits_in, over_memory, template};
-use crate::cost::priced::PricedRun;
+use crate::cost::priced::{PricedRun, SharedPricing};
 use crate::cost::step::step_time_from;
 use crate::cost::work::Tables;
 use crate::export::check;
+use crate::plan::PipelineSchedule;
 use crate::sim::lower_bound_from;
 use crate::units::{Bytes, Seconds};
-
-/// Where a candidate sits in the space: its block, and its layout, sharding, recompute and inner
-/// combination there (a fraction of a candidate's size; a search keeps millions).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct Place {
-    block: u32,
-    layout: u32,
-    sharding: u32,
-    recompute: u32,
-    inner: u32,
-}
-
-/// An index as stored in a [`Place`]: the space's lists are far shorter than `u32::MAX`; one that
-/// were not would become an index out of bounds, never another candidate.
-fn index(value: usize) -> u32 {
-    u32::try_from(value).unwrap_or(u32::MAX)
-}
-
-impl Place {
-    /// The candidate at this place of `blocks`.
-    pub(super) fn candidate(self, blocks: &[Block]) -> Candidate {
-        let block = &blocks[self.block as usize];
-        block.candidate(
-            self.layout as usize,
-            self.sharding as usize,
-            self.recompute as usize,
-            self.inner as usize,
-        )
-    }
-}
 
 /// A candidate that passed every check of the closed form.
 #[derive(Debug, Clone, Copy)]
@@ -65,14 +37,22 @@ enum Priced {
     Kept(Seconds, Seconds, Bytes),
 }
 
-/// Prices one candidate, with the op tables of `shared` (built from this candidate's run if the
-/// slot is empty) or its own. A rejection's reason is written only when `explain` asks for it: a
+/// What candidates priced together share: the slot of their op tables (built from the first
+/// candidate's run) and the pricing that depends on neither sharding nor schedule.
+#[derive(Clone, Copy)]
+struct Shared<'a> {
+    tables: &'a OnceLock<Tables>,
+    pricing: &'a SharedPricing,
+}
+
+/// Prices one candidate, with what it shares with others (filled from this candidate's run where
+/// empty) or on its own. A rejection's reason is written only when `explain` asks for it: a
 /// search rejects millions of candidates and shows one example per reason.
 fn price(
     spec: &SearchSpec,
     template: &Template,
     candidate: Candidate,
-    shared: Option<&OnceLock<Tables>>,
+    shared: Option<Shared>,
     explain: bool,
 ) -> Priced {
     let run = match candidate_run(spec, template, &candidate) {
@@ -92,14 +72,16 @@ fn price(
     // One set of op tables and one priced run give the memory, the closed form and the
     // simulation's lower bound.
     let own;
-    let tables = match shared {
-        Some(slot) => slot.get_or_init(|| Tables::new(&run)),
+    let priced = match shared {
+        Some(shared) => {
+            let tables = shared.tables.get_or_init(|| Tables::new(&run));
+            PricedRun::with_shared(&run, tables, shared.pricing)
+        }
         None => {
             own = Tables::new(&run);
-            &own
+            PricedRun::with_tables(&run, &own)
         }
     };
-    let priced = PricedRun::with_tables(&run, tables);
     // Memory first: a candidate that does not fit needs no step time.
     let peak =
         priced.stage_memory().iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
@@ -203,11 +185,6 @@ fn layout_states(spec: &SearchSpec, template: &Template, blocks: &[Block]) -> Ve
     states
 }
 
-/// Where `item` is in `items` (it is there: the candidate came from these lists).
-fn find<T: PartialEq>(items: &[T], item: T) -> usize {
-    items.iter().position(|i| *i == item).unwrap_or(0)
-}
-
 /// One slot of op tables per table key of the space, and for each block the slot of each of its
 /// inner combinations (tables depend on tp, cp and the inner combination only).
 fn table_slots(blocks: &[Block]) -> (Vec<Vec<usize>>, Vec<OnceLock<Tables>>) {
@@ -231,73 +208,125 @@ fn table_slots(blocks: &[Block]) -> (Vec<Vec<usize>>, Vec<OnceLock<Tables>>) {
 const KINDS: [RejectionKind; 3] =
     [RejectionKind::BreaksARule, RejectionKind::DoesNotFit, RejectionKind::UnsupportedByEngine];
 
-/// What pricing one row found: its kept candidates in order, and per rejection kind (in the
-/// order of `KINDS`) the count and the first candidate rejected so.
+/// What pricing one group of candidates found: its kept candidates, and per rejection kind (in
+/// the order of `KINDS`) the count and the first place rejected so.
 #[derive(Default)]
 struct Tally {
     kept: Vec<Kept>,
-    rejected: [Option<(usize, Candidate)>; 3],
+    rejected: [Option<(usize, Place)>; 3],
 }
 
 impl Tally {
-    fn reject(&mut self, kind: RejectionKind, candidate: Candidate) {
+    fn reject(&mut self, kind: RejectionKind, place: Place) {
         let slot = &mut self.rejected[KINDS.iter().position(|k| *k == kind).unwrap_or(0)];
         match slot {
-            Some((count, _)) => *count += 1,
-            None => *slot = Some((1, candidate)),
+            Some((count, first)) => {
+                *count += 1;
+                *first = (*first).min(place);
+            }
+            None => *slot = Some((1, place)),
         }
     }
 }
 
+/// The candidates of one block whose layouts share a vp and split (they differ in schedule):
+/// every sharding of those layouts, by recompute choice and inner combination, so that the
+/// candidates that differ only in sharding and schedule are priced one after the other and share
+/// what does not depend on those. Each candidate comes once, with its place.
+fn group_places(block: &Block, b: usize, members: &[usize]) -> Vec<Vec<Place>> {
+    let mut choices: Vec<RecomputeChoice> = Vec::new();
+    for &layout in members {
+        for &choice in &block.recomputes[layout] {
+            if !choices.contains(&choice) {
+                choices.push(choice);
+            }
+        }
+    }
+    let mut groups = Vec::new();
+    for inner in 0..block.inner_len() {
+        for &choice in &choices {
+            // DualPipe resolves its own expert overlap, which the shared work depends on.
+            for dualpipe in [false, true] {
+                let mut group = Vec::new();
+                for &layout in members {
+                    if (block.layouts[layout].2 == PipelineSchedule::Dualpipe) != dualpipe {
+                        continue;
+                    }
+                    let Some(recompute) =
+                        block.recomputes[layout].iter().position(|c| *c == choice)
+                    else {
+                        continue;
+                    };
+                    for sharding in 0..block.shardings.len() {
+                        group.push(Place::new(b, layout, sharding, recompute, inner));
+                    }
+                }
+                if !group.is_empty() {
+                    groups.push(group);
+                }
+            }
+        }
+    }
+    groups
+}
+
 /// Prices every candidate of `blocks` in parallel, calling `progress(done, total)` as it goes,
-/// and returns the kept ones (most promising first) and the rejections (counted in candidate
-/// order, each kind's example its first candidate). With `share_tables` the candidates of one
-/// table key share one set of op tables; without, each builds its own (the reference the
-/// sharing is tested against).
+/// and returns the kept ones (job by job, each job's list in a fixed order: not gathered into one
+/// list, which would hold them twice at once) and the rejections (counted over the whole
+/// space, each kind's example its first candidate in the space's order). With `share` the
+/// candidates of one table key share one set of op tables, and those that differ only in
+/// sharding and schedule share their priced segments; without, each prices everything itself
+/// (the reference the sharing is tested against).
 pub(super) fn price_all(
     spec: &SearchSpec,
     blocks: &[Block],
-    share_tables: bool,
+    share: bool,
     progress: &(dyn Fn(usize, usize) + Sync),
-) -> (Vec<Kept>, Rejections) {
+) -> (Vec<Vec<Kept>>, Rejections) {
     let template = template(spec);
     let total: usize = blocks.iter().map(Block::len).sum();
     let states = layout_states(spec, &template, blocks);
     let (slots, tables) = table_slots(blocks);
-    let rows: Vec<(usize, usize, usize)> = blocks
+    // One job per block and (vp, split): its layouts, all schedules.
+    let jobs: Vec<(usize, Vec<usize>)> = blocks
         .iter()
         .enumerate()
         .flat_map(|(b, block)| {
+            let first = &states[b].first_layout;
             (0..block.layouts.len())
-                .flat_map(move |l| (0..block.shardings.len()).map(move |s| (b, l, s)))
+                .filter(|&l| first[l] == l)
+                .map(|l| (b, (0..block.layouts.len()).filter(|&m| first[m] == l).collect()))
+                .collect::<Vec<_>>()
         })
         .collect();
     let done = AtomicUsize::new(0);
-    let tallies: Vec<Tally> = rows
+    let tallies: Vec<Tally> = jobs
         .par_iter()
-        .map(|&(b, layout, sharding)| {
-            let block = &blocks[b];
+        .map(|(b, members)| {
+            let block = &blocks[*b];
             let mut tally = Tally::default();
             let mut count = 0;
-            for (recompute, inner, candidate) in block.row(layout, sharding) {
-                count += 1;
-                let priced = if states[b].verdict(block, layout, sharding, inner).is_some() {
-                    Priced::Rejected(RejectionKind::DoesNotFit, None)
-                } else {
-                    let shared = share_tables.then(|| &tables[slots[b][inner]]);
-                    price(spec, &template, candidate, shared, false)
-                };
-                match priced {
-                    Priced::Rejected(kind, _) => tally.reject(kind, candidate),
-                    Priced::Kept(closed_form, bound, peak) => {
-                        let place = Place {
-                            block: index(b),
-                            layout: index(layout),
-                            sharding: index(sharding),
-                            recompute: index(recompute),
-                            inner: index(inner),
-                        };
-                        tally.kept.push(Kept { place, closed_form, bound, peak });
+            for group in group_places(block, *b, members) {
+                let pricing = SharedPricing::new();
+                for place in group {
+                    count += 1;
+                    let (layout, sharding, inner) =
+                        (place.layout(), place.sharding(), place.inner());
+                    let candidate = place.candidate(blocks);
+                    let priced = if states[*b].verdict(block, layout, sharding, inner).is_some() {
+                        Priced::Rejected(RejectionKind::DoesNotFit, None)
+                    } else {
+                        let shared = share.then(|| Shared {
+                            tables: &tables[slots[*b][inner]],
+                            pricing: &pricing,
+                        });
+                        price(spec, &template, candidate, shared, false)
+                    };
+                    match priced {
+                        Priced::Rejected(kind, _) => tally.reject(kind, place),
+                        Priced::Kept(closed_form, bound, peak) => {
+                            tally.kept.push(Kept { place, closed_form, bound, peak });
+                        }
                     }
                 }
             }
@@ -306,50 +335,43 @@ pub(super) fn price_all(
             if after / 1024 != before / 1024 || after == total {
                 progress(after, total);
             }
-            // A row's list grew by doubling: give back the slack before millions of kept
-            // candidates are gathered into one list (up to half the search's peak memory).
+            // A job's list grew by doubling: give back the slack, up to half of what millions
+            // of kept candidates take.
             tally.kept.shrink_to_fit();
             tally
         })
         .collect();
     // The first rejection of each kind is explained: the model-states verdict of its layout, or
     // the candidate priced again with its reason written.
-    let explain = |candidate: &Candidate| -> Rejection {
-        let (b, block) = blocks
-            .iter()
-            .enumerate()
-            .find(|(_, block)| {
-                (block.tp, block.cp, block.pp) == (candidate.tp, candidate.cp, candidate.pp)
-            })
-            .unwrap_or_else(|| unreachable!("every candidate comes from a block"));
-        let layout = find(&block.layouts, (candidate.vp, candidate.split, candidate.schedule));
-        let sharding = find(&block.shardings, candidate.sharding);
-        let expert = find(&block.experts, (candidate.ep, candidate.etp));
-        if let Some(reason) = states[b].verdict(block, layout, sharding, expert) {
+    let explain = |place: Place| -> Rejection {
+        let (b, block) = (place.block(), &blocks[place.block()]);
+        if let Some(reason) =
+            states[b].verdict(block, place.layout(), place.sharding(), place.inner())
+        {
             return reason.clone();
         }
-        match price(spec, &template, *candidate, None, true) {
+        match price(spec, &template, place.candidate(blocks), None, true) {
             Priced::Rejected(_, Some(example)) => *example,
             _ => unreachable!("pricing a candidate twice gives the same verdict, explained"),
         }
     };
-    let mut rejections = Rejections::default();
-    let mut kept = Vec::with_capacity(tallies.iter().map(|t| t.kept.len()).sum());
+    let mut first: [Option<(usize, Place)>; 3] = [None; 3];
+    let mut kept = Vec::with_capacity(tallies.len());
     for tally in tallies {
-        for (kind, entry) in KINDS.into_iter().zip(tally.rejected) {
-            if let Some((count, first)) = entry {
-                rejections.add_many(kind, count, || explain(&first));
-            }
+        for (entry, found) in first.iter_mut().zip(tally.rejected) {
+            *entry = match (*entry, found) {
+                (Some((a, x)), Some((b, y))) => Some((a + b, x.min(y))),
+                (entry, None) => entry,
+                (None, found) => found,
+            };
         }
-        kept.extend(tally.kept);
+        kept.push(tally.kept);
     }
-    // Most promising first, by closed form, then by the candidate's fixed order (candidates are
-    // distinct, so the unstable parallel sort has one result).
-    kept.par_sort_unstable_by(|a, b| {
-        a.closed_form
-            .value()
-            .total_cmp(&b.closed_form.value())
-            .then_with(|| a.place.candidate(blocks).cmp(&b.place.candidate(blocks)))
-    });
+    let mut rejections = Rejections::default();
+    for (kind, entry) in KINDS.into_iter().zip(first) {
+        if let Some((count, place)) = entry {
+            rejections.add_many(kind, count, || explain(place));
+        }
+    }
     (kept, rejections)
 }

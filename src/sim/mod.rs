@@ -122,6 +122,18 @@ fn describe(stuck: &[StuckTask]) -> String {
 /// share of the work back to back after the first micro-batch's forward has reached it, then its
 /// optimizer step. It uses the simulator's own task costs, so it never exceeds the simulation;
 /// searches skip candidates whose bound cannot beat the plans they already have.
+///
+/// Under a schedule whose backward is one task (GPipe, 1F1B, interleaved 1F1B), the drain is
+/// bounded too: a rank's last task is the backward of its first chunk (every other task of the
+/// rank comes before it: a forward before its own backward, a later chunk's backward before the
+/// first chunk's), and that backward still has to pass through every earlier stage, one send
+/// each, before the first rank can step its optimizer. With the fill, this is the classic
+/// `(pp - 1) (f + b)` bubble of uniform stages.
+///
+/// A rank's data-parallel collectives run on one stream, one at a time: the rank cannot end
+/// before that stream has carried all of them (its gradient reductions and, under ZeRO-3 / FSDP,
+/// the parameter gathers of every task), and the collectives that wait for the last backward (the
+/// tail) come after both.
 pub fn lower_bound(run: &Run) -> Seconds {
     lower_bound_from(&PricedRun::new(run))
 }
@@ -133,7 +145,9 @@ pub fn lower_bound_with(run: &Run, tables: &Tables) -> Seconds {
 
 /// [`lower_bound`] of a priced run.
 pub fn lower_bound_from(priced: &PricedRun) -> Seconds {
-    let plan = priced.run().plan();
+    use crate::plan::PipelineSchedule;
+    let run = priced.run();
+    let plan = run.plan();
     let (pp, vp, m) = (plan.pp() as usize, plan.vp() as usize, plan.num_microbatches() as f64);
     let path = priced.path();
     let work = |position: usize| path[position].work;
@@ -143,19 +157,54 @@ pub fn lower_bound_from(priced: &PricedRun) -> Seconds {
     for (position, p) in path.iter().enumerate() {
         before[position + 1] = before[position] + p.work.forward_task();
     }
-    let bidirectional = plan.schedule() == crate::plan::PipelineSchedule::Dualpipe;
+    let dp = data_parallel(run, priced.path_collectives());
+    // The data-parallel stream runs one collective at a time: a rank's stream is busy at least
+    // as long as its collectives take, and the rank ends after the stream drains.
+    let stream = |position: usize, microbatches: f64| {
+        let at = |times: &[Seconds]| times.get(position).copied().unwrap_or(Seconds::ZERO);
+        at(&dp.reduce_when_complete)
+            + at(&dp.gather_before_first_forward)
+            + (at(&dp.reduce_each_backward) + at(&dp.gather_each_task) * 2.0) * microbatches
+    };
+    let schedule = plan.schedule();
+    if schedule == PipelineSchedule::Dualpipe {
+        // Rank r runs position r for the first half of the micro-batches and position
+        // pp - 1 - r for the rest.
+        let first_half = (plan.num_microbatches() / 2) as f64;
+        return (0..pp)
+            .map(|rank| {
+                let mirror = pp - 1 - rank;
+                let busy =
+                    work(rank).total() * first_half + work(mirror).total() * (m - first_half);
+                let start = before[rank].min(before[mirror]);
+                let streamed = stream(rank, first_half) + stream(mirror, m - first_half);
+                let optimizer = priced.optimizer_time(params(rank) + params(mirror));
+                (start + busy).max(streamed) + dp.tail + optimizer
+            })
+            .fold(Seconds::ZERO, Seconds::max);
+    }
+    let held = |rank: usize| (0..vp).map(move |chunk| chunk * pp + rank);
+    let optimizer = |rank: usize| priced.optimizer_time(held(rank).map(params).sum::<Params>());
+    // The backward of each earlier stage's first chunk and its send, summed from the first
+    // stage: what follows a rank's last task before the first rank's optimizer step.
+    let drains = matches!(
+        schedule,
+        PipelineSchedule::Gpipe | PipelineSchedule::OneFOneB | PipelineSchedule::Interleaved
+    );
+    let first_optimizer = if drains { optimizer(0) } else { Seconds::ZERO };
+    let mut drain = Seconds::ZERO;
+    let transfer = priced.transfer();
     (0..pp)
         .map(|rank| {
-            let (busy, start, held) = if bidirectional {
-                let mirror = pp - 1 - rank;
-                let busy = (work(rank).total() + work(mirror).total()) * (m / 2.0);
-                (busy, before[rank].min(before[mirror]), params(rank) + params(mirror))
+            let busy = held(rank).map(|p| work(p).total()).sum::<Seconds>() * m;
+            let streamed = held(rank).map(|p| stream(p, m)).sum::<Seconds>();
+            let own = (before[rank] + busy).max(streamed) + dp.tail + optimizer(rank);
+            if drains && rank > 0 {
+                drain += work(rank - 1).backward_task() + transfer;
+                own.max(before[rank] + busy + drain + dp.tail + first_optimizer)
             } else {
-                let held = || (0..vp).map(|chunk| chunk * pp + rank);
-                let busy = held().map(|p| work(p).total()).sum::<Seconds>() * m;
-                (busy, before[rank], held().map(params).sum::<Params>())
-            };
-            start + busy + priced.optimizer_time(held)
+                own
+            }
         })
         .fold(Seconds::ZERO, Seconds::max)
 }
