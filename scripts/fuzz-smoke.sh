@@ -19,7 +19,7 @@ seconds="${FUZZ_SECONDS:-20}"
 timeout="${FUZZ_TIMEOUT:-10}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(model_toml hf_config gpu_toml plan_file csv_row plan_estimate)
+    targets=(model_toml hf_config gpu_toml plan_file csv_row plan_estimate whole_run)
 fi
 # Overflow checks and debug assertions on (an overflow is a panic, as in a debug build), no
 # sanitizer (the library and its dependencies are safe Rust): the same build as the long runs.

@@ -29,6 +29,7 @@
 pub mod cost;
 pub mod estimate;
 pub mod export;
+pub mod goodput;
 pub mod hardware;
 pub mod limits;
 pub mod model;

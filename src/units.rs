@@ -334,10 +334,18 @@ pub fn parse_flops_rate(text: &str) -> Result<FlopsPerSec, QuantityError> {
     parse_with_units(text, UNITS, "GFLOP/s, TFLOP/s, PFLOP/s", "989.4 TFLOP/s").map(FlopsPerSec)
 }
 
-/// Parses a duration: `s`, `ms`, `us` or `ns`.
+/// Parses a duration: `s`, `ms`, `us`, `ns`, `min`, `h` or `d`.
 pub fn parse_seconds(text: &str) -> Result<Seconds, QuantityError> {
-    const UNITS: &[(&str, f64)] = &[("s", 1.0), ("ms", 1e-3), ("us", 1e-6), ("ns", 1e-9)];
-    parse_with_units(text, UNITS, "s, ms, us, ns", "5 us").map(Seconds)
+    const UNITS: &[(&str, f64)] = &[
+        ("s", 1.0),
+        ("ms", 1e-3),
+        ("us", 1e-6),
+        ("ns", 1e-9),
+        ("min", 60.0),
+        ("h", 3600.0),
+        ("d", 86_400.0),
+    ];
+    parse_with_units(text, UNITS, "s, ms, us, ns, min, h, d", "5 us").map(Seconds)
 }
 
 #[cfg(test)]

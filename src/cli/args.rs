@@ -70,6 +70,9 @@ pub struct EstimateArgs {
     /// Output format; json is one object with units in its key names.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// How much to train, and the failures, checkpoints and price of the whole run.
+    #[command(flatten)]
+    pub whole: WholeRunArgs,
 }
 
 /// `meshplan simulate` flags.
@@ -88,6 +91,15 @@ pub struct SimulateArgs {
     /// Output format; json is one object, times in seconds.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// How much to train, and the failures, checkpoints and price of the whole run.
+    #[command(flatten)]
+    pub whole: WholeRunArgs,
+    /// Whole runs to draw, failure by failure, for the spread of the time to train.
+    #[arg(long, value_name = "N", default_value_t = 1000, help_heading = "Whole run")]
+    pub runs: u64,
+    /// Seed of the drawn runs: the same seed draws the same runs.
+    #[arg(long, value_name = "N", default_value_t = 0, help_heading = "Whole run")]
+    pub seed: u64,
 }
 
 /// `meshplan search` flags.
@@ -283,4 +295,40 @@ pub struct RunArgs {
     /// The parallel plan: one flag per plan option.
     #[command(flatten)]
     pub plan_options: PlanSpec,
+}
+
+/// How much to train, and what the run meets on the way.
+#[derive(Debug, Clone, Default, Args)]
+pub struct WholeRunArgs {
+    /// Tokens to train (15T, 300B, 1.5e13): adds the time and cost to train them, failures,
+    /// checkpoints and restarts counted.
+    #[arg(long, value_name = "COUNT", help_heading = "Whole run")]
+    pub train_tokens: Option<String>,
+    /// Optimizer steps to train, instead of --train-tokens.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Whole run")]
+    pub train_steps: Option<i64>,
+    /// Failures per node-day: llama3, meta-rsc, byterobust, opt-era (published fleets) or a
+    /// number of failures per 1000 node-days. [default: llama3, 3.79]
+    #[arg(long, value_name = "PRESET|RATE", help_heading = "Whole run")]
+    pub failure_rate: Option<String>,
+    /// Checkpoints block training for the device-to-host copy (async) or the whole write (sync).
+    /// [default: async]
+    #[arg(long, value_name = "MODE", value_parser = ["sync", "async"], help_heading = "Whole run")]
+    pub checkpoint: Option<String>,
+    /// Time between checkpoints (30 min). [default: Daly's optimum]
+    #[arg(long, value_name = "TIME", help_heading = "Whole run")]
+    pub checkpoint_interval: Option<String>,
+    /// Aggregate write bandwidth of checkpoint storage. [default: 2 TB/s, Llama 3's Tectonic]
+    #[arg(long, value_name = "RATE", help_heading = "Whole run")]
+    pub storage_write: Option<String>,
+    /// Aggregate read bandwidth of checkpoint storage. [default: 2 TB/s]
+    #[arg(long, value_name = "RATE", help_heading = "Whole run")]
+    pub storage_read: Option<String>,
+    /// A restart besides loading the checkpoint: detection, rescheduling, initialisation.
+    /// [default: 690 s]
+    #[arg(long, value_name = "TIME", help_heading = "Whole run")]
+    pub restart_time: Option<String>,
+    /// Price of one GPU-hour in dollars, for the run's cost.
+    #[arg(long, value_name = "DOLLARS", allow_negative_numbers = true, help_heading = "Whole run")]
+    pub price_per_gpu_hour: Option<f64>,
 }

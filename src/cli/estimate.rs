@@ -5,11 +5,16 @@ use anyhow::Context as _;
 
 use super::args::{EstimateArgs, Format};
 use super::{CliError, write_atomically};
-use super::{inputs, render};
+use super::{inputs, render, whole_run};
+use meshplan::violation::Collector;
 
 /// Builds the run from the flags, prices it and renders the result.
 pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
-    let inputs = inputs::build_run(&args.run)?;
+    // Every problem of the run and of the whole-run flags at once.
+    let mut problems = Collector::default();
+    let goodput = problems.take(args.whole.goodput());
+    let inputs = problems.take(inputs::build_run(&args.run));
+    let (inputs, goodput) = problems.finish_with(inputs.zip(goodput), "run")?;
     let options = meshplan::sim::SimOptions { timeline: false };
     let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
         .context("cannot simulate the pipeline schedule")
@@ -33,11 +38,17 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
             },
         )?
     };
+    let outlook = whole_run::run_outlook(goodput.as_ref(), &inputs.run, estimate.time.step_time())?;
     match args.format {
         Format::Text => Ok(render::estimate_text(&inputs, &estimate)
-            + &render::fit_text(&suggestions, estimate.fits())),
-        Format::Json => render::estimate_json(&inputs, &estimate, &suggestions)
-            .context("cannot serialize the estimate as JSON")
-            .map_err(CliError::Other),
+            + &render::fit_text(&suggestions, estimate.fits())
+            + &outlook.as_ref().map(|o| whole_run::text(o, None)).unwrap_or_default()),
+        Format::Json => {
+            let whole =
+                outlook.as_ref().zip(goodput.as_ref()).map(|(o, g)| whole_run::json(o, g, None));
+            render::estimate_json(&inputs, &estimate, &suggestions, whole)
+                .context("cannot serialize the estimate as JSON")
+                .map_err(CliError::Other)
+        }
     }
 }

@@ -14,6 +14,7 @@ mod render;
 mod search;
 mod simulate;
 mod validate;
+mod whole_run;
 
 use std::fmt;
 use std::io::{self, Write};

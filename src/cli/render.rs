@@ -253,7 +253,7 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
 // `step_time_s`.
 
 #[derive(Serialize)]
-struct EstimateJson<'a> {
+struct EstimateJson<'a, W: Serialize> {
     run: RunJson<'a>,
     memory: MemoryJson,
     time: TimeJson,
@@ -263,6 +263,9 @@ struct EstimateJson<'a> {
     error_band: Option<BandJson>,
     /// Empty when the plan fits.
     fit_suggestions: Vec<FitJson>,
+    /// The whole run, when a training length was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    whole_run: Option<W>,
 }
 
 /// An estimate's 80 % error band: the signed-error band, the ranges it gives, and its basis.
@@ -500,10 +503,11 @@ impl From<&Estimate> for ThroughputJson {
 }
 
 /// The JSON report of one estimate: one object, pretty-printed.
-pub fn estimate_json(
+pub fn estimate_json<W: Serialize>(
     inputs: &Inputs,
     estimate: &Estimate,
     suggestions: &[FitSuggestion],
+    whole_run: Option<W>,
 ) -> serde_json::Result<String> {
     let run = &inputs.run;
     let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
@@ -532,6 +536,7 @@ pub fn estimate_json(
         throughput: ThroughputJson::from(estimate),
         error_band: meshplan::validate::run_band(run).map(|band| BandJson::of(estimate, band)),
         fit_suggestions: suggestions.iter().map(FitJson::from).collect(),
+        whole_run,
     };
     serde_json::to_string_pretty(&json)
 }

@@ -9,11 +9,25 @@ use serde::Serialize;
 
 use super::args::{Format, SimulateArgs};
 use super::inputs::{self, Inputs};
-use super::{CliError, render, write_atomically};
+use super::{CliError, render, whole_run, write_atomically};
+use meshplan::goodput::monte_carlo::MAX_RUNS;
+use meshplan::violation::Collector;
 
 /// Builds the run, simulates it, writes the trace if asked and renders the result.
 pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
-    let inputs = inputs::build_run(&args.run)?;
+    // Every problem of the run and of the whole-run flags at once.
+    let mut problems = Collector::default();
+    let goodput = problems.take(args.whole.goodput());
+    let inputs = problems.take(inputs::build_run(&args.run));
+    if args.runs == 0 || args.runs > MAX_RUNS {
+        problems.add(
+            "runs",
+            args.runs,
+            format!("must be from 1 to {MAX_RUNS}"),
+            "draw fewer runs; 1000 give a stable median and p90",
+        );
+    }
+    let (inputs, goodput) = problems.finish_with(inputs.zip(goodput), "run")?;
     let (estimate, simulation) = meshplan::estimate_simulated(&inputs.run)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
@@ -41,6 +55,8 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
             .map_err(CliError::Other)?;
         write_atomically(path, "report", &html)?;
     }
+    let outlook = whole_run::run_outlook(goodput.as_ref(), &inputs.run, simulation.step_time())?;
+    let drawn = whole_run::drawn(outlook.as_ref(), args.runs, args.seed);
     match args.format {
         Format::Text => {
             let mut out = render::run_header(&inputs);
@@ -52,6 +68,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
                 throughput.tokens_per_sec_per_gpu,
                 throughput.mfu_pct
             ));
+            if let Some(outlook) = &outlook {
+                out.push_str(&whole_run::text(outlook, drawn.as_ref()));
+            }
             if let Some(path) = &args.trace {
                 out.push_str(&format!(
                     "Trace written to {} (open it in Perfetto)\n",
@@ -66,9 +85,15 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
             }
             Ok(out)
         }
-        Format::Json => json(&inputs, &simulation)
-            .context("cannot serialize the simulation as JSON")
-            .map_err(CliError::Other),
+        Format::Json => {
+            let whole = outlook
+                .as_ref()
+                .zip(goodput.as_ref())
+                .map(|(o, g)| whole_run::json(o, g, drawn.as_ref()));
+            json(&inputs, &simulation, whole)
+                .context("cannot serialize the simulation as JSON")
+                .map_err(CliError::Other)
+        }
     }
 }
 
@@ -126,9 +151,16 @@ struct SimulationJson<'a> {
     /// Seconds per part, summing to `step_time_s`.
     breakdown_s: meshplan::estimate::TimeBreakdown,
     stages: Vec<StageJson>,
+    /// The whole run, when a training length was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    whole_run: Option<whole_run::WholeRunJson>,
 }
 
-fn json(inputs: &Inputs, simulation: &Simulation) -> serde_json::Result<String> {
+fn json(
+    inputs: &Inputs,
+    simulation: &Simulation,
+    whole_run: Option<whole_run::WholeRunJson>,
+) -> serde_json::Result<String> {
     let plan = inputs.run.plan();
     let report = SimulationJson {
         model: inputs.run.model().name(),
@@ -148,6 +180,7 @@ fn json(inputs: &Inputs, simulation: &Simulation) -> serde_json::Result<String> 
                 peak_memory_gib: rank.peak_memory.total().as_gib(),
             })
             .collect(),
+        whole_run,
     };
     serde_json::to_string_pretty(&report)
 }

@@ -19,7 +19,7 @@ use crate::run::Run;
 use crate::units::Bytes;
 
 /// Bytes per parameter of the 16-bit weights.
-const WEIGHT_BYTES_PER_PARAM: f64 = 2.0;
+pub const WEIGHT_BYTES_PER_PARAM: f64 = 2.0;
 /// Bytes per parameter of the FP32 gradient (main-grad) buffer.
 const GRADIENT_BYTES_PER_PARAM: f64 = 4.0;
 /// Bytes per parameter of a 16-bit gradient buffer: Megatron-Core's `ParamAndGradBuffer` holds

@@ -17,3 +17,4 @@ mod schemas;
 mod support;
 mod tidy;
 mod validation;
+mod whole_run;

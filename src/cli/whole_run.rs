@@ -1,0 +1,237 @@
+//! The whole-run flags of `estimate` and `simulate` (`--train-tokens` and the failure,
+//! checkpoint and price options): their spec, the outlook of a run at its step time, and its
+//! text and JSON.
+
+use std::fmt::Write as _;
+
+use meshplan::goodput::spec::FailureSource;
+use meshplan::goodput::{
+    CheckpointMode, Goodput, GoodputSpec, MonteCarlo, RunOutlook, outlook, simulate_runs,
+};
+use meshplan::run::Run;
+use meshplan::units::Seconds;
+use meshplan::violation::Violations;
+use serde::Serialize;
+
+use super::CliError;
+use super::args::WholeRunArgs;
+use super::render::{align_numbers, table};
+
+impl WholeRunArgs {
+    /// The flags as a spec.
+    pub fn spec(&self) -> GoodputSpec {
+        GoodputSpec {
+            train_tokens: self.train_tokens.clone(),
+            train_steps: self.train_steps,
+            failure_rate: self.failure_rate.clone(),
+            checkpoint: self.checkpoint.as_deref().map(|mode| match mode {
+                "sync" => CheckpointMode::Sync,
+                _ => CheckpointMode::Async,
+            }),
+            checkpoint_interval: self.checkpoint_interval.clone(),
+            storage_write: self.storage_write.clone(),
+            storage_read: self.storage_read.clone(),
+            restart: self.restart_time.clone(),
+            price_per_gpu_hour: self.price_per_gpu_hour,
+        }
+    }
+
+    /// The validated inputs (`None` without a training length).
+    pub fn goodput(&self) -> Result<Option<Goodput>, Violations> {
+        Goodput::from_spec(&self.spec())
+    }
+}
+
+/// The outlook of `run` at `step_time`, when a training length was given.
+pub fn run_outlook(
+    goodput: Option<&Goodput>,
+    run: &Run,
+    step_time: Seconds,
+) -> Result<Option<RunOutlook>, CliError> {
+    goodput
+        .map(|goodput| outlook(run, step_time, goodput))
+        .transpose()
+        .map_err(|err| CliError::Other(anyhow::Error::new(err)))
+}
+
+/// Days, hours or minutes, whichever reads best.
+fn duration(time: Seconds) -> String {
+    let seconds = time.value();
+    if seconds >= 2.0 * 86_400.0 {
+        format!("{:.1} days", seconds / 86_400.0)
+    } else if seconds >= 2.0 * 3600.0 {
+        format!("{:.1} h", seconds / 3600.0)
+    } else if seconds >= 120.0 {
+        format!("{:.1} min", seconds / 60.0)
+    } else {
+        format!("{seconds:.2} s")
+    }
+}
+
+fn count(value: f64) -> String {
+    match value {
+        v if v >= 1e12 => format!("{:.2}T", v / 1e12),
+        v if v >= 1e9 => format!("{:.2}B", v / 1e9),
+        v if v >= 1e6 => format!("{:.2}M", v / 1e6),
+        v if v >= 1e3 => format!("{:.1}K", v / 1e3),
+        v => format!("{v:.1}"),
+    }
+}
+
+/// The outlook as text, with the drawn runs' spread when there are some.
+pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
+    let mut out = format!(
+        "\nWhole run: {} tokens in {} steps of {:.3} s\n",
+        count(outlook.tokens),
+        outlook.steps,
+        outlook.step_time.value()
+    );
+    let wall = outlook.wall.value();
+    let share = |time: Seconds| format!("{:.2}", 100.0 * time.value() / wall);
+    let mut times = table(&["Wall-clock time", "time", "% of wall"]);
+    let losses = &outlook.losses;
+    for (name, time) in [
+        ("training steps (productive)", outlook.productive),
+        ("lost work since the last checkpoint", losses.lost_work),
+        ("checkpoints (blocking)", losses.checkpoints),
+        ("restarts (incl. checkpoint load)", losses.restarts),
+        ("time to train", outlook.wall),
+    ] {
+        times.add_row([name.to_owned(), duration(time), share(time)]);
+    }
+    align_numbers(&mut times, 1);
+    let _ = writeln!(out, "\n{times}");
+    let _ = writeln!(
+        out,
+        "ETTR {:.1} %: {:.0} failures expected, one every {} (job MTTF) on {} nodes at {:.2} per 1000 node-days",
+        100.0 * outlook.ettr,
+        outlook.failures,
+        duration(outlook.mttf),
+        outlook.nodes,
+        1000.0 * outlook.failures_per_node_day,
+    );
+    let ckpt = &outlook.checkpoint;
+    let _ = writeln!(
+        out,
+        "Checkpoint {:.2} TB every {} ({}), {} checkpoints; blocks {} ({}), saves in {}, loads in {}; a restart takes {}",
+        ckpt.total.value() / 1e12,
+        duration(outlook.interval),
+        if outlook.optimal_interval { "Daly's optimum" } else { "as given" },
+        ckpt.mode.name(),
+        duration(ckpt.blocking),
+        if ckpt.blocking == ckpt.save { "the whole write" } else { "device-to-host copy" },
+        duration(ckpt.save),
+        duration(ckpt.load),
+        duration(outlook.restart),
+    );
+    let _ = write!(out, "{:.3}M GPU-hours", outlook.gpu_hours / 1e6);
+    match outlook.cost {
+        Some(cost) => {
+            let _ = writeln!(out, ", ${:.2}M", cost / 1e6);
+        }
+        None => out.push_str(" (--price-per-gpu-hour gives the cost)\n"),
+    }
+    if let Some(drawn) = drawn {
+        let _ = writeln!(
+            out,
+            "{} drawn runs (seed {}): time to train p10 {}, median {}, p90 {}; mean ETTR {:.1} %",
+            drawn.runs,
+            drawn.seed,
+            duration(drawn.p10),
+            duration(drawn.median),
+            duration(drawn.p90),
+            100.0 * drawn.ettr
+        );
+    }
+    out
+}
+
+/// The outlook as JSON fields, times in seconds.
+#[derive(Debug, Serialize)]
+pub struct WholeRunJson {
+    tokens: f64,
+    steps: u64,
+    step_time_s: f64,
+    time_to_train_s: f64,
+    productive_s: f64,
+    lost_work_s: f64,
+    checkpoint_blocking_s: f64,
+    restarts_s: f64,
+    ettr: f64,
+    nodes: u64,
+    failures_per_1000_node_days: f64,
+    failure_rate_source: String,
+    job_mttf_s: f64,
+    failures: f64,
+    checkpoint_mode: &'static str,
+    checkpoint_interval_s: f64,
+    checkpoint_interval_optimal: bool,
+    checkpoint_bytes: f64,
+    checkpoint_largest_share_bytes: f64,
+    checkpoint_save_s: f64,
+    checkpoint_load_s: f64,
+    restart_s: f64,
+    gpu_hours: f64,
+    cost_dollars: Option<f64>,
+    drawn: Option<MonteCarloJson>,
+}
+
+/// The drawn runs as JSON.
+#[derive(Debug, Serialize)]
+pub struct MonteCarloJson {
+    runs: u64,
+    seed: u64,
+    mean_s: f64,
+    p10_s: f64,
+    median_s: f64,
+    p90_s: f64,
+    ettr: f64,
+}
+
+/// The JSON of an outlook.
+pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>) -> WholeRunJson {
+    let ckpt = &outlook.checkpoint;
+    WholeRunJson {
+        tokens: outlook.tokens,
+        steps: outlook.steps,
+        step_time_s: outlook.step_time.value(),
+        time_to_train_s: outlook.wall.value(),
+        productive_s: outlook.productive.value(),
+        lost_work_s: outlook.losses.lost_work.value(),
+        checkpoint_blocking_s: outlook.losses.checkpoints.value(),
+        restarts_s: outlook.losses.restarts.value(),
+        ettr: outlook.ettr,
+        nodes: outlook.nodes,
+        failures_per_1000_node_days: 1000.0 * outlook.failures_per_node_day,
+        failure_rate_source: match goodput.failure_source() {
+            FailureSource::Preset(preset) => preset.source().to_owned(),
+            FailureSource::Given => "given".to_owned(),
+        },
+        job_mttf_s: outlook.mttf.value(),
+        failures: outlook.failures,
+        checkpoint_mode: ckpt.mode.name(),
+        checkpoint_interval_s: outlook.interval.value(),
+        checkpoint_interval_optimal: outlook.optimal_interval,
+        checkpoint_bytes: ckpt.total.value(),
+        checkpoint_largest_share_bytes: ckpt.largest_share.value(),
+        checkpoint_save_s: ckpt.save.value(),
+        checkpoint_load_s: ckpt.load.value(),
+        restart_s: outlook.restart.value(),
+        gpu_hours: outlook.gpu_hours,
+        cost_dollars: outlook.cost,
+        drawn: drawn.map(|d| MonteCarloJson {
+            runs: d.runs,
+            seed: d.seed,
+            mean_s: d.mean.value(),
+            p10_s: d.p10.value(),
+            median_s: d.median.value(),
+            p90_s: d.p90.value(),
+            ettr: d.ettr,
+        }),
+    }
+}
+
+/// Draws `runs` runs from `seed` when an outlook was asked for.
+pub fn drawn(outlook: Option<&RunOutlook>, runs: u64, seed: u64) -> Option<MonteCarlo> {
+    outlook.map(|outlook| simulate_runs(outlook, runs, seed))
+}

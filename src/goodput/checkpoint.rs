@@ -1,0 +1,127 @@
+//! The checkpoint a plan makes: its size from the plan's own memory model (BF16 weights, FP32
+//! master weights and Adam moments of every parameter, each saved once however the plan
+//! replicates it), the largest rank's share, and the time to block, save and load it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cost::memory::{WEIGHT_BYTES_PER_PARAM, optimizer_bytes_per_param, stage_memory};
+use crate::run::Run;
+use crate::units::{Bytes, BytesPerSec, Seconds};
+
+/// How training waits for a checkpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum CheckpointMode {
+    /// Training stops until the checkpoint is on storage.
+    Sync,
+    /// Training stops only for the device-to-host copy of each rank's share; the write to
+    /// storage runs behind the next steps (Megatron-Core's async save, ByteCheckpoint, MegaScale's
+    /// two-stage checkpoint).
+    Async,
+}
+
+impl CheckpointMode {
+    /// Its name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            CheckpointMode::Sync => "sync",
+            CheckpointMode::Async => "async",
+        }
+    }
+}
+
+/// One checkpoint of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Checkpoint {
+    /// How training waits for it.
+    pub mode: CheckpointMode,
+    /// Bytes of the whole checkpoint.
+    pub total: Bytes,
+    /// Bytes the rank with the largest share writes (ranks of the heaviest pipeline stage).
+    pub largest_share: Bytes,
+    /// Time training stops for each checkpoint.
+    pub blocking: Seconds,
+    /// Time to write the whole checkpoint to storage.
+    pub save: Seconds,
+    /// Time to read it back at a restart.
+    pub load: Seconds,
+}
+
+/// The checkpoint of `run` on storage writing at `write` and reading at `read` (aggregate over
+/// the job). Without a host link in the cluster's description, an asynchronous checkpoint has no
+/// copy to price and blocks like a synchronous one.
+pub fn checkpoint(
+    run: &Run,
+    mode: CheckpointMode,
+    write: BytesPerSec,
+    read: BytesPerSec,
+) -> Checkpoint {
+    let params = run.model().total_params() as f64;
+    let total = Bytes::new(params * (WEIGHT_BYTES_PER_PARAM + optimizer_bytes_per_param(run)));
+    // Ranks save disjoint shares (Megatron-Core's fully parallel save); the heaviest stage's
+    // ranks hold the most.
+    let states: Vec<f64> = stage_memory(run)
+        .iter()
+        .map(|s| (s.breakdown.weights + s.breakdown.optimizer_states).value())
+        .collect();
+    let mean = states.iter().sum::<f64>() / states.len().max(1) as f64;
+    let heaviest = states.iter().copied().fold(0.0, f64::max);
+    let imbalance = if mean > 0.0 { heaviest / mean } else { 1.0 };
+    let gpus = run.cluster().num_gpus().max(1) as f64;
+    let largest_share = Bytes::new(total.value() / gpus * imbalance);
+    let save = total / write;
+    let blocking = match (mode, run.cluster().interconnect().host_bandwidth()) {
+        (CheckpointMode::Async, Some(host)) => largest_share / host,
+        _ => save,
+    };
+    Checkpoint { mode, total, largest_share, blocking, save, load: total / read }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hardware::ClusterSpec;
+    use crate::plan::{PipelineSplit, PlanSpec, TrainingSpec};
+    use crate::{RunSpec, presets};
+
+    /// ByteCheckpoint's Llama 3.1 405B job: TP8 DP70 PP16 on 8,960 GPUs.
+    fn bytecheckpoint_405b() -> Run {
+        Run::from_spec(&RunSpec {
+            model: presets::model("llama3.1-405b").unwrap(),
+            cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8960 },
+            training: TrainingSpec {
+                seq_len: 8192,
+                global_batch: 1120,
+                micro_batch: Some(1),
+                precision: None,
+            },
+            plan: PlanSpec {
+                tp: Some(8),
+                pp: Some(16),
+                pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
+                ..PlanSpec::default()
+            },
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn bytecheckpoint_405b_save_and_load_follow_from_the_bandwidth_they_imply() {
+        // ByteCheckpoint (arXiv 2407.20143v4, Table 8): saving the 405B job's checkpoint took
+        // 51.06 s and loading it 129.49 s, which at 14 bytes per parameter implies about 111 GB/s
+        // of aggregate write and 44 GB/s of read bandwidth.
+        let run = bytecheckpoint_405b();
+        let write = BytesPerSec::giga(111.0);
+        let read = BytesPerSec::giga(43.8);
+        let ckpt = checkpoint(&run, CheckpointMode::Async, write, read);
+        let per_param = ckpt.total.value() / run.model().total_params() as f64;
+        assert!((12.0..=16.0).contains(&per_param), "{per_param} bytes per parameter");
+        assert!((ckpt.save.value() - 51.06).abs() / 51.06 < 0.05, "save {:?}", ckpt.save);
+        assert!((ckpt.load.value() - 129.49).abs() / 129.49 < 0.05, "load {:?}", ckpt.load);
+        // The blocking copy of one rank's share over PCIe is well under ByteCheckpoint's 0.59 s.
+        assert!(ckpt.blocking.value() < 0.59, "{:?}", ckpt.blocking);
+        assert!(ckpt.largest_share.value() * 8960.0 >= ckpt.total.value());
+        let sync = checkpoint(&run, CheckpointMode::Sync, write, read);
+        assert_eq!(sync.blocking, sync.save);
+    }
+}

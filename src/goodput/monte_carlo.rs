@@ -1,0 +1,89 @@
+//! Whole runs drawn one failure at a time, with an explicit seed: the spread of the time to train
+//! around the closed form's expectation. The same model as `expected.rs` (segments of work ended
+//! by a checkpoint, Poisson failures that lose the segment and cost a restart), so the two agree
+//! on the mean and the draws add the distribution. The generator is rand's `StdRng`, fixed by the
+//! lock file: the same seed gives the same runs.
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use serde::Serialize;
+
+use super::expected::RunOutlook;
+use crate::units::Seconds;
+
+/// Runs drawn at most (each is a loop over its segments and failures).
+pub const MAX_RUNS: u64 = 100_000;
+
+/// The time to train over many drawn runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct MonteCarlo {
+    /// Runs drawn.
+    pub runs: u64,
+    /// The seed they were drawn with.
+    pub seed: u64,
+    /// Mean wall-clock time.
+    pub mean: Seconds,
+    /// Its 10th, 50th and 90th percentiles.
+    pub p10: Seconds,
+    /// Median.
+    pub median: Seconds,
+    /// 90th percentile.
+    pub p90: Seconds,
+    /// Mean ETTR (productive over wall-clock time).
+    pub ettr: f64,
+}
+
+/// One run: the wall-clock time of `outlook`'s work, failure by failure. Failures are memoryless,
+/// so one draw gives the time to the next failure, and the segments that finish before it are
+/// counted at once.
+fn one_run(outlook: &RunOutlook, rng: &mut StdRng) -> f64 {
+    let (m, restart) = (outlook.mttf.value(), outlook.restart.value());
+    let (interval, blocking) = (outlook.interval.value(), outlook.checkpoint.blocking.value());
+    let full = interval + blocking;
+    let mut remaining = outlook.productive.value();
+    let mut wall = 0.0;
+    while remaining > 0.0 {
+        // An exponential draw by inversion: 1 - u lies in (0, 1].
+        let mut until_failure = -m * (1.0 - rng.random::<f64>()).ln();
+        // Whole segments first, then the last, shorter one.
+        let whole = (remaining / interval).floor();
+        let survived = (until_failure / full).floor().min(whole);
+        wall += survived * full;
+        until_failure -= survived * full;
+        remaining -= survived * interval;
+        if survived < whole {
+            // The failure strikes inside a whole segment: its work is lost.
+            wall += until_failure + restart;
+            continue;
+        }
+        let last = remaining.max(0.0);
+        if last <= 0.0 {
+            break;
+        }
+        if until_failure >= last + blocking {
+            wall += last + blocking;
+            break;
+        }
+        wall += until_failure + restart;
+    }
+    wall
+}
+
+/// Draws `runs` runs of `outlook` (at most [`MAX_RUNS`]) from `seed`.
+pub fn simulate_runs(outlook: &RunOutlook, runs: u64, seed: u64) -> MonteCarlo {
+    let runs = runs.clamp(1, MAX_RUNS);
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut walls: Vec<f64> = (0..runs).map(|_| one_run(outlook, &mut rng)).collect();
+    walls.sort_by(f64::total_cmp);
+    let at = |q: f64| Seconds::new(walls[((walls.len() - 1) as f64 * q).round() as usize]);
+    let mean = walls.iter().sum::<f64>() / walls.len() as f64;
+    MonteCarlo {
+        runs,
+        seed,
+        mean: Seconds::new(mean),
+        p10: at(0.1),
+        median: at(0.5),
+        p90: at(0.9),
+        ettr: outlook.productive.value() / mean,
+    }
+}

@@ -1,0 +1,339 @@
+//! What a whole-run outlook takes besides the run: how much to train, the fleet's failure rate,
+//! the checkpoint policy and storage, the restart cost and the price. `GoodputSpec` mirrors the
+//! flags (and a file's keys, rejecting unknown ones); `Goodput` is reachable only by validating
+//! it, every problem reported at once.
+
+use serde::{Deserialize, Serialize};
+
+use super::checkpoint::CheckpointMode;
+use super::failures::FleetPreset;
+use crate::units::{BytesPerSec, Seconds, parse_bandwidth, parse_seconds};
+use crate::violation::{Collector, Violations};
+
+/// Training lengths meshplan prices: up to 10^16 tokens (a thousand times today's largest runs)
+/// or 10^10 steps.
+const MAX_TOKENS: f64 = 1e16;
+const MAX_STEPS: i64 = 10_000_000_000;
+
+/// Restart cost besides loading the checkpoint: detection about 60 s (ByteRobust, arXiv
+/// 2509.16293, section 2.2), rescheduling about 600 s (ByteRobust Table 7: requeueing 128 to 1024
+/// machines took 454 to 768 s) and initialisation under 30 s at over 10,000 GPUs (MegaScale, arXiv
+/// 2402.15627, section 3): 690 s, inside the 5 to 20 minutes Kokolis et al. assume.
+const DEFAULT_RESTART_SECONDS: f64 = 690.0;
+
+/// Aggregate checkpoint storage bandwidth by default: Llama 3's Tectonic file system sustained
+/// 2 TB/s (Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.1), for writes and reads alike.
+const DEFAULT_STORAGE_GBPS: f64 = 2000.0;
+
+/// The inputs as written (flags or a file), before validation.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GoodputSpec {
+    /// Tokens to train: a count with an optional K, M, B or T suffix (`15T`, `300B`, `1.5e13`).
+    pub train_tokens: Option<String>,
+    /// Optimizer steps to train (instead of tokens).
+    pub train_steps: Option<i64>,
+    /// Failures per node-day: a fleet preset name (`llama3`, `meta-rsc`, `byterobust`,
+    /// `opt-era`) or a number of failures per 1000 node-days (`6.5`). [default: llama3]
+    pub failure_rate: Option<String>,
+    /// Synchronous or asynchronous checkpoints. [default: async]
+    pub checkpoint: Option<CheckpointMode>,
+    /// Time between checkpoints (`30 min`); without it, Daly's optimum.
+    pub checkpoint_interval: Option<String>,
+    /// Aggregate write bandwidth of the checkpoint storage (`2 TB/s`).
+    pub storage_write: Option<String>,
+    /// Aggregate read bandwidth of the checkpoint storage (`2 TB/s`).
+    pub storage_read: Option<String>,
+    /// Time a restart takes besides loading the checkpoint: detection, rescheduling,
+    /// initialisation (`690 s`).
+    pub restart: Option<String>,
+    /// Price of one GPU-hour, in dollars.
+    pub price_per_gpu_hour: Option<f64>,
+}
+
+/// How much to train.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TrainLength {
+    /// Training tokens.
+    Tokens(f64),
+    /// Optimizer steps.
+    Steps(u64),
+}
+
+/// Where the failure rate comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureSource {
+    /// A published fleet.
+    Preset(FleetPreset),
+    /// The user's number.
+    Given,
+}
+
+/// Validated inputs of a whole-run outlook.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Goodput {
+    length: TrainLength,
+    per_node_day: f64,
+    failure_source: FailureSource,
+    mode: CheckpointMode,
+    interval: Option<Seconds>,
+    write: BytesPerSec,
+    read: BytesPerSec,
+    restart: Seconds,
+    price_per_gpu_hour: Option<f64>,
+}
+
+/// Parses a count with an optional K, M, B or T suffix (powers of 1000).
+pub fn parse_count(text: &str) -> Option<f64> {
+    let trimmed = text.trim();
+    let (number, scale) = match trimmed.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() && !matches!(c, 'e' | 'E') => {
+            let scale = match c.to_ascii_uppercase() {
+                'K' => 1e3,
+                'M' => 1e6,
+                'B' | 'G' => 1e9,
+                'T' => 1e12,
+                _ => return None,
+            };
+            (&trimmed[..i], scale)
+        }
+        _ => (trimmed, 1.0),
+    };
+    let value = number.trim().replace('_', "").parse::<f64>().ok()? * scale;
+    (value.is_finite() && value > 0.0).then_some(value)
+}
+
+impl Goodput {
+    /// Checks every field, reporting every problem at once. `None` when no training length is
+    /// given: the outlook is asked for by giving one.
+    pub fn from_spec(spec: &GoodputSpec) -> Result<Option<Goodput>, Violations> {
+        let mut problems = Collector::default();
+        let length = match (&spec.train_tokens, spec.train_steps) {
+            (Some(_), Some(_)) => {
+                problems.add(
+                    "train_tokens",
+                    "with train_steps",
+                    "gives the training length twice",
+                    "give --train-tokens or --train-steps, not both",
+                );
+                None
+            }
+            (Some(text), None) => match parse_count(text) {
+                Some(tokens) if tokens <= MAX_TOKENS => Some(TrainLength::Tokens(tokens)),
+                _ => {
+                    problems.add(
+                        "train_tokens",
+                        text,
+                        "must be a positive count of tokens up to 10^16",
+                        "write it like 15T, 300B or 1.5e13",
+                    );
+                    None
+                }
+            },
+            (None, Some(steps)) => {
+                if (1..=MAX_STEPS).contains(&steps) {
+                    u64::try_from(steps).ok().map(TrainLength::Steps)
+                } else {
+                    problems.add(
+                        "train_steps",
+                        steps,
+                        "must be a whole number of steps from 1 to 10^10",
+                        "give the optimizer steps to train, e.g. 500000",
+                    );
+                    None
+                }
+            }
+            (None, None) => None,
+        };
+        let failure_text = spec.failure_rate.as_deref().unwrap_or(FleetPreset::DEFAULT.name());
+        let failure = match FleetPreset::named(failure_text) {
+            Some(preset) => Some((preset.per_node_day(), FailureSource::Preset(preset))),
+            None => match failure_text.trim().parse::<f64>() {
+                Ok(per_thousand) if per_thousand > 0.0 && per_thousand <= 1000.0 => {
+                    Some((per_thousand / 1000.0, FailureSource::Given))
+                }
+                _ => {
+                    let names: Vec<&str> = FleetPreset::ALL.iter().map(|p| p.name()).collect();
+                    problems.add(
+                        "failure_rate",
+                        failure_text,
+                        "is neither a fleet preset nor a number of failures per 1000 node-days in (0, 1000]",
+                        format!("use one of {} or a number such as 6.5", names.join(", ")),
+                    );
+                    None
+                }
+            },
+        };
+        let mut seconds = |field: &str, text: &Option<String>, default: Option<f64>| {
+            let Some(text) = text else { return default.map(Seconds::new) };
+            match parse_seconds(text) {
+                Ok(value) if value.value() <= 1e8 => Some(value),
+                Ok(_) => {
+                    problems.add(
+                        field,
+                        text,
+                        "must be at most 10^8 s",
+                        "give a time such as 30 min",
+                    );
+                    None
+                }
+                Err(err) => {
+                    problems.add(
+                        field,
+                        text,
+                        err.to_string(),
+                        "give a time such as 30 min or 690 s",
+                    );
+                    None
+                }
+            }
+        };
+        let interval = seconds("checkpoint_interval", &spec.checkpoint_interval, None);
+        let restart = seconds("restart", &spec.restart, Some(DEFAULT_RESTART_SECONDS));
+        let mut bandwidth = |field: &str, text: &Option<String>| {
+            let Some(text) = text else { return Some(BytesPerSec::giga(DEFAULT_STORAGE_GBPS)) };
+            match parse_bandwidth(text) {
+                Ok(value) if value.as_giga() <= 1e6 => Some(value),
+                Ok(_) => {
+                    problems.add(
+                        field,
+                        text,
+                        "must be at most 1 PB/s",
+                        "give a rate such as 2 TB/s",
+                    );
+                    None
+                }
+                Err(err) => {
+                    problems.add(field, text, err.to_string(), "give a rate such as 2 TB/s");
+                    None
+                }
+            }
+        };
+        let write = bandwidth("storage_write", &spec.storage_write);
+        let read = bandwidth("storage_read", &spec.storage_read);
+        let price = spec.price_per_gpu_hour;
+        if let Some(price) = price
+            && !(price > 0.0 && price <= 1e4)
+        {
+            problems.add(
+                "price_per_gpu_hour",
+                price,
+                "must be a price in dollars in (0, 10000]",
+                "give the price of one GPU-hour, e.g. 2.5",
+            );
+        }
+        problems.finish()?;
+        let (
+            Some(length),
+            Some((per_node_day, failure_source)),
+            Some(restart),
+            Some(write),
+            Some(read),
+        ) = (length, failure, restart, write, read)
+        else {
+            return Ok(None);
+        };
+        Ok(Some(Goodput {
+            length,
+            per_node_day,
+            failure_source,
+            mode: spec.checkpoint.unwrap_or(CheckpointMode::Async),
+            interval,
+            write,
+            read,
+            restart,
+            price_per_gpu_hour: price,
+        }))
+    }
+
+    /// How much to train.
+    pub fn length(&self) -> TrainLength {
+        self.length
+    }
+    /// Failures per node-day.
+    pub fn per_node_day(&self) -> f64 {
+        self.per_node_day
+    }
+    /// Where the failure rate comes from.
+    pub fn failure_source(&self) -> FailureSource {
+        self.failure_source
+    }
+    /// Synchronous or asynchronous checkpoints.
+    pub fn mode(&self) -> CheckpointMode {
+        self.mode
+    }
+    /// The checkpoint interval given (`None`: Daly's optimum).
+    pub fn interval(&self) -> Option<Seconds> {
+        self.interval
+    }
+    /// Aggregate storage write bandwidth.
+    pub fn write(&self) -> BytesPerSec {
+        self.write
+    }
+    /// Aggregate storage read bandwidth.
+    pub fn read(&self) -> BytesPerSec {
+        self.read
+    }
+    /// Restart time besides loading the checkpoint.
+    pub fn restart(&self) -> Seconds {
+        self.restart
+    }
+    /// Price of one GPU-hour, in dollars.
+    pub fn price_per_gpu_hour(&self) -> Option<f64> {
+        self.price_per_gpu_hour
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_take_their_suffixes() {
+        assert_eq!(parse_count("15T"), Some(15e12));
+        assert_eq!(parse_count("300B"), Some(300e9));
+        assert_eq!(parse_count("1.5e13"), Some(1.5e13));
+        assert_eq!(parse_count("2_000"), Some(2000.0));
+        assert_eq!(parse_count("15X"), None);
+        assert_eq!(parse_count("-3T"), None);
+    }
+
+    #[test]
+    fn every_bad_field_is_named_at_once() {
+        let spec = GoodputSpec {
+            train_tokens: Some("lots".into()),
+            failure_rate: Some("often".into()),
+            checkpoint_interval: Some("5 parsecs".into()),
+            storage_write: Some("fast".into()),
+            price_per_gpu_hour: Some(-1.0),
+            ..GoodputSpec::default()
+        };
+        let err = Goodput::from_spec(&spec).unwrap_err().to_string();
+        for field in [
+            "train_tokens",
+            "failure_rate",
+            "checkpoint_interval",
+            "storage_write",
+            "price_per_gpu_hour",
+        ] {
+            assert!(err.contains(field), "{field} missing from {err}");
+        }
+    }
+
+    #[test]
+    fn no_length_asks_for_no_outlook_and_defaults_are_stated() {
+        assert_eq!(Goodput::from_spec(&GoodputSpec::default()).unwrap(), None);
+        let spec = GoodputSpec { train_tokens: Some("15T".into()), ..GoodputSpec::default() };
+        let goodput = Goodput::from_spec(&spec).unwrap().unwrap();
+        assert_eq!(goodput.length(), TrainLength::Tokens(15e12));
+        assert_eq!(goodput.failure_source(), FailureSource::Preset(FleetPreset::Llama3));
+        assert_eq!(goodput.mode(), CheckpointMode::Async);
+        assert_eq!(goodput.restart(), Seconds::new(DEFAULT_RESTART_SECONDS));
+        let given = GoodputSpec { failure_rate: Some("6.5".into()), ..spec };
+        assert!(
+            (Goodput::from_spec(&given).unwrap().unwrap().per_node_day() - 6.5e-3).abs() < 1e-15
+        );
+    }
+}

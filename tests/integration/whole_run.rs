@@ -1,0 +1,188 @@
+//! The whole run (issue 15): the published reliability anchors reproduced from their stated
+//! inputs, each with its source, and the Monte Carlo runs against the closed form.
+
+use meshplan::goodput::{Goodput, GoodputSpec, outlook, simulate_runs};
+use meshplan::plan::{PipelineSplit, PlanSpec};
+use meshplan::units::Seconds;
+use meshplan::{Run, presets};
+use proptest::prelude::*;
+
+use crate::support::{spec, training};
+
+/// Llama 3.1 405B on 16,384 H100 as Meta trained it: tp 8, pp 16, cp 1, dp 128, 8K tokens,
+/// 2,048 sequences a step (Llama 3 Herd of Models, arXiv 2407.21783, Table 4), on `gpus` GPUs
+/// with `global_batch` sequences a step.
+fn llama3_405b(gpus: i64, global_batch: i64) -> Run {
+    let plan = PlanSpec {
+        tp: Some(8),
+        pp: Some(16),
+        vp: Some(2),
+        pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
+        ..PlanSpec::default()
+    };
+    let model = presets::model("llama3.1-405b").unwrap();
+    Run::from_spec(&spec(model, "h100-sxm", gpus, training(8192, global_batch, 1, None), plan))
+        .unwrap()
+}
+
+fn goodput(spec: GoodputSpec) -> Goodput {
+    Goodput::from_spec(&spec).unwrap().unwrap()
+}
+
+#[test]
+fn the_llama3_interruption_rate_leaves_over_90_percent_effective_training_time() {
+    // Llama 3 (arXiv 2407.21783, section 3.3.4): 419 unexpected interruptions in 54 days on
+    // 16,384 GPUs, and over 90 % effective training time. The default fleet is that rate; the
+    // default restart is 690 s and checkpoints are asynchronous.
+    let run = llama3_405b(16_384, 2048);
+    let inputs =
+        goodput(GoodputSpec { train_tokens: Some("15T".into()), ..GoodputSpec::default() });
+    let outlook = outlook(&run, Seconds::new(5.5), &inputs).unwrap();
+    assert!((outlook.mttf.value() / 3600.0 - 3.09).abs() < 0.01, "{:?}", outlook.mttf);
+    assert!(outlook.ettr > 0.90 && outlook.ettr < 0.97, "ETTR {}", outlook.ettr);
+    // About 5.5 s a step for 15T tokens is 54 days of steps; the run sees hundreds of failures.
+    assert!((outlook.productive.value() / 86_400.0 - 56.8).abs() < 0.5, "{:?}", outlook.productive);
+    assert!(outlook.failures > 400.0 && outlook.failures < 500.0, "{}", outlook.failures);
+    let losses = outlook.losses;
+    let total = outlook.productive + losses.lost_work + losses.checkpoints + losses.restarts;
+    assert!((total.value() - outlook.wall.value()).abs() < 1e-6 * outlook.wall.value());
+}
+
+#[test]
+fn byterobust_dense_job_reaches_about_97_percent() {
+    // ByteRobust (arXiv 2509.16293, section 8.1.3): up to 97 % ETTR over three months of a dense
+    // job on 9,600 Hopper GPUs at about 1.6 incidents per 1000 node-days, with blocking under 1 s.
+    // The default restart (690 s) is kept: ByteRobust's fast in-place restarts (46 to 65 s,
+    // Table 7) are offset by its implicit incidents (hangs, MFU decline), which take far longer
+    // to find, so the anchor is matched to within a point and a half, not tuned to.
+    // 1,200 nodes of 8: tp 8, pp 16 and dp 75, 32 sequences a replica.
+    let run = llama3_405b(9_600, 2_400);
+    let inputs = goodput(GoodputSpec {
+        train_steps: Some(1_000_000),
+        failure_rate: Some("byterobust".into()),
+        ..GoodputSpec::default()
+    });
+    let outlook = outlook(&run, Seconds::new(8.0), &inputs).unwrap();
+    assert!(outlook.checkpoint.blocking.value() < 1.0, "{:?}", outlook.checkpoint.blocking);
+    assert!((0.96..=0.99).contains(&outlook.ettr), "ETTR {}", outlook.ettr);
+}
+
+#[test]
+fn the_same_seed_draws_the_same_runs_and_another_seed_other_ones() {
+    let run = llama3_405b(16_384, 2048);
+    let inputs = goodput(GoodputSpec { train_tokens: Some("1T".into()), ..GoodputSpec::default() });
+    let outlook = outlook(&run, Seconds::new(5.5), &inputs).unwrap();
+    let first = simulate_runs(&outlook, 200, 7);
+    assert_eq!(first, simulate_runs(&outlook, 200, 7));
+    assert_ne!(first, simulate_runs(&outlook, 200, 8));
+    assert!(first.p10 <= first.median && first.median <= first.p90);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 24,
+        rng_seed: proptest::test_runner::RngSeed::Fixed(15),
+        ..ProptestConfig::default()
+    })]
+
+    /// Under uniform (Poisson) failures the drawn runs' ETTR agrees with the closed form within
+    /// 2 %, from rare failures to several an hour, synchronous or asynchronous checkpoints.
+    #[test]
+    fn the_monte_carlo_runs_agree_with_the_closed_form(
+        rate in 1.0f64..30.0, restart_min in 2u32..30, sync in any::<bool>(), seed in 0u64..1000,
+    ) {
+        let run = llama3_405b(16_384, 2048);
+        let inputs = goodput(GoodputSpec {
+            train_tokens: Some("2T".into()),
+            failure_rate: Some(format!("{rate}")),
+            restart: Some(format!("{restart_min} min")),
+            checkpoint: Some(if sync {
+                meshplan::goodput::CheckpointMode::Sync
+            } else {
+                meshplan::goodput::CheckpointMode::Async
+            }),
+            ..GoodputSpec::default()
+        });
+        let closed = outlook(&run, Seconds::new(5.5), &inputs).unwrap();
+        let drawn = simulate_runs(&closed, 40, seed);
+        prop_assert!(
+            (drawn.ettr - closed.ettr).abs() <= 0.02 * closed.ettr,
+            "drawn {} closed {}", drawn.ettr, closed.ettr
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// the binary
+
+use crate::support::{json, run, words};
+
+#[test]
+fn estimate_prices_the_whole_run_when_given_tokens() {
+    let value = json(&words(
+        "estimate --train-tokens 15T --price-per-gpu-hour 2 --failure-rate meta-rsc --format json",
+    ));
+    let whole = &value["whole_run"];
+    let seconds = |key: &str| whole[key].as_f64().unwrap();
+    let ettr = seconds("ettr");
+    assert!(ettr > 0.5 && ettr < 1.0, "{whole}");
+    let parts = seconds("productive_s")
+        + seconds("lost_work_s")
+        + seconds("checkpoint_blocking_s")
+        + seconds("restarts_s");
+    assert!((parts - seconds("time_to_train_s")).abs() < 1e-6 * parts, "{whole}");
+    assert!((seconds("cost_dollars") - 2.0 * seconds("gpu_hours")).abs() < 1e-6);
+    assert!((seconds("failures_per_1000_node_days") - 6.5).abs() < 1e-9);
+    assert!(whole["failure_rate_source"].as_str().unwrap().contains("2410.21680"));
+    // The estimate's own step time is the run's.
+    assert_eq!(whole["step_time_s"], value["throughput"]["step_time_s"]);
+    // Without a training length there is no whole run.
+    assert!(json(&words("estimate --format json")).get("whole_run").is_none());
+}
+
+#[test]
+fn simulate_draws_the_same_runs_from_the_same_seed() {
+    let line = "simulate --train-tokens 2T --runs 200 --seed 3 --format json";
+    let first = run(&words(line));
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(first.stdout, run(&words(line)).stdout);
+    let value: serde_json::Value = serde_json::from_str(&first.stdout).unwrap();
+    let drawn = &value["whole_run"]["drawn"];
+    assert_eq!((drawn["runs"].as_u64(), drawn["seed"].as_u64()), (Some(200), Some(3)));
+    let text = run(&words("simulate --train-tokens 2T --runs 200"));
+    assert!(text.stdout.contains("Whole run: 2.00T tokens"), "{}", text.stdout);
+    assert!(text.stdout.contains("200 drawn runs (seed 0)"), "{}", text.stdout);
+}
+
+#[test]
+fn every_bad_whole_run_flag_is_named_with_the_run_problems() {
+    let output = run(&words(
+        "estimate --gpus 7 --train-tokens lots --failure-rate often --storage-write fast \
+         --checkpoint-interval 5x --price-per-gpu-hour -3",
+    ));
+    assert_eq!(output.code, 2, "{}", output.stdout);
+    for field in [
+        "train_tokens",
+        "failure_rate",
+        "storage_write",
+        "checkpoint_interval",
+        "price_per_gpu_hour",
+        "plan.dp",
+    ] {
+        assert!(output.stderr.contains(field), "{field} missing from {}", output.stderr);
+    }
+    let runs = run(&words("simulate --train-tokens 1T --runs 0"));
+    assert_eq!(runs.code, 2);
+    assert!(runs.stderr.contains("runs"), "{}", runs.stderr);
+}
+
+#[test]
+fn a_run_that_cannot_finish_is_a_clear_error_not_an_endless_number() {
+    // A failure every 42 s on 2,048 nodes against a 10-minute checkpoint interval.
+    let output = run(&words(
+        "estimate --gpus 16384 --global-batch 4096 --train-tokens 1T --failure-rate 1000 \
+         --checkpoint sync --checkpoint-interval 10min",
+    ));
+    assert_eq!(output.code, 1, "{}", output.stdout);
+    assert!(output.stderr.contains("would not finish"), "{}", output.stderr);
+}
