@@ -41,6 +41,8 @@ pub const BANDWIDTH: (f64, f64) = (1e6, 1e15);
 pub const GPU_MEMORY: (f64, f64) = (1e9, 1e14);
 /// A GPU's peak rate, in FLOP/s (1 TFLOP/s to 1 EFLOP/s).
 pub const PEAK_FLOPS: (f64, f64) = (1e12, 1e18);
+/// A GPU's board power, in watts (10 W to 10 kW).
+pub const GPU_POWER: (f64, f64) = (10.0, 1e4);
 
 /// Whether `value` lies in the inclusive `range`.
 pub fn within(value: f64, (low, high): (f64, f64)) -> bool {

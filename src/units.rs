@@ -117,6 +117,10 @@ quantity!(
     /// A compute rate in floating-point operations per second.
     FlopsPerSec
 );
+quantity!(
+    /// A power in watts.
+    Watts
+);
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
@@ -334,6 +338,12 @@ pub fn parse_flops_rate(text: &str) -> Result<FlopsPerSec, QuantityError> {
     parse_with_units(text, UNITS, "GFLOP/s, TFLOP/s, PFLOP/s", "989.4 TFLOP/s").map(FlopsPerSec)
 }
 
+/// Parses a power: `W` or `kW`.
+pub fn parse_power(text: &str) -> Result<Watts, QuantityError> {
+    const UNITS: &[(&str, f64)] = &[("W", 1.0), ("kW", 1e3)];
+    parse_with_units(text, UNITS, "W, kW", "700 W").map(Watts)
+}
+
 /// Parses a duration: `s`, `ms`, `us`, `ns`, `min`, `h` or `d`.
 pub fn parse_seconds(text: &str) -> Result<Seconds, QuantityError> {
     const UNITS: &[(&str, f64)] = &[
@@ -360,6 +370,10 @@ mod tests {
         assert_eq!(parse_bandwidth("400 Gb/s").unwrap().as_giga(), 50.0);
         assert_eq!(parse_flops_rate("989.4 TFLOP/s").unwrap().as_tera(), 989.4);
         assert!((parse_seconds("5 us").unwrap().value() - 5e-6).abs() < 1e-18);
+        assert_eq!(parse_power("700 W").unwrap().value(), 700.0);
+        assert_eq!(parse_power("1.2 kW").unwrap().value(), 1200.0);
+        assert_eq!(parse_seconds("30 min").unwrap().value(), 1800.0);
+        assert!(parse_power("700 V").is_err());
     }
 
     #[test]

@@ -127,9 +127,15 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
     let _ = write!(out, "{:.3}M GPU-hours", outlook.gpu_hours / 1e6);
     match outlook.cost {
         Some(cost) => {
-            let _ = writeln!(out, ", ${:.2}M", cost / 1e6);
+            let _ = write!(out, ", ${:.2}M", cost / 1e6);
         }
-        None => out.push_str(" (--price-per-gpu-hour gives the cost)\n"),
+        None => out.push_str(" (--price-per-gpu-hour gives the cost)"),
+    }
+    match outlook.energy_mwh {
+        Some(mwh) => {
+            let _ = writeln!(out, "; {mwh:.0} MWh at the GPUs' board power (GPUs only, no PUE)");
+        }
+        None => out.push_str("; no energy: the GPU preset states no power\n"),
     }
     if let Some(drawn) = drawn {
         let _ = writeln!(
@@ -173,6 +179,9 @@ pub struct WholeRunJson {
     restart_s: f64,
     gpu_hours: f64,
     cost_dollars: Option<f64>,
+    /// GPUs' board power at full load over the wall-clock time; hosts, network, cooling not
+    /// counted.
+    energy_mwh: Option<f64>,
     drawn: Option<MonteCarloJson>,
 }
 
@@ -219,6 +228,7 @@ pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>)
         restart_s: outlook.restart.value(),
         gpu_hours: outlook.gpu_hours,
         cost_dollars: outlook.cost,
+        energy_mwh: outlook.energy_mwh,
         drawn: drawn.map(|d| MonteCarloJson {
             runs: d.runs,
             seed: d.seed,

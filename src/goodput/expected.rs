@@ -66,6 +66,10 @@ pub struct RunOutlook {
     pub gpu_hours: f64,
     /// Their price, when one was given.
     pub cost: Option<f64>,
+    /// Energy in megawatt-hours: the GPUs' board power at full load over the wall-clock time
+    /// (hosts, network, storage and cooling not counted); `None` when the GPU's preset states no
+    /// power.
+    pub energy_mwh: Option<f64>,
 }
 
 /// A run that cannot make progress: failures come faster than a segment and its restart.
@@ -149,6 +153,7 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
         restart,
         gpu_hours,
         cost: inputs.price_per_gpu_hour().map(|price| price * gpu_hours),
+        energy_mwh: run.cluster().gpu().power().map(|watts| watts.value() * gpu_hours / 1e6),
     })
 }
 

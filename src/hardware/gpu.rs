@@ -6,7 +6,8 @@ use super::Generation;
 
 use super::interconnect::InterconnectSpec;
 use crate::units::{
-    Bytes, BytesPerSec, FlopsPerSec, parse_bandwidth, parse_bytes, parse_flops_rate,
+    Bytes, BytesPerSec, FlopsPerSec, Watts, parse_bandwidth, parse_bytes, parse_flops_rate,
+    parse_power,
 };
 use crate::violation::{Collector, Violations};
 
@@ -92,6 +93,10 @@ pub struct GpuSpec {
     pub memory: String,
     /// Memory bandwidth (`"3.35 TB/s"`).
     pub memory_bandwidth: String,
+    /// Board power at full load (`"700 W"`, the vendor's maximum TGP/TDP): what a whole run's
+    /// energy counts. Without it, energy is not priced.
+    #[serde(default)]
+    pub power: Option<String>,
     /// Streaming multiprocessors (compute units): how many GEMM tiles run at once.
     pub sm_count: i64,
     /// Tensor-core peaks.
@@ -155,6 +160,7 @@ pub struct Gpu {
     generation: Option<Generation>,
     memory: Bytes,
     memory_bandwidth: BytesPerSec,
+    power: Option<Watts>,
     sm_count: u64,
     peak_bf16: FlopsPerSec,
     peak_fp16: FlopsPerSec,
@@ -198,6 +204,7 @@ impl Gpu {
                 let (range, words) = match field {
                     "memory" => (crate::limits::GPU_MEMORY, "1 GB to 100 TB"),
                     "memory_bandwidth" => (crate::limits::BANDWIDTH, "1 MB/s to 1 PB/s"),
+                    "power" => (crate::limits::GPU_POWER, "10 W to 10 kW"),
                     _ => (crate::limits::PEAK_FLOPS, "1 TFLOP/s to 1 EFLOP/s"),
                 };
                 let checked = result.and_then(|value| {
@@ -226,6 +233,10 @@ impl Gpu {
             &spec.memory_bandwidth,
             parse_bandwidth(&spec.memory_bandwidth).map(|b| b.value()),
         );
+        let power = spec
+            .power
+            .as_ref()
+            .map(|text| quantity("power", text, parse_power(text).map(|w| w.value())));
         let bf16 = quantity(
             "peak.bf16",
             &spec.peak.bf16,
@@ -294,6 +305,7 @@ impl Gpu {
             generation: spec.generation,
             memory: Bytes::new(memory),
             memory_bandwidth: BytesPerSec::new(bandwidth),
+            power: power.map(Watts::new),
             sm_count: spec.sm_count as u64,
             peak_bf16: FlopsPerSec::new(bf16),
             peak_fp16: FlopsPerSec::new(fp16),
@@ -323,6 +335,10 @@ impl Gpu {
     /// Memory bandwidth.
     pub fn memory_bandwidth(&self) -> BytesPerSec {
         self.memory_bandwidth
+    }
+    /// Board power at full load, when the preset states it.
+    pub fn power(&self) -> Option<Watts> {
+        self.power
     }
     /// Streaming multiprocessors.
     pub fn sm_count(&self) -> u64 {

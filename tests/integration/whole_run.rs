@@ -43,6 +43,9 @@ fn the_llama3_interruption_rate_leaves_over_90_percent_effective_training_time()
     // About 5.5 s a step for 15T tokens is 54 days of steps; the run sees hundreds of failures.
     assert!((outlook.productive.value() / 86_400.0 - 56.8).abs() < 0.5, "{:?}", outlook.productive);
     assert!(outlook.failures > 400.0 && outlook.failures < 500.0, "{}", outlook.failures);
+    // Energy counts the H100s' 700 W board power over the wall-clock time.
+    let energy = outlook.energy_mwh.unwrap();
+    assert!((energy - 700.0 * outlook.gpu_hours / 1e6).abs() < 1e-9 * energy);
     let losses = outlook.losses;
     let total = outlook.productive + losses.lost_work + losses.checkpoints + losses.restarts;
     assert!((total.value() - outlook.wall.value()).abs() < 1e-6 * outlook.wall.value());
@@ -136,6 +139,10 @@ fn estimate_prices_the_whole_run_when_given_tokens() {
     assert!(whole["failure_rate_source"].as_str().unwrap().contains("2410.21680"));
     // The estimate's own step time is the run's.
     assert_eq!(whole["step_time_s"], value["throughput"]["step_time_s"]);
+    assert!(seconds("energy_mwh") > 0.0);
+    // A GPU whose preset states no power prices no energy.
+    let b300 = json(&words("estimate --gpu b300 --train-tokens 1T --format json"));
+    assert!(b300["whole_run"]["energy_mwh"].is_null(), "{}", b300["whole_run"]);
     // Without a training length there is no whole run.
     assert!(json(&words("estimate --format json")).get("whole_run").is_none());
 }
