@@ -154,6 +154,9 @@ pub struct SearchArgs {
     /// Output format; json is one object.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// How much to train: adds the time, cost and ETTR of a whole run for each plan found.
+    #[command(flatten)]
+    pub whole: WholeRunArgs,
 }
 
 /// `meshplan export` flags.

@@ -15,7 +15,7 @@ use meshplan::violation::{Collector, Violation, Violations};
 use serde::Serialize;
 
 use super::args::{Format, SearchArgs};
-use super::{CliError, Progress, inputs, render, write_atomically};
+use super::{CliError, Progress, inputs, render, whole_run, write_atomically};
 
 /// The engine a search is for: `--engine`, else the one `--export-to` names, else Megatron-LM.
 /// Two different engines are a contradiction, refused with both named.
@@ -59,6 +59,7 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     let max_pp = search_count(&mut problems, "search.max_pp", args.max_pp, limit);
     let max_cp = search_count(&mut problems, "search.max_cp", args.max_cp, limit);
     let top = search_count(&mut problems, "search.top", Some(args.top), "how many plans, e.g. 5");
+    let goodput = problems.take(args.whole.goodput()).flatten();
     let flags_accepted = problems.is_empty();
     let base = problems.take(inputs::build_run_spec(&args.run));
     let engine =
@@ -142,9 +143,21 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     if let Some(text) = exported {
         return Ok(text);
     }
+    // The whole run of each plan found, when a training length was given.
+    let outlooks = report
+        .plans
+        .iter()
+        .map(|plan| {
+            whole_run::run_outlook(goodput.as_ref(), &plan.run, plan.estimate.time.step_time())
+        })
+        .collect::<Result<Vec<_>, _>>()?
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>();
     match args.format {
         Format::Text => {
             let mut out = text(&report, engine);
+            out.push_str(&whole_run::ranked_text(&outlooks));
             if let Some(path) = &args.report {
                 out.push_str(&format!(
                     "\nReport written to {} (open it in a browser)\n",
@@ -153,7 +166,7 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             }
             Ok(out)
         }
-        Format::Json => json(&report, engine)
+        Format::Json => json(&report, engine, &outlooks, goodput.as_ref())
             .context("cannot serialize the search report")
             .map_err(CliError::Other),
     }
@@ -340,9 +353,17 @@ struct SearchJson {
     pruned: usize,
     rejected: Vec<RejectionJson>,
     plans: Vec<RankedJson>,
+    /// The whole run of each plan, in the plans' order, when a training length was given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    whole_runs: Vec<whole_run::WholeRunJson>,
 }
 
-fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<String> {
+fn json(
+    report: &SearchReport,
+    engine: Option<Engine>,
+    outlooks: &[meshplan::goodput::RunOutlook],
+    goodput: Option<&meshplan::goodput::Goodput>,
+) -> serde_json::Result<String> {
     let plans = report
         .plans
         .iter()
@@ -379,5 +400,8 @@ fn json(report: &SearchReport, engine: Option<Engine>) -> serde_json::Result<Str
         pruned: report.pruned,
         rejected,
         plans,
+        whole_runs: goodput
+            .map(|g| outlooks.iter().map(|o| whole_run::json(o, g, None)).collect())
+            .unwrap_or_default(),
     })
 }

@@ -197,6 +197,29 @@ pub struct MonteCarloJson {
     ettr: f64,
 }
 
+/// The whole runs of a search's plans, one row each in the plans' order (empty without any).
+pub fn ranked_text(outlooks: &[RunOutlook]) -> String {
+    let Some(first) = outlooks.first() else { return String::new() };
+    let mut rows = table(&["#", "time to train", "ETTR %", "GPU-hours", "cost", "energy MWh"]);
+    for (rank, outlook) in outlooks.iter().enumerate() {
+        rows.add_row([
+            (rank + 1).to_string(),
+            duration(outlook.wall),
+            format!("{:.1}", 100.0 * outlook.ettr),
+            format!("{:.3}M", outlook.gpu_hours / 1e6),
+            outlook.cost.map_or("-".to_owned(), |cost| format!("${:.2}M", cost / 1e6)),
+            outlook.energy_mwh.map_or("-".to_owned(), |mwh| format!("{mwh:.0}")),
+        ]);
+    }
+    align_numbers(&mut rows, 1);
+    format!(
+        "\nWhole run of each plan: {} tokens, {:.2} failures per 1000 node-days, {} checkpoints\n{rows}\n",
+        count(first.tokens),
+        1000.0 * first.failures_per_node_day,
+        first.checkpoint.mode.name()
+    )
+}
+
 /// The JSON of an outlook.
 pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>) -> WholeRunJson {
     let ckpt = &outlook.checkpoint;

@@ -193,3 +193,22 @@ fn a_run_that_cannot_finish_is_a_clear_error_not_an_endless_number() {
     assert_eq!(output.code, 1, "{}", output.stdout);
     assert!(output.stderr.contains("would not finish"), "{}", output.stderr);
 }
+
+#[test]
+fn search_gives_each_plan_its_whole_run() {
+    let value = json(&words(
+        "search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32 --top 3 \
+         --train-tokens 100B --format json",
+    ));
+    let plans = value["plans"].as_array().unwrap();
+    let runs = value["whole_runs"].as_array().unwrap();
+    assert_eq!(runs.len(), plans.len());
+    for (plan, run) in plans.iter().zip(runs) {
+        assert_eq!(plan["step_time_s"], run["step_time_s"]);
+        assert!(run["time_to_train_s"].as_f64().unwrap() > run["productive_s"].as_f64().unwrap());
+    }
+    let plain = json(&words(
+        "search --model llama3.1-8b --gpus 16 --seq-len 4096 --global-batch 32 --top 3 --format json",
+    ));
+    assert!(plain.get("whole_runs").is_none());
+}
