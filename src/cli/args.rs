@@ -157,6 +157,26 @@ pub struct SearchArgs {
     /// How much to train: adds the time, cost and ETTR of a whole run for each plan found.
     #[command(flatten)]
     pub whole: WholeRunArgs,
+    /// Also try more GPUs, up to this many: --gpus doubled while it stays at most N, and N
+    /// itself; the GPU count whose best plan wins --objective is the one reported.
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Search")]
+    pub max_gpus: Option<i64>,
+    /// What decides between GPU counts: the step time, or (with --train-tokens) the time to
+    /// train or the cost (GPU-hours, priced with --price-per-gpu-hour when given); more GPUs
+    /// mean more failures.
+    #[arg(long, value_enum, default_value_t = Objective::StepTime, help_heading = "Search")]
+    pub objective: Objective,
+}
+
+/// What decides between GPU counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Objective {
+    /// The simulated step time of the best plan.
+    StepTime,
+    /// The expected wall-clock time to train, failures counted.
+    TimeToTrain,
+    /// The GPU-hours (or dollars) to train.
+    Cost,
 }
 
 /// `meshplan export` flags.

@@ -14,7 +14,7 @@ use meshplan::search::{
 use meshplan::violation::{Collector, Violation, Violations};
 use serde::Serialize;
 
-use super::args::{Format, SearchArgs};
+use super::args::{Format, Objective, SearchArgs};
 use super::{CliError, Progress, inputs, render, whole_run, write_atomically};
 
 /// The engine a search is for: `--engine`, else the one `--export-to` names, else Megatron-LM.
@@ -60,6 +60,30 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     let max_cp = search_count(&mut problems, "search.max_cp", args.max_cp, limit);
     let top = search_count(&mut problems, "search.top", Some(args.top), "how many plans, e.g. 5");
     let goodput = problems.take(args.whole.goodput()).flatten();
+    let max_gpus = search_count(
+        &mut problems,
+        "search.max_gpus",
+        args.max_gpus,
+        "the most GPUs to try, e.g. 16384",
+    );
+    if let Some(max) = max_gpus
+        && max > meshplan::limits::GPUS
+    {
+        problems.add(
+            "search.max_gpus",
+            max,
+            format!("is more than the {} GPUs meshplan prices", meshplan::limits::GPUS),
+            "give a count up to 1048576",
+        );
+    }
+    if args.objective != Objective::StepTime && goodput.is_none() {
+        problems.add(
+            "search.objective",
+            format!("{:?}", args.objective),
+            "needs a training length to price the whole run",
+            "give --train-tokens (or --train-steps), or use --objective step-time",
+        );
+    }
     let flags_accepted = problems.is_empty();
     let base = problems.take(inputs::build_run_spec(&args.run));
     let engine =
@@ -93,25 +117,29 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         }
         return Err(CliError::Input(problems.finish().expect_err("a flag was refused")));
     }
-    let progress = Progress::on_terminal("pricing", "candidates");
-    let started = std::time::Instant::now();
-    let report =
-        search(&spec, &|done, total| progress.update(done, total)).map_err(|err| match err {
-            SearchError::Input(violations) => CliError::Input(violations),
-            other => CliError::Other(anyhow::Error::new(other)),
-        })?;
-    for plan in &report.plans {
-        plan.estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
+    let counts = gpu_counts(spec.base.cluster.num_gpus, max_gpus)?;
+    let mut tried = Vec::with_capacity(counts.len());
+    for gpus in counts {
+        let mut spec = spec.clone();
+        spec.base.cluster.num_gpus = gpus;
+        let report = search_once(&spec)?;
+        let outlooks = report
+            .plans
+            .iter()
+            .map(|plan| {
+                whole_run::run_outlook(goodput.as_ref(), &plan.run, plan.estimate.time.step_time())
+            })
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>();
+        tried.push(Tried { spec, report, outlooks });
     }
-    if progress.finish() {
-        // Timing goes to the terminal only: the report itself is the same on every run.
-        let elapsed = started.elapsed().as_secs_f64();
-        eprintln!(
-            "searched {} candidates in {elapsed:.2} s ({:.0} candidates/s)",
-            report.considered,
-            report.considered as f64 / elapsed.max(1e-9)
-        );
-    }
+    let winner = winner(&tried, args.objective);
+    let ranked_counts = (tried.len() > 1).then(|| counts_table(&tried, winner, args.objective));
+    let counts_json: Vec<CountJson> =
+        if tried.len() > 1 { tried.iter().map(CountJson::of).collect() } else { Vec::new() };
+    let Tried { spec, report, outlooks } = tried.swap_remove(winner);
     // Every output is made before any is written, so a failure leaves no file behind.
     let mut files = Vec::new();
     if let Some(path) = &args.report {
@@ -143,20 +171,10 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     if let Some(text) = exported {
         return Ok(text);
     }
-    // The whole run of each plan found, when a training length was given.
-    let outlooks = report
-        .plans
-        .iter()
-        .map(|plan| {
-            whole_run::run_outlook(goodput.as_ref(), &plan.run, plan.estimate.time.step_time())
-        })
-        .collect::<Result<Vec<_>, _>>()?
-        .into_iter()
-        .flatten()
-        .collect::<Vec<_>>();
     match args.format {
         Format::Text => {
-            let mut out = text(&report, engine);
+            let mut out = ranked_counts.unwrap_or_default();
+            out.push_str(&text(&report, engine));
             out.push_str(&whole_run::ranked_text(&outlooks));
             if let Some(path) = &args.report {
                 out.push_str(&format!(
@@ -166,10 +184,159 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             }
             Ok(out)
         }
-        Format::Json => json(&report, engine, &outlooks, goodput.as_ref())
+        Format::Json => json(&report, engine, &outlooks, goodput.as_ref(), counts_json)
             .context("cannot serialize the search report")
             .map_err(CliError::Other),
     }
+}
+
+/// One GPU count's search.
+struct Tried {
+    spec: SearchSpec,
+    report: SearchReport,
+    outlooks: Vec<meshplan::goodput::RunOutlook>,
+}
+
+impl Tried {
+    /// What `objective` scores this count's best plan at (lower is better); `None` when no plan
+    /// fits.
+    fn score(&self, objective: Objective) -> Option<f64> {
+        let best = self.report.plans.first()?;
+        let outlook = self.outlooks.first();
+        Some(match objective {
+            Objective::StepTime => best.estimate.time.step_time().value(),
+            Objective::TimeToTrain => outlook?.wall.value(),
+            Objective::Cost => outlook.map(|o| o.cost.unwrap_or(o.gpu_hours))?,
+        })
+    }
+}
+
+/// The GPU counts a search tries: `gpus` alone, or doubled while at most `max`, and `max`.
+fn gpu_counts(gpus: i64, max: Option<u64>) -> Result<Vec<i64>, CliError> {
+    let Some(max) = max else { return Ok(vec![gpus]) };
+    let max = i64::try_from(max).unwrap_or(i64::MAX);
+    if max < gpus || gpus <= 0 {
+        return Err(CliError::Input(Violations::one(Violation::new(
+            "search.max_gpus",
+            max,
+            format!("is fewer than --gpus {gpus}"),
+            "give a count at least --gpus, the smallest count to try",
+        ))));
+    }
+    let mut counts = vec![gpus];
+    while let Some(next) = counts.last().and_then(|c| c.checked_mul(2)).filter(|n| *n <= max) {
+        counts.push(next);
+    }
+    if counts.last() != Some(&max) {
+        counts.push(max);
+    }
+    Ok(counts)
+}
+
+/// The count whose best plan scores lowest (the first of equals; the first count when none has
+/// a plan).
+fn winner(tried: &[Tried], objective: Objective) -> usize {
+    let scored = tried.iter().enumerate().filter_map(|(i, t)| Some((i, t.score(objective)?)));
+    scored
+        .fold(None, |best: Option<(usize, f64)>, (i, score)| match best {
+            Some((_, low)) if low <= score => best,
+            _ => Some((i, score)),
+        })
+        .map_or(0, |(i, _)| i)
+}
+
+/// The GPU counts tried, each with its best plan and whole run, the winner marked.
+fn counts_table(tried: &[Tried], winner: usize, objective: Objective) -> String {
+    let mut rows = render::table(&[
+        "GPUs",
+        "best plan",
+        "step s",
+        "time to train",
+        "ETTR %",
+        "GPU-hours",
+        "cost",
+    ]);
+    for (i, t) in tried.iter().enumerate() {
+        let gpus = t.spec.base.cluster.num_gpus;
+        let mark = if i == winner { " *" } else { "" };
+        let Some(best) = t.report.plans.first() else {
+            rows.add_row([format!("{gpus}{mark}"), "no plan fits".to_owned()]);
+            continue;
+        };
+        let outlook = t.outlooks.first();
+        let or_dash = |value: Option<String>| value.unwrap_or_else(|| "-".to_owned());
+        rows.add_row([
+            format!("{gpus}{mark}"),
+            best.label(),
+            format!("{:.3}", best.estimate.time.step_time().value()),
+            or_dash(outlook.map(|o| format!("{:.1} days", o.wall.value() / 86_400.0))),
+            or_dash(outlook.map(|o| format!("{:.1}", 100.0 * o.ettr))),
+            or_dash(outlook.map(|o| format!("{:.3}M", o.gpu_hours / 1e6))),
+            or_dash(outlook.and_then(|o| o.cost).map(|c| format!("${:.2}M", c / 1e6))),
+        ]);
+    }
+    render::align_numbers(&mut rows, 2);
+    format!(
+        "GPU counts tried (* the best by {}; the rest of the report is its search)\n{rows}\n\n",
+        match objective {
+            Objective::StepTime => "step time",
+            Objective::TimeToTrain => "time to train",
+            Objective::Cost => "cost",
+        }
+    )
+}
+
+/// A GPU count tried, as JSON.
+#[derive(Serialize)]
+struct CountJson {
+    gpus: i64,
+    best_plan: Option<String>,
+    step_time_s: Option<f64>,
+    time_to_train_s: Option<f64>,
+    ettr: Option<f64>,
+    gpu_hours: Option<f64>,
+    cost_dollars: Option<f64>,
+}
+
+impl CountJson {
+    fn of(t: &Tried) -> CountJson {
+        let best = t.report.plans.first();
+        let outlook = t.outlooks.first();
+        CountJson {
+            gpus: t.spec.base.cluster.num_gpus,
+            best_plan: best.map(RankedPlan::label),
+            step_time_s: best.map(|b| b.estimate.time.step_time().value()),
+            time_to_train_s: outlook.map(|o| o.wall.value()),
+            ettr: outlook.map(|o| o.ettr),
+            gpu_hours: outlook.map(|o| o.gpu_hours),
+            cost_dollars: outlook.and_then(|o| o.cost),
+        }
+    }
+}
+
+/// One search, with its progress bar and timing on a terminal.
+fn search_once(spec: &SearchSpec) -> Result<SearchReport, CliError> {
+    let progress = Progress::on_terminal("pricing", "candidates");
+    let started = std::time::Instant::now();
+    let report =
+        search(spec, &|done, total| progress.update(done, total)).map_err(|err| match err {
+            SearchError::Input(violations) => CliError::Input(violations),
+            other => CliError::Other(anyhow::Error::new(other)),
+        })?;
+    for plan in &report.plans {
+        plan.estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
+    }
+    if progress.finish() {
+        // Timing goes to the terminal only: the report itself is the same on every run.
+        let elapsed = started.elapsed().as_secs_f64();
+        eprintln!(
+            "searched {} candidates on {} GPUs in {elapsed:.2} s ({:.0} candidates/s)",
+            report.considered,
+            spec.base.cluster.num_gpus,
+            report.considered as f64 / elapsed.max(1e-9)
+        );
+    }
+    Ok(report)
 }
 
 /// The error of a command that needs a best plan when no plan fits: nothing is written.
@@ -356,6 +523,9 @@ struct SearchJson {
     /// The whole run of each plan, in the plans' order, when a training length was given.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     whole_runs: Vec<whole_run::WholeRunJson>,
+    /// Each GPU count tried with --max-gpus: its best plan and whole run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    gpu_counts: Vec<CountJson>,
 }
 
 fn json(
@@ -363,6 +533,7 @@ fn json(
     engine: Option<Engine>,
     outlooks: &[meshplan::goodput::RunOutlook],
     goodput: Option<&meshplan::goodput::Goodput>,
+    gpu_counts: Vec<CountJson>,
 ) -> serde_json::Result<String> {
     let plans = report
         .plans
@@ -403,5 +574,6 @@ fn json(
         whole_runs: goodput
             .map(|g| outlooks.iter().map(|o| whole_run::json(o, g, None)).collect())
             .unwrap_or_default(),
+        gpu_counts,
     })
 }

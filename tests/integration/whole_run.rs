@@ -212,3 +212,41 @@ fn search_gives_each_plan_its_whole_run() {
     ));
     assert!(plain.get("whole_runs").is_none());
 }
+
+#[test]
+fn search_over_gpu_counts_reports_the_count_its_objective_prefers() {
+    let base = "search --model llama3.1-8b --gpus 8 --max-gpus 32 --seq-len 4096 --global-batch 64 \
+                --top 1 --train-tokens 100B --failure-rate opt-era --format json";
+    for objective in ["step-time", "time-to-train", "cost"] {
+        let value = json(&words(&format!("{base} --objective {objective}")));
+        let counts = value["gpu_counts"].as_array().unwrap();
+        let gpus: Vec<i64> = counts.iter().map(|c| c["gpus"].as_i64().unwrap()).collect();
+        assert_eq!(gpus, [8, 16, 32]);
+        let key = match objective {
+            "step-time" => "step_time_s",
+            "time-to-train" => "time_to_train_s",
+            _ => "gpu_hours",
+        };
+        let best = counts
+            .iter()
+            .min_by(|a, b| a[key].as_f64().unwrap().total_cmp(&b[key].as_f64().unwrap()))
+            .unwrap();
+        // The report that follows is the winning count's search.
+        assert_eq!(value["plans"][0]["description"], best["best_plan"], "{objective}");
+        assert_eq!(value["plans"][0]["step_time_s"], best["step_time_s"], "{objective}");
+    }
+    // Fewer GPU-hours on fewer GPUs, a sooner finish on more: the objectives disagree here.
+    let cheap = json(&words(&format!("{base} --objective cost")));
+    let soon = json(&words(&format!("{base} --objective time-to-train")));
+    assert_ne!(cheap["plans"][0]["description"], soon["plans"][0]["description"]);
+}
+
+#[test]
+fn an_objective_needs_a_training_length_and_max_gpus_at_least_gpus() {
+    let output = run(&words("search --model llama3.1-8b --gpus 16 --objective cost"));
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("search.objective"), "{}", output.stderr);
+    let output = run(&words("search --model llama3.1-8b --gpus 16 --max-gpus 8"));
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("search.max_gpus"), "{}", output.stderr);
+}
