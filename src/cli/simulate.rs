@@ -32,6 +32,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
     estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
+    // The whole run is priced before any file is written: a run that cannot finish writes none.
+    let outlook = whole_run::run_outlook(goodput.as_ref(), &inputs.run, simulation.step_time())?;
+    let drawn = whole_run::drawn(outlook.as_ref(), args.runs, args.seed);
     if let Some(path) = &args.trace {
         let label = format!(
             "{} on {} GPUs, {}",
@@ -49,14 +52,14 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         let plan = inputs.run.plan();
         let label = format!("{}, schedule {}", plan.label(), plan.schedule().name());
         let view = PlanView::new(label, &estimate, &simulation);
-        let html = Report::simulated(&report_title(&inputs), facts, view)
-            .to_html()
-            .context("cannot make the HTML report")
-            .map_err(CliError::Other)?;
+        let mut report = Report::simulated(&report_title(&inputs), facts, view);
+        if let Some(outlook) = &outlook {
+            report = report.with_whole_run(outlook.clone());
+        }
+        let html =
+            report.to_html().context("cannot make the HTML report").map_err(CliError::Other)?;
         write_atomically(path, "report", &html)?;
     }
-    let outlook = whole_run::run_outlook(goodput.as_ref(), &inputs.run, simulation.step_time())?;
-    let drawn = whole_run::drawn(outlook.as_ref(), args.runs, args.seed);
     match args.format {
         Format::Text => {
             let mut out = render::run_header(&inputs);

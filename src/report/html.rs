@@ -313,12 +313,59 @@ fn comparison_sections(out: &mut String, view: &ComparisonView) -> Result<(), Re
     Ok(())
 }
 
+/// The whole run: the waterfall of the time to train and the figures behind it.
+fn whole_run_section(
+    out: &mut String,
+    outlook: &crate::goodput::RunOutlook,
+) -> Result<(), ReportError> {
+    let ckpt = &outlook.checkpoint;
+    let mut facts = format!(
+        "<p>{:.2}T tokens in {} steps; {:.0} failures expected (job MTTF {:.2} h on {} nodes at \
+         {:.2} per 1000 node-days); a {:.2} TB {} checkpoint every {:.1} min blocks {:.2} s and \
+         loads in {:.1} s; a restart takes {:.1} min; {:.3}M GPU-hours",
+        outlook.tokens / 1e12,
+        outlook.steps,
+        outlook.failures,
+        outlook.mttf.value() / 3600.0,
+        outlook.nodes,
+        1000.0 * outlook.failures_per_node_day,
+        ckpt.total.value() / 1e12,
+        ckpt.mode.name(),
+        outlook.interval.value() / 60.0,
+        ckpt.blocking.value(),
+        ckpt.load.value(),
+        outlook.restart.value() / 60.0,
+        outlook.gpu_hours / 1e6,
+    );
+    if let Some(cost) = outlook.cost {
+        let _ = write!(facts, ", ${:.2}M", cost / 1e6);
+    }
+    if let Some(mwh) = outlook.energy_mwh {
+        let _ = write!(facts, ", {mwh:.0} MWh (GPU board power only)");
+    }
+    facts.push_str(".</p>\n");
+    let chart = Chart {
+        name: "whole-run",
+        heading: "Whole run",
+        svg: super::whole_run::waterfall(outlook)?,
+        caption: "Expected wall-clock time to train under Poisson failures: the training steps, \
+                  the work lost since the last checkpoint at each failure, the time checkpoints \
+                  block training, and the restarts (checkpoint load included).",
+        scroll: false,
+    };
+    section(out, chart, &facts);
+    Ok(())
+}
+
 /// The whole page.
 pub(super) fn page(report: &Report) -> Result<String, ReportError> {
     let mut body = String::new();
     header(&mut body, report);
     if let Some(plan) = &report.plan {
         plan_sections(&mut body, plan)?;
+    }
+    if let Some(outlook) = &report.whole_run {
+        whole_run_section(&mut body, outlook)?;
     }
     if let Some(search) = &report.search {
         let best = report.plan.as_ref().map_or("", |plan| plan.label.as_str());

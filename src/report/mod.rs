@@ -12,6 +12,7 @@ mod html;
 pub mod pareto;
 mod scatter;
 mod timeline;
+mod whole_run;
 
 use crate::Estimate;
 use crate::estimate::estimate_simulated;
@@ -205,12 +206,21 @@ pub struct Report {
     pub search: Option<SearchView>,
     /// Plans side by side, for a comparison.
     pub comparison: Option<ComparisonView>,
+    /// The whole run of the plan, when a training length was given.
+    pub whole_run: Option<crate::goodput::RunOutlook>,
 }
 
 impl Report {
     /// The report of one simulated plan: header, memory, step time and timeline.
     pub fn simulated(title: &str, inputs: Vec<(String, String)>, plan: PlanView) -> Report {
-        Report { title: title.to_owned(), inputs, plan: Some(plan), search: None, comparison: None }
+        Report {
+            title: title.to_owned(),
+            inputs,
+            plan: Some(plan),
+            search: None,
+            comparison: None,
+            whole_run: None,
+        }
     }
 
     /// The report of plans compared side by side.
@@ -221,6 +231,7 @@ impl Report {
             plan: None,
             search: None,
             comparison: Some(comparison),
+            whole_run: None,
         }
     }
 
@@ -252,7 +263,14 @@ impl Report {
             plan,
             search: Some(SearchView::new(spec, report, capacity)),
             comparison: None,
+            whole_run: None,
         })
+    }
+
+    /// The report with the plan's whole run added.
+    pub fn with_whole_run(mut self, outlook: crate::goodput::RunOutlook) -> Report {
+        self.whole_run = Some(outlook);
+        self
     }
 
     /// The report as one self-contained HTML page.

@@ -250,3 +250,23 @@ fn an_objective_needs_a_training_length_and_max_gpus_at_least_gpus() {
     assert_eq!(output.code, 2);
     assert!(output.stderr.contains("search.max_gpus"), "{}", output.stderr);
 }
+
+#[test]
+fn the_simulate_report_draws_the_whole_run_waterfall() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.html");
+    let path = path.to_str().unwrap();
+    let output = run(&words(&format!("simulate --train-tokens 1T --report {path}")));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    let html = std::fs::read_to_string(path).unwrap();
+    assert!(html.contains(r#"<section id="whole-run">"#));
+    assert!(html.contains(r#"data-chart="whole-run""#));
+    for part in ["training steps", "lost work", "checkpoints", "restarts"] {
+        assert!(html.contains(part), "{part} missing");
+    }
+    // Without a training length the report has no whole run.
+    let plain = dir.path().join("plain.html");
+    let plain = plain.to_str().unwrap();
+    assert_eq!(run(&words(&format!("simulate --report {plain}"))).code, 0);
+    assert!(!std::fs::read_to_string(plain).unwrap().contains("whole-run"));
+}
