@@ -351,6 +351,17 @@ pub struct WholeRunArgs {
     /// [default: 690 s]
     #[arg(long, value_name = "TIME", help_heading = "Whole run")]
     pub restart_time: Option<String>,
+    /// Warm spare nodes: a failure that finds one free swaps it in (about 60 s) instead of
+    /// rescheduling the job (about 600 s). [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Whole run")]
+    pub spare_nodes: Option<i64>,
+    /// Time to repair a failed node and return it to the spares. [default: 1 d, an assumption]
+    #[arg(long, value_name = "TIME", help_heading = "Whole run")]
+    pub repair_time: Option<String>,
+    /// Checkpoint to the hosts' memory and a peer's (GEMINI-style) instead of storage: saved
+    /// over the host link and the network, loaded from the peer at a restart.
+    #[arg(long, help_heading = "Whole run")]
+    pub in_memory_checkpoints: bool,
     /// Price of one GPU-hour in dollars, for the run's cost.
     #[arg(long, value_name = "DOLLARS", allow_negative_numbers = true, help_heading = "Whole run")]
     pub price_per_gpu_hour: Option<f64>,

@@ -33,6 +33,9 @@ impl WholeRunArgs {
             storage_read: self.storage_read.clone(),
             restart: self.restart_time.clone(),
             price_per_gpu_hour: self.price_per_gpu_hour,
+            spare_nodes: self.spare_nodes,
+            repair_time: self.repair_time.clone(),
+            in_memory_checkpoint: self.in_memory_checkpoints.then_some(true),
         }
     }
 
@@ -113,8 +116,9 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
     let ckpt = &outlook.checkpoint;
     let _ = writeln!(
         out,
-        "Checkpoint {:.2} TB every {} ({}), {} checkpoints; blocks {} ({}), saves in {}, loads in {}; a restart takes {}",
+        "Checkpoint {:.2} TB {} every {} ({}), {} checkpoints; blocks {} ({}), saves in {}, loads in {}; a restart takes {}{}",
         ckpt.total.value() / 1e12,
+        if ckpt.in_host_memory { "in host memory" } else { "to storage" },
         duration(outlook.interval),
         if outlook.optimal_interval { "Daly's optimum" } else { "as given" },
         ckpt.mode.name(),
@@ -123,6 +127,14 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
         duration(ckpt.save),
         duration(ckpt.load),
         duration(outlook.restart),
+        if outlook.spare_free > 0.0 {
+            format!(
+                " on average (a warm spare free for {:.1} % of failures)",
+                100.0 * outlook.spare_free
+            )
+        } else {
+            String::new()
+        },
     );
     let _ = write!(out, "{:.3}M GPU-hours", outlook.gpu_hours / 1e6);
     match outlook.cost {
@@ -177,6 +189,8 @@ pub struct WholeRunJson {
     checkpoint_save_s: f64,
     checkpoint_load_s: f64,
     restart_s: f64,
+    spare_free: f64,
+    checkpoint_in_host_memory: bool,
     gpu_hours: f64,
     cost_dollars: Option<f64>,
     /// GPUs' board power at full load over the wall-clock time; hosts, network, cooling not
@@ -249,6 +263,8 @@ pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>)
         checkpoint_save_s: ckpt.save.value(),
         checkpoint_load_s: ckpt.load.value(),
         restart_s: outlook.restart.value(),
+        spare_free: outlook.spare_free,
+        checkpoint_in_host_memory: ckpt.in_host_memory,
         gpu_hours: outlook.gpu_hours,
         cost_dollars: outlook.cost,
         energy_mwh: outlook.energy_mwh,

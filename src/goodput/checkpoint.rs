@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cost::memory::{WEIGHT_BYTES_PER_PARAM, optimizer_bytes_per_param, stage_memory};
+use crate::hardware::LinkTier;
 use crate::run::Run;
 use crate::units::{Bytes, BytesPerSec, Seconds};
 
@@ -35,6 +36,8 @@ impl CheckpointMode {
 pub struct Checkpoint {
     /// How training waits for it.
     pub mode: CheckpointMode,
+    /// Whether it is kept in the hosts' memory (else on shared storage).
+    pub in_host_memory: bool,
     /// Bytes of the whole checkpoint.
     pub total: Bytes,
     /// Bytes the rank with the largest share writes (ranks of the heaviest pipeline stage).
@@ -47,15 +50,24 @@ pub struct Checkpoint {
     pub load: Seconds,
 }
 
-/// The checkpoint of `run` on storage writing at `write` and reading at `read` (aggregate over
-/// the job). Without a host link in the cluster's description, an asynchronous checkpoint has no
-/// copy to price and blocks like a synchronous one.
-pub fn checkpoint(
-    run: &Run,
-    mode: CheckpointMode,
-    write: BytesPerSec,
-    read: BytesPerSec,
-) -> Checkpoint {
+/// Where checkpoints are kept.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Storage {
+    /// A file system writing at `write` and reading at `read`, aggregate over the job.
+    Shared {
+        /// Aggregate write bandwidth.
+        write: BytesPerSec,
+        /// Aggregate read bandwidth.
+        read: BytesPerSec,
+    },
+    /// The hosts' memory, each rank's share copied to a peer host (GEMINI, SOSP'23): saved over
+    /// the host link and the network, loaded back from the peer over the network.
+    HostMemory,
+}
+
+/// The checkpoint of `run` kept in `storage`. Without a host link in the cluster's description,
+/// an asynchronous checkpoint has no copy to price and blocks like a synchronous one.
+pub fn checkpoint(run: &Run, mode: CheckpointMode, storage: Storage) -> Checkpoint {
     let params = run.model().total_params() as f64;
     let total = Bytes::new(params * (WEIGHT_BYTES_PER_PARAM + optimizer_bytes_per_param(run)));
     // Ranks save disjoint shares (Megatron-Core's fully parallel save); the heaviest stage's
@@ -69,12 +81,22 @@ pub fn checkpoint(
     let imbalance = if mean > 0.0 { heaviest / mean } else { 1.0 };
     let gpus = run.cluster().num_gpus().max(1) as f64;
     let largest_share = Bytes::new(total.value() / gpus * imbalance);
-    let save = total / write;
-    let blocking = match (mode, run.cluster().interconnect().host_bandwidth()) {
+    let links = run.cluster().interconnect();
+    let host = links.host_bandwidth();
+    let (save, load) = match storage {
+        Storage::Shared { write, read } => (total / write, total / read),
+        Storage::HostMemory => {
+            let network = links.bandwidth(LinkTier::Network);
+            let to_host = host.map_or(Seconds::ZERO, |host| largest_share / host);
+            (to_host + largest_share / network, largest_share / network)
+        }
+    };
+    let blocking = match (mode, host) {
         (CheckpointMode::Async, Some(host)) => largest_share / host,
         _ => save,
     };
-    Checkpoint { mode, total, largest_share, blocking, save, load: total / read }
+    let in_host_memory = storage == Storage::HostMemory;
+    Checkpoint { mode, in_host_memory, total, largest_share, blocking, save, load }
 }
 
 #[cfg(test)]
@@ -113,7 +135,8 @@ mod tests {
         let run = bytecheckpoint_405b();
         let write = BytesPerSec::giga(111.0);
         let read = BytesPerSec::giga(43.8);
-        let ckpt = checkpoint(&run, CheckpointMode::Async, write, read);
+        let shared = Storage::Shared { write, read };
+        let ckpt = checkpoint(&run, CheckpointMode::Async, shared);
         let per_param = ckpt.total.value() / run.model().total_params() as f64;
         assert!((12.0..=16.0).contains(&per_param), "{per_param} bytes per parameter");
         assert!((ckpt.save.value() - 51.06).abs() / 51.06 < 0.05, "save {:?}", ckpt.save);
@@ -121,7 +144,11 @@ mod tests {
         // The blocking copy of one rank's share over PCIe is well under ByteCheckpoint's 0.59 s.
         assert!(ckpt.blocking.value() < 0.59, "{:?}", ckpt.blocking);
         assert!(ckpt.largest_share.value() * 8960.0 >= ckpt.total.value());
-        let sync = checkpoint(&run, CheckpointMode::Sync, write, read);
+        let sync = checkpoint(&run, CheckpointMode::Sync, shared);
         assert_eq!(sync.blocking, sync.save);
+        // In the hosts' memory, one rank's share moves instead of the whole checkpoint.
+        let memory = checkpoint(&run, CheckpointMode::Async, Storage::HostMemory);
+        assert!(memory.save.value() < 0.1 * ckpt.save.value(), "{:?}", memory.save);
+        assert!(memory.load.value() < 0.1 * ckpt.load.value(), "{:?}", memory.load);
     }
 }

@@ -8,9 +8,9 @@
 
 use serde::Serialize;
 
-use super::checkpoint::{Checkpoint, checkpoint};
+use super::checkpoint::{Checkpoint, Storage, checkpoint};
 use super::failures::{job_mttf, nodes};
-use super::spec::{Goodput, TrainLength};
+use super::spec::{Goodput, RESCHEDULING_SECONDS, SPARE_SWAP_SECONDS, TrainLength};
 use crate::run::Run;
 use crate::units::Seconds;
 
@@ -60,8 +60,10 @@ pub struct RunOutlook {
     pub optimal_interval: bool,
     /// One checkpoint.
     pub checkpoint: Checkpoint,
-    /// One restart, checkpoint load included.
+    /// One restart, checkpoint load included (on average, when spares are free for some).
     pub restart: Seconds,
+    /// The share of failures that find a warm spare free (0 without spares).
+    pub spare_free: f64,
     /// GPU-hours of the wall-clock time.
     pub gpu_hours: f64,
     /// Their price, when one was given.
@@ -98,6 +100,28 @@ pub fn daly_interval(w: Seconds, m: Seconds) -> Seconds {
     Seconds::new((2.0 * w * m).sqrt() * (1.0 + ratio.sqrt() / 3.0 + ratio / 9.0) - w)
 }
 
+/// The share of failures that find one of `spares` warm spare nodes free, when a failed node
+/// takes `repair` to return: nodes in repair form an M/G/infinity queue, so their number is
+/// Poisson with mean `repair / mttf`, and a spare is free when fewer than `spares` are in repair.
+pub fn spare_free(mttf: Seconds, repair: Seconds, spares: u64) -> f64 {
+    if spares == 0 {
+        return 0.0;
+    }
+    let mean = repair.value() / mttf.value();
+    if mean.is_nan() || mean <= 0.0 {
+        return 1.0;
+    }
+    // P(Poisson(mean) < spares), summed in log space so a large mean does not underflow.
+    let (ln_mean, mut log_term, mut log_sum) = (mean.ln(), -mean, -mean);
+    for k in 1..spares {
+        log_term += ln_mean - (k as f64).ln();
+        let (high, low) =
+            if log_term > log_sum { (log_term, log_sum) } else { (log_sum, log_term) };
+        log_sum = high + (low - high).exp().ln_1p();
+    }
+    log_sum.exp().clamp(0.0, 1.0)
+}
+
 /// The whole run of `run` at `step_time` per step.
 pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOutlook, NoProgress> {
     let training = run.training();
@@ -110,7 +134,12 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
     let gpus = run.cluster().num_gpus();
     let nodes = nodes(gpus, run.cluster().interconnect().gpus_per_node());
     let mttf = job_mttf(nodes, inputs.per_node_day());
-    let checkpoint = checkpoint(run, inputs.mode(), inputs.write(), inputs.read());
+    let storage = if inputs.in_memory() {
+        Storage::HostMemory
+    } else {
+        Storage::Shared { write: inputs.write(), read: inputs.read() }
+    };
+    let checkpoint = checkpoint(run, inputs.mode(), storage);
     let w = checkpoint.blocking;
     // A checkpoint is taken between steps, and an asynchronous one cannot start before the last
     // one is on storage.
@@ -120,7 +149,11 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
     };
     let interval = inputs.interval().unwrap_or_else(|| daly_interval(w, mttf)).max(floor);
     let interval = interval.min(productive.max(floor));
-    let restart = inputs.restart() + checkpoint.load;
+    // A failure that finds a warm spare free swaps it in instead of rescheduling the job.
+    let spare_free = spare_free(mttf, inputs.repair(), inputs.spare_nodes());
+    let skipped =
+        (RESCHEDULING_SECONDS.min(inputs.restart().value()) - SPARE_SWAP_SECONDS).max(0.0);
+    let restart = inputs.restart() - Seconds::new(spare_free * skipped) + checkpoint.load;
     let segment = interval + w;
     let failures_per_segment = (segment.value() / mttf.value()).exp_m1();
     // A NaN (an infinite interval over an infinite MTTF) is refused too.
@@ -151,6 +184,7 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
         optimal_interval: inputs.interval().is_none(),
         checkpoint,
         restart,
+        spare_free,
         gpu_hours,
         cost: inputs.price_per_gpu_hour().map(|price| price * gpu_hours),
         energy_mwh: run.cluster().gpu().power().map(|watts| watts.value() * gpu_hours / 1e6),
@@ -193,6 +227,20 @@ mod tests {
         for value in [fast_writes, fewer_failures] {
             assert!((0.87..=0.92).contains(&value), "{value}");
         }
+    }
+
+    #[test]
+    fn spares_are_free_as_often_as_the_poisson_count_of_nodes_in_repair_says() {
+        let (m, day) = (Seconds::new(3.0 * 3600.0), Seconds::new(86_400.0));
+        assert_eq!(spare_free(m, day, 0), 0.0);
+        // Eight nodes in repair on average: one spare is free with probability e^-8.
+        assert!((spare_free(m, day, 1) - (-8.0f64).exp()).abs() < 1e-12);
+        // P(Poisson(8) < 8) = 0.4530, P(Poisson(8) < 16) = 0.9918.
+        assert!((spare_free(m, day, 8) - 0.4530).abs() < 1e-4, "{}", spare_free(m, day, 8));
+        assert!((spare_free(m, day, 16) - 0.9918).abs() < 1e-4, "{}", spare_free(m, day, 16));
+        // A huge mean neither underflows to NaN nor claims a spare.
+        let rare = spare_free(Seconds::new(1.0), Seconds::new(1e6), 10);
+        assert!(rare.is_finite() && rare < 1e-100);
     }
 
     #[test]

@@ -21,6 +21,21 @@ const MAX_STEPS: i64 = 10_000_000_000;
 /// 2402.15627, section 3): 690 s, inside the 5 to 20 minutes Kokolis et al. assume.
 const DEFAULT_RESTART_SECONDS: f64 = 690.0;
 
+/// The share of the default restart spent rescheduling the job onto healthy nodes, which a free
+/// warm spare replaces (ByteRobust Table 7: requeueing took 454 to 768 s).
+pub const RESCHEDULING_SECONDS: f64 = 600.0;
+
+/// Swapping a warm spare in for the failed node: ByteRobust's in-place restarts took 46 to 65 s
+/// (arXiv 2509.16293, Table 7).
+pub const SPARE_SWAP_SECONDS: f64 = 60.0;
+
+/// Time to repair a failed node and return it to the spare pool by default: an assumption (a
+/// day), not a published figure; `--repair-time` sets it.
+const DEFAULT_REPAIR_SECONDS: f64 = 86_400.0;
+
+/// Spare nodes meshplan prices at most.
+const MAX_SPARE_NODES: i64 = 100_000;
+
 /// Aggregate checkpoint storage bandwidth by default: Llama 3's Tectonic file system sustained
 /// 2 TB/s (Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.1), for writes and reads alike.
 const DEFAULT_STORAGE_GBPS: f64 = 2000.0;
@@ -49,6 +64,13 @@ pub struct GoodputSpec {
     pub restart: Option<String>,
     /// Price of one GPU-hour, in dollars.
     pub price_per_gpu_hour: Option<f64>,
+    /// Warm spare nodes: a failure that finds one free skips rescheduling. [default: 0]
+    pub spare_nodes: Option<i64>,
+    /// Time to repair a failed node and return it to the spares (`1 d`).
+    pub repair_time: Option<String>,
+    /// Checkpoints to the hosts' memory, copied to a peer (GEMINI-style): saved and loaded over
+    /// the host link and the network instead of storage. [default: false]
+    pub in_memory_checkpoint: Option<bool>,
 }
 
 /// How much to train.
@@ -83,6 +105,9 @@ pub struct Goodput {
     read: BytesPerSec,
     restart: Seconds,
     price_per_gpu_hour: Option<f64>,
+    spare_nodes: u64,
+    repair: Seconds,
+    in_memory: bool,
 }
 
 /// Parses a count with an optional K, M, B or T suffix (powers of 1000).
@@ -192,6 +217,16 @@ impl Goodput {
         };
         let interval = seconds("checkpoint_interval", &spec.checkpoint_interval, None);
         let restart = seconds("restart", &spec.restart, Some(DEFAULT_RESTART_SECONDS));
+        let repair = seconds("repair_time", &spec.repair_time, Some(DEFAULT_REPAIR_SECONDS));
+        let spare_nodes = spec.spare_nodes.unwrap_or(0);
+        if !(0..=MAX_SPARE_NODES).contains(&spare_nodes) {
+            problems.add(
+                "spare_nodes",
+                spare_nodes,
+                format!("must be a count from 0 to {MAX_SPARE_NODES}"),
+                "give the warm standby nodes, e.g. 16",
+            );
+        }
         let mut bandwidth = |field: &str, text: &Option<String>| {
             let Some(text) = text else { return Some(BytesPerSec::giga(DEFAULT_STORAGE_GBPS)) };
             match parse_bandwidth(text) {
@@ -231,7 +266,8 @@ impl Goodput {
             Some(restart),
             Some(write),
             Some(read),
-        ) = (length, failure, restart, write, read)
+            Some(repair),
+        ) = (length, failure, restart, write, read, repair)
         else {
             return Ok(None);
         };
@@ -245,6 +281,9 @@ impl Goodput {
             read,
             restart,
             price_per_gpu_hour: price,
+            spare_nodes: u64::try_from(spare_nodes).unwrap_or(0),
+            repair,
+            in_memory: spec.in_memory_checkpoint.unwrap_or(false),
         }))
     }
 
@@ -283,6 +322,18 @@ impl Goodput {
     /// Price of one GPU-hour, in dollars.
     pub fn price_per_gpu_hour(&self) -> Option<f64> {
         self.price_per_gpu_hour
+    }
+    /// Warm spare nodes.
+    pub fn spare_nodes(&self) -> u64 {
+        self.spare_nodes
+    }
+    /// Time to repair a failed node.
+    pub fn repair(&self) -> Seconds {
+        self.repair
+    }
+    /// Whether checkpoints go to the hosts' memory.
+    pub fn in_memory(&self) -> bool {
+        self.in_memory
     }
 }
 
