@@ -54,7 +54,8 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         let view = PlanView::new(label, &estimate, &simulation);
         let mut report = Report::simulated(&report_title(&inputs), facts, view);
         if let Some(outlook) = &outlook {
-            report = report.with_whole_run(outlook.clone());
+            let drawn = meshplan::goodput::draw_run(outlook, args.seed);
+            report = report.with_whole_run(outlook.clone(), drawn);
         }
         let html =
             report.to_html().context("cannot make the HTML report").map_err(CliError::Other)?;

@@ -17,5 +17,5 @@ pub mod spec;
 pub use checkpoint::{Checkpoint, CheckpointMode};
 pub use expected::{Losses, RunOutlook, outlook};
 pub use failures::FleetPreset;
-pub use monte_carlo::{MonteCarlo, simulate_runs};
+pub use monte_carlo::{DrawnRun, MonteCarlo, draw_run, simulate_runs};
 pub use spec::{Goodput, GoodputSpec, TrainLength};

@@ -1,7 +1,8 @@
 //! Whole runs drawn one failure at a time, with an explicit seed: the spread of the time to train
 //! around the closed form's expectation. The same model as `expected.rs` (segments of work ended
 //! by a checkpoint, Poisson failures that lose the segment and cost a restart), so the two agree
-//! on the mean and the draws add the distribution. The generator is rand's `StdRng`, fixed by the
+//! on the mean and the draws add the distribution; one drawn run's failures make the report's
+//! timeline. The generator is rand's `StdRng`, fixed by the
 //! lock file: the same seed gives the same runs.
 
 use rand::rngs::StdRng;
@@ -36,7 +37,7 @@ pub struct MonteCarlo {
 /// One run: the wall-clock time of `outlook`'s work, failure by failure. Failures are memoryless,
 /// so one draw gives the time to the next failure, and the segments that finish before it are
 /// counted at once.
-fn one_run(outlook: &RunOutlook, rng: &mut StdRng) -> f64 {
+fn one_run(outlook: &RunOutlook, rng: &mut StdRng, mut failed: impl FnMut(f64, f64)) -> f64 {
     let (m, restart) = (outlook.mttf.value(), outlook.restart.value());
     let (interval, blocking) = (outlook.interval.value(), outlook.checkpoint.blocking.value());
     let full = interval + blocking;
@@ -53,7 +54,9 @@ fn one_run(outlook: &RunOutlook, rng: &mut StdRng) -> f64 {
         remaining -= survived * interval;
         if survived < whole {
             // The failure strikes inside a whole segment: its work is lost.
-            wall += until_failure + restart;
+            wall += until_failure;
+            failed(wall, until_failure);
+            wall += restart;
             continue;
         }
         let last = remaining.max(0.0);
@@ -64,16 +67,47 @@ fn one_run(outlook: &RunOutlook, rng: &mut StdRng) -> f64 {
             wall += last + blocking;
             break;
         }
-        wall += until_failure + restart;
+        wall += until_failure;
+        failed(wall, until_failure);
+        wall += restart;
     }
     wall
+}
+
+/// Failures one drawn run records at most (a run that fails more is still drawn to its end).
+pub const MAX_RECORDED_FAILURES: usize = 100_000;
+
+/// One drawn run, failure by failure: what a timeline of the run shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DrawnRun {
+    /// The seed it was drawn with.
+    pub seed: u64,
+    /// Its wall-clock time.
+    pub wall: Seconds,
+    /// Each failure: when it struck and the work since the last checkpoint it lost (the first
+    /// [`MAX_RECORDED_FAILURES`]).
+    pub failures: Vec<(Seconds, Seconds)>,
+    /// Each restart's length.
+    pub restart: Seconds,
+}
+
+/// The first run `seed` draws, with its failures.
+pub fn draw_run(outlook: &RunOutlook, seed: u64) -> DrawnRun {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut failures = Vec::new();
+    let wall = one_run(outlook, &mut rng, |at, lost| {
+        if failures.len() < MAX_RECORDED_FAILURES {
+            failures.push((Seconds::new(at), Seconds::new(lost)));
+        }
+    });
+    DrawnRun { seed, wall: Seconds::new(wall), failures, restart: outlook.restart }
 }
 
 /// Draws `runs` runs of `outlook` (at most [`MAX_RUNS`]) from `seed`.
 pub fn simulate_runs(outlook: &RunOutlook, runs: u64, seed: u64) -> MonteCarlo {
     let runs = runs.clamp(1, MAX_RUNS);
     let mut rng = StdRng::seed_from_u64(seed);
-    let mut walls: Vec<f64> = (0..runs).map(|_| one_run(outlook, &mut rng)).collect();
+    let mut walls: Vec<f64> = (0..runs).map(|_| one_run(outlook, &mut rng, |_, _| {})).collect();
     walls.sort_by(f64::total_cmp);
     let at = |q: f64| Seconds::new(walls[((walls.len() - 1) as f64 * q).round() as usize]);
     let mean = walls.iter().sum::<f64>() / walls.len() as f64;

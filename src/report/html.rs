@@ -364,8 +364,19 @@ pub(super) fn page(report: &Report) -> Result<String, ReportError> {
     if let Some(plan) = &report.plan {
         plan_sections(&mut body, plan)?;
     }
-    if let Some(outlook) = &report.whole_run {
+    if let Some((outlook, drawn)) = &report.whole_run {
         whole_run_section(&mut body, outlook)?;
+        let chart = Chart {
+            name: "run-timeline",
+            heading: "One drawn run",
+            svg: super::whole_run::run_timeline(drawn)?,
+            caption: "One run drawn failure by failure (simulate's --seed): each failure loses the \
+                      work since the last checkpoint (orange, before the line) and restarts (purple, \
+                      after it, each drawn at least a pixel wide); the green is training. Checkpoints \
+                      are too frequent to draw.",
+            scroll: false,
+        };
+        section(&mut body, chart, "");
     }
     if let Some(search) = &report.search {
         let best = report.plan.as_ref().map_or("", |plan| plan.label.as_str());

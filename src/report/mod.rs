@@ -206,8 +206,8 @@ pub struct Report {
     pub search: Option<SearchView>,
     /// Plans side by side, for a comparison.
     pub comparison: Option<ComparisonView>,
-    /// The whole run of the plan, when a training length was given.
-    pub whole_run: Option<crate::goodput::RunOutlook>,
+    /// The whole run of the plan, when a training length was given, with one drawn run.
+    pub whole_run: Option<(crate::goodput::RunOutlook, crate::goodput::DrawnRun)>,
 }
 
 impl Report {
@@ -267,9 +267,13 @@ impl Report {
         })
     }
 
-    /// The report with the plan's whole run added.
-    pub fn with_whole_run(mut self, outlook: crate::goodput::RunOutlook) -> Report {
-        self.whole_run = Some(outlook);
+    /// The report with the plan's whole run added: its expected time and one drawn run.
+    pub fn with_whole_run(
+        mut self,
+        outlook: crate::goodput::RunOutlook,
+        drawn: crate::goodput::DrawnRun,
+    ) -> Report {
+        self.whole_run = Some((outlook, drawn));
         self
     }
 

@@ -1,12 +1,13 @@
-//! The whole run's chart: where the wall-clock time to train goes (training steps, work lost to
-//! failures, checkpoints, restarts), one bar each with its share, as an ETTR waterfall.
+//! The whole run's charts: where the wall-clock time to train goes (training steps, work lost to
+//! failures, checkpoints, restarts), one bar each with its share, as an ETTR waterfall; and one
+//! drawn run's timeline with its failures and restarts.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, VPos};
 
 use super::ReportError;
 use super::charts::{CAPTION, FONT, GREY, LABEL, categories, category, mesh_style, rgb, svg, text};
-use crate::goodput::RunOutlook;
+use crate::goodput::{DrawnRun, RunOutlook};
 
 const COLORS: [u32; 4] = [0x59_a14f, 0xe1_5759, 0xed_c948, 0xb0_7aa1];
 
@@ -66,6 +67,47 @@ pub(super) fn waterfall(outlook: &RunOutlook) -> Result<String, ReportError> {
             };
             EmptyElement::at((to, row(i)))
                 + Text::new(label, (6, 0), text(LABEL, GREY, HPos::Left, VPos::Center))
+        }))?;
+        Ok(())
+    })
+}
+
+/// One drawn run on a line of days: training in green, each failure's lost work in orange before
+/// it and its restart in purple after it, at least a pixel wide so every failure shows.
+pub(super) fn run_timeline(drawn: &DrawnRun) -> Result<String, ReportError> {
+    let days = |seconds: f64| seconds / 86_400.0;
+    let wall = days(drawn.wall.value()).max(1e-9);
+    let title = format!(
+        "A run drawn with seed {}: {} failures, {:.1} days to train",
+        drawn.seed,
+        drawn.failures.len(),
+        wall
+    );
+    svg("run-timeline", &title, (1000, 190), |root| {
+        let mut chart = ChartBuilder::on(root)
+            .caption(&title, (FONT, CAPTION))
+            .margin(12)
+            .margin_right(24)
+            .x_label_area_size(40)
+            .y_label_area_size(20)
+            .build_cartesian_2d(0.0..wall, 0.0..1.0)?;
+        let mut mesh = chart.configure_mesh();
+        mesh_style(&mut mesh);
+        mesh.disable_y_mesh().y_labels(0).x_desc("days").draw()?;
+        // A pixel of the plot, roughly, in days.
+        let pixel = wall / 940.0;
+        chart.draw_series(std::iter::once(Rectangle::new(
+            [(0.0, 0.2), (wall, 0.8)],
+            rgb(COLORS[0]).filled(),
+        )))?;
+        chart.draw_series(drawn.failures.iter().map(|(at, lost)| {
+            let at = days(at.value());
+            Rectangle::new([(at - days(lost.value()), 0.2), (at, 0.8)], rgb(COLORS[1]).filled())
+        }))?;
+        chart.draw_series(drawn.failures.iter().map(|(at, _)| {
+            let at = days(at.value());
+            let end = at + days(drawn.restart.value()).max(pixel);
+            Rectangle::new([(at, 0.2), (end, 0.8)], rgb(COLORS[3]).filled())
         }))?;
         Ok(())
     })

@@ -279,6 +279,9 @@ fn the_simulate_report_draws_the_whole_run_waterfall() {
     let html = std::fs::read_to_string(path).unwrap();
     assert!(html.contains(r#"<section id="whole-run">"#));
     assert!(html.contains(r#"data-chart="whole-run""#));
+    // One drawn run's timeline, with the seed it was drawn with.
+    assert!(html.contains(r#"data-chart="run-timeline""#));
+    assert!(html.contains("A run drawn with seed 0:"));
     for part in ["training steps", "lost work", "checkpoints", "restarts"] {
         assert!(html.contains(part), "{part} missing");
     }
