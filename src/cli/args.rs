@@ -347,6 +347,10 @@ pub struct WholeRunArgs {
     /// Aggregate read bandwidth of checkpoint storage. [default: 2 TB/s]
     #[arg(long, value_name = "RATE", help_heading = "Whole run")]
     pub storage_read: Option<String>,
+    /// Storage bandwidth one node reaches, each way: a node's ranks move their shares through
+    /// it. [default: only the aggregate rates]
+    #[arg(long, value_name = "RATE", help_heading = "Whole run")]
+    pub storage_per_node: Option<String>,
     /// A restart besides loading the checkpoint: detection, rescheduling, initialisation.
     /// [default: 690 s]
     #[arg(long, value_name = "TIME", help_heading = "Whole run")]

@@ -31,6 +31,7 @@ impl WholeRunArgs {
             checkpoint_interval: self.checkpoint_interval.clone(),
             storage_write: self.storage_write.clone(),
             storage_read: self.storage_read.clone(),
+            storage_per_node: self.storage_per_node.clone(),
             restart: self.restart_time.clone(),
             price_per_gpu_hour: self.price_per_gpu_hour,
             spare_nodes: self.spare_nodes,

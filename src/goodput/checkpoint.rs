@@ -53,12 +53,15 @@ pub struct Checkpoint {
 /// Where checkpoints are kept.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Storage {
-    /// A file system writing at `write` and reading at `read`, aggregate over the job.
+    /// A file system writing at `write` and reading at `read`, aggregate over the job, and at
+    /// `per_node` through each node when given.
     Shared {
         /// Aggregate write bandwidth.
         write: BytesPerSec,
         /// Aggregate read bandwidth.
         read: BytesPerSec,
+        /// One node's bandwidth, each way.
+        per_node: Option<BytesPerSec>,
     },
     /// The hosts' memory, each rank's share copied to a peer host (GEMINI, SOSP'23): saved over
     /// the host link and the network, loaded back from the peer over the network.
@@ -84,7 +87,12 @@ pub fn checkpoint(run: &Run, mode: CheckpointMode, storage: Storage) -> Checkpoi
     let links = run.cluster().interconnect();
     let host = links.host_bandwidth();
     let (save, load) = match storage {
-        Storage::Shared { write, read } => (total / write, total / read),
+        Storage::Shared { write, read, per_node } => {
+            // The busiest node moves its ranks' shares through its own link.
+            let node = per_node
+                .map_or(Seconds::ZERO, |rate| largest_share * links.gpus_per_node() as f64 / rate);
+            ((total / write).max(node), (total / read).max(node))
+        }
         Storage::HostMemory => {
             let network = links.bandwidth(LinkTier::Network);
             let to_host = host.map_or(Seconds::ZERO, |host| largest_share / host);
@@ -135,7 +143,7 @@ mod tests {
         let run = bytecheckpoint_405b();
         let write = BytesPerSec::giga(111.0);
         let read = BytesPerSec::giga(43.8);
-        let shared = Storage::Shared { write, read };
+        let shared = Storage::Shared { write, read, per_node: None };
         let ckpt = checkpoint(&run, CheckpointMode::Async, shared);
         let per_param = ckpt.total.value() / run.model().total_params() as f64;
         assert!((12.0..=16.0).contains(&per_param), "{per_param} bytes per parameter");
@@ -150,5 +158,11 @@ mod tests {
         let memory = checkpoint(&run, CheckpointMode::Async, Storage::HostMemory);
         assert!(memory.save.value() < 0.1 * ckpt.save.value(), "{:?}", memory.save);
         assert!(memory.load.value() < 0.1 * ckpt.load.value(), "{:?}", memory.load);
+        // A slow node link bounds the save: 8 ranks' shares through 10 MB/s.
+        let slow = Storage::Shared { write, read, per_node: Some(BytesPerSec::giga(0.01)) };
+        let node_bound = checkpoint(&run, CheckpointMode::Sync, slow);
+        let expected = ckpt.largest_share.value() * 8.0 / 1e7;
+        assert!((node_bound.save.value() - expected).abs() < 1e-9 * expected);
+        assert!(node_bound.save > ckpt.save);
     }
 }

@@ -137,7 +137,7 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
     let storage = if inputs.in_memory() {
         Storage::HostMemory
     } else {
-        Storage::Shared { write: inputs.write(), read: inputs.read() }
+        Storage::Shared { write: inputs.write(), read: inputs.read(), per_node: inputs.per_node() }
     };
     let checkpoint = checkpoint(run, inputs.mode(), storage);
     let w = checkpoint.blocking;

@@ -59,6 +59,9 @@ pub struct GoodputSpec {
     pub storage_write: Option<String>,
     /// Aggregate read bandwidth of the checkpoint storage (`2 TB/s`).
     pub storage_read: Option<String>,
+    /// Storage bandwidth one node reaches, each way (`25 GB/s`): a node's ranks write and read
+    /// their shares through it. Without it, only the aggregate rates bound the checkpoint.
+    pub storage_per_node: Option<String>,
     /// Time a restart takes besides loading the checkpoint: detection, rescheduling,
     /// initialisation (`690 s`).
     pub restart: Option<String>,
@@ -103,6 +106,7 @@ pub struct Goodput {
     interval: Option<Seconds>,
     write: BytesPerSec,
     read: BytesPerSec,
+    per_node: Option<BytesPerSec>,
     restart: Seconds,
     price_per_gpu_hour: Option<f64>,
     spare_nodes: u64,
@@ -246,6 +250,10 @@ impl Goodput {
                 }
             }
         };
+        let per_node = match &spec.storage_per_node {
+            None => Some(None),
+            Some(_) => bandwidth("storage_per_node", &spec.storage_per_node).map(Some),
+        };
         let write = bandwidth("storage_write", &spec.storage_write);
         let read = bandwidth("storage_read", &spec.storage_read);
         let price = spec.price_per_gpu_hour;
@@ -267,7 +275,8 @@ impl Goodput {
             Some(write),
             Some(read),
             Some(repair),
-        ) = (length, failure, restart, write, read, repair)
+            Some(per_node),
+        ) = (length, failure, restart, write, read, repair, per_node)
         else {
             return Ok(None);
         };
@@ -279,6 +288,7 @@ impl Goodput {
             interval,
             write,
             read,
+            per_node,
             restart,
             price_per_gpu_hour: price,
             spare_nodes: u64::try_from(spare_nodes).unwrap_or(0),
@@ -314,6 +324,10 @@ impl Goodput {
     /// Aggregate storage read bandwidth.
     pub fn read(&self) -> BytesPerSec {
         self.read
+    }
+    /// Storage bandwidth of one node, when given.
+    pub fn per_node(&self) -> Option<BytesPerSec> {
+        self.per_node
     }
     /// Restart time besides loading the checkpoint.
     pub fn restart(&self) -> Seconds {
