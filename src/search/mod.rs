@@ -477,6 +477,7 @@ impl Simulating<'_> {
         Ok(())
     }
 
+    /// Simulates `batch` in parallel, keeps what fits and moves the bar.
     fn simulate_batch(&mut self, batch: &[&Kept]) -> Result<(), SearchError> {
         let (spec, template) = (self.spec, self.template);
         let run: Vec<(Candidate, &Kept)> =
