@@ -115,9 +115,14 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
         1000.0 * outlook.failures_per_node_day,
     );
     let ckpt = &outlook.checkpoint;
+    let parts: Vec<String> = outlook
+        .restart_parts
+        .iter()
+        .map(|(name, time)| format!("{name} {}", duration(*time)))
+        .collect();
     let _ = writeln!(
         out,
-        "Checkpoint {:.2} TB {} every {} ({}), {} checkpoints; blocks {} ({}), saves in {}, loads in {}; a restart takes {}{}",
+        "Checkpoint {:.2} TB {} every {} ({}), {} checkpoints; blocks {} ({}), saves in {}, loads in {}; a restart takes {} ({}){}",
         ckpt.total.value() / 1e12,
         if ckpt.in_host_memory { "in host memory" } else { "to storage" },
         duration(outlook.interval),
@@ -128,6 +133,7 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
         duration(ckpt.save),
         duration(ckpt.load),
         duration(outlook.restart),
+        parts.join(", "),
         if outlook.spare_free > 0.0 {
             format!(
                 " on average (a warm spare free for {:.1} % of failures)",
@@ -190,6 +196,8 @@ pub struct WholeRunJson {
     checkpoint_save_s: f64,
     checkpoint_load_s: f64,
     restart_s: f64,
+    /// What one restart is made of.
+    restart_parts: Vec<RestartPartJson>,
     spare_free: f64,
     checkpoint_in_host_memory: bool,
     gpu_hours: f64,
@@ -198,6 +206,13 @@ pub struct WholeRunJson {
     /// counted.
     energy_mwh: Option<f64>,
     drawn: Option<MonteCarloJson>,
+}
+
+/// One part of a restart.
+#[derive(Debug, Serialize)]
+pub struct RestartPartJson {
+    part: &'static str,
+    seconds: f64,
 }
 
 /// The drawn runs as JSON.
@@ -264,6 +279,11 @@ pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>)
         checkpoint_save_s: ckpt.save.value(),
         checkpoint_load_s: ckpt.load.value(),
         restart_s: outlook.restart.value(),
+        restart_parts: outlook
+            .restart_parts
+            .iter()
+            .map(|(part, time)| RestartPartJson { part, seconds: time.value() })
+            .collect(),
         spare_free: outlook.spare_free,
         checkpoint_in_host_memory: ckpt.in_host_memory,
         gpu_hours: outlook.gpu_hours,

@@ -10,7 +10,9 @@ use serde::Serialize;
 
 use super::checkpoint::{Checkpoint, Storage, checkpoint};
 use super::failures::{job_mttf, nodes};
-use super::spec::{Goodput, RESCHEDULING_SECONDS, SPARE_SWAP_SECONDS, TrainLength};
+use super::spec::{
+    DETECTION_SECONDS, Goodput, INIT_SECONDS, RESCHEDULING_SECONDS, SPARE_SWAP_SECONDS, TrainLength,
+};
 use crate::run::Run;
 use crate::units::Seconds;
 
@@ -62,6 +64,8 @@ pub struct RunOutlook {
     pub checkpoint: Checkpoint,
     /// One restart, checkpoint load included (on average, when spares are free for some).
     pub restart: Seconds,
+    /// What one restart is made of (the parts add up to `restart`).
+    pub restart_parts: Vec<(&'static str, Seconds)>,
     /// The share of failures that find a warm spare free (0 without spares).
     pub spare_free: f64,
     /// GPU-hours of the wall-clock time.
@@ -153,7 +157,18 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
     let spare_free = spare_free(mttf, inputs.repair(), inputs.spare_nodes());
     let skipped =
         (RESCHEDULING_SECONDS.min(inputs.restart().value()) - SPARE_SWAP_SECONDS).max(0.0);
-    let restart = inputs.restart() - Seconds::new(spare_free * skipped) + checkpoint.load;
+    let saved = Seconds::new(spare_free * skipped);
+    let restart = inputs.restart() - saved + checkpoint.load;
+    let restart_parts = if inputs.restart_given() {
+        vec![("given", inputs.restart() - saved), ("checkpoint load", checkpoint.load)]
+    } else {
+        vec![
+            ("detection", Seconds::new(DETECTION_SECONDS)),
+            ("rescheduling or spare swap", Seconds::new(RESCHEDULING_SECONDS) - saved),
+            ("initialisation", Seconds::new(INIT_SECONDS)),
+            ("checkpoint load", checkpoint.load),
+        ]
+    };
     let segment = interval + w;
     let failures_per_segment = (segment.value() / mttf.value()).exp_m1();
     // A NaN (an infinite interval over an infinite MTTF) is refused too.
@@ -184,6 +199,7 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
         optimal_interval: inputs.interval().is_none(),
         checkpoint,
         restart,
+        restart_parts,
         spare_free,
         gpu_hours,
         cost: inputs.price_per_gpu_hour().map(|price| price * gpu_hours),

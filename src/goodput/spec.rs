@@ -19,7 +19,14 @@ const MAX_STEPS: i64 = 10_000_000_000;
 /// 2509.16293, section 2.2), rescheduling about 600 s (ByteRobust Table 7: requeueing 128 to 1024
 /// machines took 454 to 768 s) and initialisation under 30 s at over 10,000 GPUs (MegaScale, arXiv
 /// 2402.15627, section 3): 690 s, inside the 5 to 20 minutes Kokolis et al. assume.
-const DEFAULT_RESTART_SECONDS: f64 = 690.0;
+const DEFAULT_RESTART_SECONDS: f64 = DETECTION_SECONDS + RESCHEDULING_SECONDS + INIT_SECONDS;
+
+/// Detecting a failure: about 60 s (ByteRobust, arXiv 2509.16293, section 2.2).
+pub const DETECTION_SECONDS: f64 = 60.0;
+
+/// Initialising the restarted job: under 30 s at over 10,000 GPUs (MegaScale, arXiv 2402.15627,
+/// section 3).
+pub const INIT_SECONDS: f64 = 30.0;
 
 /// The share of the default restart spent rescheduling the job onto healthy nodes, which a free
 /// warm spare replaces (ByteRobust Table 7: requeueing took 454 to 768 s).
@@ -108,6 +115,7 @@ pub struct Goodput {
     read: BytesPerSec,
     per_node: Option<BytesPerSec>,
     restart: Seconds,
+    restart_given: bool,
     price_per_gpu_hour: Option<f64>,
     spare_nodes: u64,
     repair: Seconds,
@@ -290,6 +298,7 @@ impl Goodput {
             read,
             per_node,
             restart,
+            restart_given: spec.restart.is_some(),
             price_per_gpu_hour: price,
             spare_nodes: u64::try_from(spare_nodes).unwrap_or(0),
             repair,
@@ -332,6 +341,10 @@ impl Goodput {
     /// Restart time besides loading the checkpoint.
     pub fn restart(&self) -> Seconds {
         self.restart
+    }
+    /// Whether the restart time was given (else it is the sourced default, in its parts).
+    pub fn restart_given(&self) -> bool {
+        self.restart_given
     }
     /// Price of one GPU-hour, in dollars.
     pub fn price_per_gpu_hour(&self) -> Option<f64> {

@@ -158,6 +158,15 @@ fn estimate_prices_the_whole_run_when_given_tokens() {
     // The estimate's own step time is the run's.
     assert_eq!(whole["step_time_s"], value["throughput"]["step_time_s"]);
     assert!(seconds("energy_mwh") > 0.0);
+    // The default restart in its sourced parts, which add up to it.
+    let parts = whole["restart_parts"].as_array().unwrap();
+    let names: Vec<&str> = parts.iter().map(|p| p["part"].as_str().unwrap()).collect();
+    assert_eq!(
+        names,
+        ["detection", "rescheduling or spare swap", "initialisation", "checkpoint load"]
+    );
+    let sum: f64 = parts.iter().map(|p| p["seconds"].as_f64().unwrap()).sum();
+    assert!((sum - seconds("restart_s")).abs() < 1e-9 * sum);
     // A GPU whose preset states no power prices no energy.
     let b300 = json(&words("estimate --gpu b300 --train-tokens 1T --format json"));
     assert!(b300["whole_run"]["energy_mwh"].is_null(), "{}", b300["whole_run"]);
