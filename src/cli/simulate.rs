@@ -74,6 +74,13 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
             ));
             if let Some(outlook) = &outlook {
                 out.push_str(&whole_run::text(outlook, drawn.as_ref()));
+                if drawn.is_none() {
+                    out.push_str(&format!(
+                        "No runs drawn: {:.3e} failures a run is more than the {:.0e} meshplan draws\n",
+                        outlook.failures,
+                        meshplan::goodput::monte_carlo::MAX_DRAWN_FAILURES
+                    ));
+                }
             }
             if let Some(path) = &args.trace {
                 out.push_str(&format!(

@@ -303,5 +303,5 @@ pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>)
 
 /// Draws `runs` runs from `seed` when an outlook was asked for.
 pub fn drawn(outlook: Option<&RunOutlook>, runs: u64, seed: u64) -> Option<MonteCarlo> {
-    outlook.map(|outlook| simulate_runs(outlook, runs, seed))
+    outlook.and_then(|outlook| simulate_runs(outlook, runs, seed))
 }

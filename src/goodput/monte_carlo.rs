@@ -12,8 +12,12 @@ use serde::Serialize;
 use super::expected::RunOutlook;
 use crate::units::Seconds;
 
-/// Runs drawn at most (each is a loop over its segments and failures).
+/// Runs drawn at most (each is a loop over its failures).
 pub const MAX_RUNS: u64 = 100_000;
+
+/// Failures drawn at most over all runs (about a second of drawing): fewer runs are drawn when
+/// each expects many failures, and none when one alone would pass it.
+pub const MAX_DRAWN_FAILURES: f64 = 1e8;
 
 /// The time to train over many drawn runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -91,8 +95,12 @@ pub struct DrawnRun {
     pub restart: Seconds,
 }
 
-/// The first run `seed` draws, with its failures.
-pub fn draw_run(outlook: &RunOutlook, seed: u64) -> DrawnRun {
+/// The first run `seed` draws, with its failures; `None` when it would draw more than
+/// [`MAX_DRAWN_FAILURES`].
+pub fn draw_run(outlook: &RunOutlook, seed: u64) -> Option<DrawnRun> {
+    if outlook.failures > MAX_DRAWN_FAILURES {
+        return None;
+    }
     let mut rng = StdRng::seed_from_u64(seed);
     let mut failures = Vec::new();
     let wall = one_run(outlook, &mut rng, |at, lost| {
@@ -100,18 +108,24 @@ pub fn draw_run(outlook: &RunOutlook, seed: u64) -> DrawnRun {
             failures.push((Seconds::new(at), Seconds::new(lost)));
         }
     });
-    DrawnRun { seed, wall: Seconds::new(wall), failures, restart: outlook.restart }
+    Some(DrawnRun { seed, wall: Seconds::new(wall), failures, restart: outlook.restart })
 }
 
-/// Draws `runs` runs of `outlook` (at most [`MAX_RUNS`]) from `seed`.
-pub fn simulate_runs(outlook: &RunOutlook, runs: u64, seed: u64) -> MonteCarlo {
-    let runs = runs.clamp(1, MAX_RUNS);
+/// Draws `runs` runs of `outlook` (at most [`MAX_RUNS`], and fewer when they would draw more than
+/// [`MAX_DRAWN_FAILURES`] failures) from `seed`; `None` when one run alone would.
+pub fn simulate_runs(outlook: &RunOutlook, runs: u64, seed: u64) -> Option<MonteCarlo> {
+    let per_run = outlook.failures.max(1.0);
+    if per_run > MAX_DRAWN_FAILURES {
+        return None;
+    }
+    let affordable = (MAX_DRAWN_FAILURES / per_run).floor() as u64;
+    let runs = runs.clamp(1, MAX_RUNS).min(affordable.max(1));
     let mut rng = StdRng::seed_from_u64(seed);
     let mut walls: Vec<f64> = (0..runs).map(|_| one_run(outlook, &mut rng, |_, _| {})).collect();
     walls.sort_by(f64::total_cmp);
     let at = |q: f64| Seconds::new(walls[((walls.len() - 1) as f64 * q).round() as usize]);
     let mean = walls.iter().sum::<f64>() / walls.len() as f64;
-    MonteCarlo {
+    Some(MonteCarlo {
         runs,
         seed,
         mean: Seconds::new(mean),
@@ -119,5 +133,5 @@ pub fn simulate_runs(outlook: &RunOutlook, runs: u64, seed: u64) -> MonteCarlo {
         median: at(0.5),
         p90: at(0.9),
         ettr: outlook.productive.value() / mean,
-    }
+    })
 }

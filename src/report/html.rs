@@ -364,8 +364,10 @@ pub(super) fn page(report: &Report) -> Result<String, ReportError> {
     if let Some(plan) = &report.plan {
         plan_sections(&mut body, plan)?;
     }
-    if let Some((outlook, drawn)) = &report.whole_run {
+    if let Some((outlook, _)) = &report.whole_run {
         whole_run_section(&mut body, outlook)?;
+    }
+    if let Some((_, Some(drawn))) = &report.whole_run {
         let chart = Chart {
             name: "run-timeline",
             heading: "One drawn run",

@@ -207,7 +207,7 @@ pub struct Report {
     /// Plans side by side, for a comparison.
     pub comparison: Option<ComparisonView>,
     /// The whole run of the plan, when a training length was given, with one drawn run.
-    pub whole_run: Option<(crate::goodput::RunOutlook, crate::goodput::DrawnRun)>,
+    pub whole_run: Option<(crate::goodput::RunOutlook, Option<crate::goodput::DrawnRun>)>,
 }
 
 impl Report {
@@ -267,11 +267,12 @@ impl Report {
         })
     }
 
-    /// The report with the plan's whole run added: its expected time and one drawn run.
+    /// The report with the plan's whole run added: its expected time and one drawn run (none when
+    /// a run has too many failures to draw).
     pub fn with_whole_run(
         mut self,
         outlook: crate::goodput::RunOutlook,
-        drawn: crate::goodput::DrawnRun,
+        drawn: Option<crate::goodput::DrawnRun>,
     ) -> Report {
         self.whole_run = Some((outlook, drawn));
         self

@@ -93,9 +93,9 @@ fn the_same_seed_draws_the_same_runs_and_another_seed_other_ones() {
     let run = llama3_405b(16_384, 2048);
     let inputs = goodput(GoodputSpec { train_tokens: Some("1T".into()), ..GoodputSpec::default() });
     let outlook = outlook(&run, Seconds::new(5.5), &inputs).unwrap();
-    let first = simulate_runs(&outlook, 200, 7);
-    assert_eq!(first, simulate_runs(&outlook, 200, 7));
-    assert_ne!(first, simulate_runs(&outlook, 200, 8));
+    let first = simulate_runs(&outlook, 200, 7).unwrap();
+    assert_eq!(first, simulate_runs(&outlook, 200, 7).unwrap());
+    assert_ne!(first, simulate_runs(&outlook, 200, 8).unwrap());
     assert!(first.p10 <= first.median && first.median <= first.p90);
 }
 
@@ -125,7 +125,7 @@ proptest! {
             ..GoodputSpec::default()
         });
         let closed = outlook(&run, Seconds::new(5.5), &inputs).unwrap();
-        let drawn = simulate_runs(&closed, 40, seed);
+        let drawn = simulate_runs(&closed, 40, seed).unwrap();
         prop_assert!(
             (drawn.ettr - closed.ettr).abs() <= 0.02 * closed.ettr,
             "drawn {} closed {}", drawn.ettr, closed.ettr
@@ -299,4 +299,15 @@ fn the_simulate_report_draws_the_whole_run_waterfall() {
     let plain = plain.to_str().unwrap();
     assert_eq!(run(&words(&format!("simulate --report {plain}"))).code, 0);
     assert!(!std::fs::read_to_string(plain).unwrap().contains("whole-run"));
+}
+
+#[test]
+fn a_run_with_too_many_failures_to_draw_is_said_so_not_drawn_forever() {
+    // 10^10 steps on 64 nodes failing once a node-day: over 10^8 failures a run.
+    let output = run(&words(
+        "simulate --gpus 512 --global-batch 1024 --train-steps 10000000000 --failure-rate 1000",
+    ));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(output.stdout.contains("No runs drawn:"), "{}", output.stdout);
+    assert!(!output.stdout.contains("drawn runs (seed"), "{}", output.stdout);
 }
