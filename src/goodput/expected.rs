@@ -60,6 +60,9 @@ pub struct RunOutlook {
     pub interval: Seconds,
     /// Whether the interval is Daly's optimum (else the one given).
     pub optimal_interval: bool,
+    /// Whether the interval was raised to its floor: one step, or an asynchronous checkpoint's
+    /// write (the next cannot start before the last is on storage).
+    pub interval_raised: bool,
     /// One checkpoint.
     pub checkpoint: Checkpoint,
     /// One restart, checkpoint load included (on average, when spares are free for some).
@@ -151,7 +154,9 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
         super::CheckpointMode::Async => step_time.max(checkpoint.save),
         super::CheckpointMode::Sync => step_time,
     };
-    let interval = inputs.interval().unwrap_or_else(|| daly_interval(w, mttf)).max(floor);
+    let wanted = inputs.interval().unwrap_or_else(|| daly_interval(w, mttf));
+    let raised = wanted < floor;
+    let interval = wanted.max(floor);
     let interval = interval.min(productive.max(floor));
     // A failure that finds a warm spare free swaps it in instead of rescheduling the job.
     let spare_free = spare_free(mttf, inputs.repair(), inputs.spare_nodes());
@@ -197,6 +202,7 @@ pub fn outlook(run: &Run, step_time: Seconds, inputs: &Goodput) -> Result<RunOut
         failures,
         interval,
         optimal_interval: inputs.interval().is_none(),
+        interval_raised: raised,
         checkpoint,
         restart,
         restart_parts,

@@ -311,3 +311,15 @@ fn a_run_with_too_many_failures_to_draw_is_said_so_not_drawn_forever() {
     assert!(output.stdout.contains("No runs drawn:"), "{}", output.stdout);
     assert!(!output.stdout.contains("drawn runs (seed"), "{}", output.stdout);
 }
+
+#[test]
+fn an_interval_shorter_than_a_step_is_raised_and_says_so() {
+    let value = json(&words(
+        "estimate --train-tokens 1T --checkpoint-interval 1s --checkpoint sync --format json",
+    ));
+    let whole = &value["whole_run"];
+    assert_eq!(whole["checkpoint_interval_raised"], true);
+    assert_eq!(whole["checkpoint_interval_s"], whole["step_time_s"]);
+    let text = run(&words("estimate --train-tokens 1T --checkpoint-interval 1s --checkpoint sync"));
+    assert!(text.stdout.contains("as given, raised to one step or the write"), "{}", text.stdout);
+}
