@@ -28,7 +28,11 @@ fuzz_target!(|data: &[u8]| {
     }
     assert!(outlook.ettr > 0.0 && outlook.ettr <= 1.0, "{outlook:?}");
     assert!(outlook.gpu_hours.is_finite());
-    if let Some(drawn) = simulate_runs(&outlook, 2, 0) {
+    // Drawing is bounded (10^8 failures in all) but slow near the bound: the fuzzer draws only
+    // runs short enough to stay inside its per-input timeout.
+    if outlook.failures < 1e6
+        && let Some(drawn) = simulate_runs(&outlook, 2, 0)
+    {
         assert!(drawn.mean.value().is_finite());
     }
 });
