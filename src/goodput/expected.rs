@@ -1,7 +1,7 @@
 //! The closed form of a whole run under Poisson failures. Work is done in segments of `tau`
 //! seconds, each ended by a checkpoint that blocks training `w` seconds; a failure (rate `1/M`,
-//! `M` the job's MTTF) loses the segment's work and costs a restart `R` (rescheduling plus loading
-//! the checkpoint). A segment then takes `(e^((tau + w)/M) - 1)(M + R)` seconds on average, with
+//! `M` the job's MTTF) loses the segment's work and costs a restart `R` (detection, rescheduling
+//! or a warm spare's swap, initialisation, and loading the checkpoint). A segment then takes `(e^((tau + w)/M) - 1)(M + R)` seconds on average, with
 //! `e^((tau + w)/M) - 1` failures (the renewal argument behind Daly, FGCS 2006). To first order
 //! the ETTR is `1 - (R + tau/2)/M - w/tau`, the model Kokolis et al. (arXiv 2410.21680) use; the
 //! exact form stays right when failures are frequent.
