@@ -234,87 +234,104 @@ const TIME_COLORS: [u32; 10] = [
     0xba_b0ac, 0x9c_755f,
 ];
 
-/// One horizontal bar per part of the step, labelled with its time and share.
-pub(super) fn step_time(time: &TimeBreakdown) -> Result<String, ReportError> {
-    let parts = time.parts();
-    let step = time.step_time().as_millis();
-    let longest = parts.iter().map(|(_, t)| t.as_millis()).fold(0.0, f64::max);
-    let count = parts.len();
-    let title = format!("Step time breakdown ({:.3} s; the parts add up to the step)", step / 1e3);
-    svg("step-time", &title, (1000, 430), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(&title, (FONT, CAPTION))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(150)
-            .build_cartesian_2d(0.0..longest.max(1e-9) * 1.3, categories(count))?;
-        // The first part at the top.
-        let row = |i: usize| (count - 1 - i) as f64;
-        let mut mesh = chart.configure_mesh();
-        mesh_style(&mut mesh);
-        mesh.disable_y_mesh()
-            .y_labels(count)
-            .y_label_formatter(&|v| {
-                category(*v, count).map_or(String::new(), |r| parts[count - 1 - r].0.to_owned())
-            })
-            .x_label_formatter(&|ms| format!("{ms:.0}"))
-            .x_desc("ms")
-            .draw()?;
-        chart.draw_series(parts.iter().enumerate().map(|(i, (_, seconds))| {
-            let y = row(i);
-            let color = rgb(TIME_COLORS[i]);
-            Rectangle::new([(0.0, y - 0.32), (seconds.as_millis(), y + 0.32)], color.filled())
-        }))?;
-        chart.draw_series(parts.iter().enumerate().map(|(i, (_, seconds))| {
-            let ms = seconds.as_millis();
-            let share = if step > 0.0 { 100.0 * ms / step } else { 0.0 };
-            EmptyElement::at((ms, row(i)))
-                + Text::new(
-                    format!("{ms:.1} ms ({share:.1} %)"),
-                    (6, 0),
-                    text(LABEL, GREY, HPos::Left, VPos::Center),
-                )
-        }))?;
-        Ok(())
-    })
+/// One row of a horizontal bar chart: its name on the axis, where its bar starts and ends, its
+/// colour and the label written after it.
+pub(super) struct BarRow {
+    pub(super) name: String,
+    pub(super) from: f64,
+    pub(super) to: f64,
+    pub(super) color: RGBColor,
+    pub(super) label: String,
 }
 
-/// Rejected candidates, one horizontal bar per reason.
-pub(super) fn rejections(rows: &[RejectionRow]) -> Result<String, ReportError> {
+/// The x axis of a horizontal bar chart: the room for the rows' names, the axis's end, its unit
+/// and how much of a row a bar fills on each side of its middle.
+pub(super) struct BarAxis<'a> {
+    pub(super) names_width: u32,
+    pub(super) end: f64,
+    pub(super) unit: &'a str,
+    pub(super) half_height: f64,
+}
+
+/// A horizontal bar chart, the first row at the top, each bar labelled after its end.
+pub(super) fn bar_rows(
+    name: &'static str,
+    title: &str,
+    size: (u32, u32),
+    axis: BarAxis,
+    rows: &[BarRow],
+) -> Result<String, ReportError> {
     let count = rows.len();
-    let most = rows.iter().map(|r| r.count).max().unwrap_or(0).max(1) as f64;
-    let height = 150 + 46 * count.max(1) as u32;
-    let title = "Rejected candidates by reason";
-    svg("rejections", title, (1000, height), |root| {
+    svg(name, title, size, |root| {
         let mut chart = ChartBuilder::on(root)
             .caption(title, (FONT, CAPTION))
             .margin(12)
             .x_label_area_size(40)
-            .y_label_area_size(230)
-            .build_cartesian_2d(0.0..most * 1.2, categories(count))?;
-        let row = |i: usize| (count - 1 - i) as f64;
+            .y_label_area_size(axis.names_width)
+            .build_cartesian_2d(0.0..axis.end, categories(count))?;
+        let y = |i: usize| (count - 1 - i) as f64;
         let mut mesh = chart.configure_mesh();
         mesh_style(&mut mesh);
         mesh.disable_y_mesh()
             .y_labels(count.max(1))
             .y_label_formatter(&|v| {
-                category(*v, count).map_or(String::new(), |r| rows[count - 1 - r].reason.to_owned())
+                category(*v, count).map_or(String::new(), |r| rows[count - 1 - r].name.clone())
             })
-            .x_label_formatter(&|n| format!("{n:.0}"))
-            .x_desc("candidates")
+            .x_label_formatter(&|x| format!("{x:.0}"))
+            .x_desc(axis.unit)
             .draw()?;
-        chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
-            let y = row(i);
-            Rectangle::new([(0.0, y - 0.3), (r.count as f64, y + 0.3)], rgb(0xe1_5759).filled())
+        let half = axis.half_height;
+        chart.draw_series(rows.iter().enumerate().map(|(i, row)| {
+            Rectangle::new([(row.from, y(i) - half), (row.to, y(i) + half)], row.color.filled())
         }))?;
-        chart.draw_series(rows.iter().enumerate().map(|(i, r)| {
-            EmptyElement::at((r.count as f64, row(i)))
-                + Text::new(
-                    r.count.to_string(),
-                    (6, 0),
-                    text(LABEL, GREY, HPos::Left, VPos::Center),
-                )
+        chart.draw_series(rows.iter().enumerate().map(|(i, row)| {
+            EmptyElement::at((row.to, y(i)))
+                + Text::new(row.label.clone(), (6, 0), text(LABEL, GREY, HPos::Left, VPos::Center))
         }))?;
         Ok(())
     })
+}
+
+/// One horizontal bar per part of the step, labelled with its time and share.
+pub(super) fn step_time(time: &TimeBreakdown) -> Result<String, ReportError> {
+    let parts = time.parts();
+    let step = time.step_time().as_millis();
+    let longest = parts.iter().map(|(_, t)| t.as_millis()).fold(0.0, f64::max);
+    let title = format!("Step time breakdown ({:.3} s; the parts add up to the step)", step / 1e3);
+    let rows: Vec<BarRow> = parts
+        .iter()
+        .enumerate()
+        .map(|(i, (name, seconds))| {
+            let ms = seconds.as_millis();
+            let share = if step > 0.0 { 100.0 * ms / step } else { 0.0 };
+            BarRow {
+                name: (*name).to_owned(),
+                from: 0.0,
+                to: ms,
+                color: rgb(TIME_COLORS[i]),
+                label: format!("{ms:.1} ms ({share:.1} %)"),
+            }
+        })
+        .collect();
+    let axis =
+        BarAxis { names_width: 150, end: longest.max(1e-9) * 1.3, unit: "ms", half_height: 0.32 };
+    bar_rows("step-time", &title, (1000, 430), axis, &rows)
+}
+
+/// Rejected candidates, one horizontal bar per reason.
+pub(super) fn rejections(rows: &[RejectionRow]) -> Result<String, ReportError> {
+    let most = rows.iter().map(|r| r.count).max().unwrap_or(0).max(1) as f64;
+    let height = 150 + 46 * rows.len().max(1) as u32;
+    let bars: Vec<BarRow> = rows
+        .iter()
+        .map(|r| BarRow {
+            name: r.reason.to_owned(),
+            from: 0.0,
+            to: r.count as f64,
+            color: rgb(0xe1_5759),
+            label: r.count.to_string(),
+        })
+        .collect();
+    let axis = BarAxis { names_width: 230, end: most * 1.2, unit: "candidates", half_height: 0.3 };
+    bar_rows("rejections", "Rejected candidates by reason", (1000, height), axis, &bars)
 }

@@ -3,10 +3,9 @@
 //! drawn run's timeline with its failures and restarts.
 
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, VPos};
 
 use super::ReportError;
-use super::charts::{CAPTION, FONT, GREY, LABEL, categories, category, mesh_style, rgb, svg, text};
+use super::charts::{BarAxis, BarRow, CAPTION, FONT, bar_rows, mesh_style, rgb, svg};
 use crate::goodput::{DrawnRun, RunOutlook};
 
 const COLORS: [u32; 4] = [0x59_a14f, 0xe1_5759, 0xed_c948, 0xb0_7aa1];
@@ -23,53 +22,35 @@ pub(super) fn waterfall(outlook: &RunOutlook) -> Result<String, ReportError> {
     ];
     let days = |seconds: f64| seconds / 86_400.0;
     let total = days(outlook.wall.value()).max(1e-9);
-    let count = parts.len();
     let title = format!(
         "Time to train: {:.1} days, ETTR {:.1} % (the bars add up to the wall-clock time)",
         total,
         100.0 * outlook.ettr
     );
-    svg("whole-run", &title, (1000, 300), |root| {
-        let mut chart = ChartBuilder::on(root)
-            .caption(&title, (FONT, CAPTION))
-            .margin(12)
-            .x_label_area_size(40)
-            .y_label_area_size(130)
-            .build_cartesian_2d(0.0..total * 1.25, categories(count))?;
-        let row = |i: usize| (count - 1 - i) as f64;
-        let mut mesh = chart.configure_mesh();
-        mesh_style(&mut mesh);
-        mesh.disable_y_mesh()
-            .y_labels(count)
-            .y_label_formatter(&|v| {
-                category(*v, count).map_or(String::new(), |r| parts[count - 1 - r].0.to_owned())
-            })
-            .x_label_formatter(&|d| format!("{d:.0}"))
-            .x_desc("days")
-            .draw()?;
-        let mut start = 0.0;
-        let mut bars = Vec::with_capacity(count);
-        for (i, (_, seconds)) in parts.iter().enumerate() {
+    let mut start = 0.0;
+    let rows: Vec<BarRow> = parts
+        .iter()
+        .zip(COLORS)
+        .map(|((name, seconds), color)| {
             let length = days(seconds.value());
-            bars.push((i, start, start + length));
-            start += length;
-        }
-        chart.draw_series(bars.iter().map(|&(i, from, to)| {
-            let y = row(i);
-            Rectangle::new([(from, y - 0.32), (to, y + 0.32)], rgb(COLORS[i]).filled())
-        }))?;
-        chart.draw_series(bars.iter().map(|&(i, _, to)| {
-            let length = days(parts[i].1.value());
             let label = if length >= 1.0 {
                 format!("{length:.1} days ({:.1} %)", 100.0 * length / total)
             } else {
                 format!("{:.1} h ({:.2} %)", length * 24.0, 100.0 * length / total)
             };
-            EmptyElement::at((to, row(i)))
-                + Text::new(label, (6, 0), text(LABEL, GREY, HPos::Left, VPos::Center))
-        }))?;
-        Ok(())
-    })
+            let row = BarRow {
+                name: (*name).to_owned(),
+                from: start,
+                to: start + length,
+                color: rgb(color),
+                label,
+            };
+            start += length;
+            row
+        })
+        .collect();
+    let axis = BarAxis { names_width: 130, end: total * 1.25, unit: "days", half_height: 0.32 };
+    bar_rows("whole-run", &title, (1000, 300), axis, &rows)
 }
 
 /// One drawn run on a line of days: training in green, each failure's lost work in orange before
