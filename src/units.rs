@@ -124,6 +124,9 @@ quantity!(
 
 const GIB: f64 = 1024.0 * 1024.0 * 1024.0;
 
+/// Seconds in a day.
+pub const SECONDS_PER_DAY: f64 = 86_400.0;
+
 impl Bytes {
     /// Builds a size from gibibytes (2^30 bytes).
     pub fn gib(value: f64) -> Self {
@@ -145,6 +148,11 @@ impl Seconds {
     /// The duration in milliseconds.
     pub fn as_millis(self) -> f64 {
         self.0 * 1e3
+    }
+
+    /// The duration in days.
+    pub fn as_days(self) -> f64 {
+        self.0 / SECONDS_PER_DAY
     }
 }
 
@@ -338,6 +346,14 @@ pub fn parse_flops_rate(text: &str) -> Result<FlopsPerSec, QuantityError> {
     parse_with_units(text, UNITS, "GFLOP/s, TFLOP/s, PFLOP/s", "989.4 TFLOP/s").map(FlopsPerSec)
 }
 
+/// Parses a count with an optional `K`, `M`, `B` (or `G`) or `T` suffix, powers of 1000 (`15T`,
+/// `300B`, `1.5e13`).
+pub fn parse_count(text: &str) -> Result<f64, QuantityError> {
+    const UNITS: &[(&str, f64)] =
+        &[("", 1.0), ("K", 1e3), ("M", 1e6), ("B", 1e9), ("G", 1e9), ("T", 1e12)];
+    parse_with_units(text, UNITS, "K, M, B, T or none", "15T")
+}
+
 /// Parses a power: `W` or `kW`.
 pub fn parse_power(text: &str) -> Result<Watts, QuantityError> {
     const UNITS: &[(&str, f64)] = &[("W", 1.0), ("kW", 1e3)];
@@ -353,7 +369,7 @@ pub fn parse_seconds(text: &str) -> Result<Seconds, QuantityError> {
         ("ns", 1e-9),
         ("min", 60.0),
         ("h", 3600.0),
-        ("d", 86_400.0),
+        ("d", SECONDS_PER_DAY),
     ];
     parse_with_units(text, UNITS, "s, ms, us, ns, min, h, d", "5 us").map(Seconds)
 }
@@ -374,6 +390,12 @@ mod tests {
         assert_eq!(parse_power("1.2 kW").unwrap().value(), 1200.0);
         assert_eq!(parse_seconds("30 min").unwrap().value(), 1800.0);
         assert!(parse_power("700 V").is_err());
+        assert_eq!(parse_count("15T").unwrap(), 15e12);
+        assert_eq!(parse_count("300B").unwrap(), 300e9);
+        assert_eq!(parse_count("1.5e13").unwrap(), 1.5e13);
+        assert_eq!(parse_count("2_000").unwrap(), 2000.0);
+        assert!(parse_count("15X").is_err());
+        assert!(parse_count("-3T").is_err());
     }
 
     #[test]

@@ -269,7 +269,7 @@ fn counts_table(tried: &[Tried], winner: usize, objective: Objective) -> String 
             format!("{gpus}{mark}"),
             best.label(),
             format!("{:.3}", best.estimate.time.step_time().value()),
-            or_dash(outlook.map(|o| format!("{:.1} days", o.wall.value() / 86_400.0))),
+            or_dash(outlook.map(|o| format!("{:.1} days", o.wall.as_days()))),
             or_dash(outlook.map(|o| format!("{:.1}", 100.0 * o.ettr))),
             or_dash(outlook.map(|o| format!("{:.3}M", o.gpu_hours / 1e6))),
             or_dash(outlook.and_then(|o| o.cost).map(|c| format!("${:.2}M", c / 1e6))),

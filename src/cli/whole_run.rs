@@ -9,7 +9,7 @@ use meshplan::goodput::{
     CheckpointMode, Goodput, GoodputSpec, MonteCarlo, RunOutlook, outlook, simulate_runs,
 };
 use meshplan::run::Run;
-use meshplan::units::Seconds;
+use meshplan::units::{SECONDS_PER_DAY, Seconds};
 use meshplan::violation::Violations;
 use serde::Serialize;
 
@@ -61,8 +61,8 @@ pub fn run_outlook(
 /// Days, hours or minutes, whichever reads best.
 fn duration(time: Seconds) -> String {
     let seconds = time.value();
-    if seconds >= 2.0 * 86_400.0 {
-        format!("{:.1} days", seconds / 86_400.0)
+    if seconds >= 2.0 * SECONDS_PER_DAY {
+        format!("{:.1} days", time.as_days())
     } else if seconds >= 2.0 * 3600.0 {
         format!("{:.1} h", seconds / 3600.0)
     } else if seconds >= 120.0 {

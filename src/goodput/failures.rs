@@ -4,9 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::Seconds;
-
-const SECONDS_PER_DAY: f64 = 86_400.0;
+use crate::units::{SECONDS_PER_DAY, Seconds};
 
 /// A published fleet's failure rate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]

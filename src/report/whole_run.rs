@@ -20,8 +20,7 @@ pub(super) fn waterfall(outlook: &RunOutlook) -> Result<String, ReportError> {
         ("checkpoints", losses.checkpoints),
         ("restarts", losses.restarts),
     ];
-    let days = |seconds: f64| seconds / 86_400.0;
-    let total = days(outlook.wall.value()).max(1e-9);
+    let total = outlook.wall.as_days().max(1e-9);
     let title = format!(
         "Time to train: {:.1} days, ETTR {:.1} % (the bars add up to the wall-clock time)",
         total,
@@ -32,7 +31,7 @@ pub(super) fn waterfall(outlook: &RunOutlook) -> Result<String, ReportError> {
         .iter()
         .zip(COLORS)
         .map(|((name, seconds), color)| {
-            let length = days(seconds.value());
+            let length = seconds.as_days();
             let label = if length >= 1.0 {
                 format!("{length:.1} days ({:.1} %)", 100.0 * length / total)
             } else {
@@ -56,8 +55,7 @@ pub(super) fn waterfall(outlook: &RunOutlook) -> Result<String, ReportError> {
 /// One drawn run on a line of days: training in green, each failure's lost work in orange before
 /// it and its restart in purple after it, at least a pixel wide so every failure shows.
 pub(super) fn run_timeline(drawn: &DrawnRun) -> Result<String, ReportError> {
-    let days = |seconds: f64| seconds / 86_400.0;
-    let wall = days(drawn.wall.value()).max(1e-9);
+    let wall = drawn.wall.as_days().max(1e-9);
     let title = format!(
         "A run drawn with seed {}: {} failures, {:.1} days to train",
         drawn.seed,
@@ -82,12 +80,12 @@ pub(super) fn run_timeline(drawn: &DrawnRun) -> Result<String, ReportError> {
             rgb(COLORS[0]).filled(),
         )))?;
         chart.draw_series(drawn.failures.iter().map(|(at, lost)| {
-            let at = days(at.value());
-            Rectangle::new([(at - days(lost.value()), 0.2), (at, 0.8)], rgb(COLORS[1]).filled())
+            let at = at.as_days();
+            Rectangle::new([(at - lost.as_days(), 0.2), (at, 0.8)], rgb(COLORS[1]).filled())
         }))?;
         chart.draw_series(drawn.failures.iter().map(|(at, _)| {
-            let at = days(at.value());
-            let end = at + days(drawn.restart.value()).max(pixel);
+            let at = at.as_days();
+            let end = at + drawn.restart.as_days().max(pixel);
             Rectangle::new([(at, 0.2), (end, 0.8)], rgb(COLORS[3]).filled())
         }))?;
         Ok(())
