@@ -44,6 +44,27 @@ pub const PEAK_FLOPS: (f64, f64) = (1e12, 1e18);
 /// A GPU's board power, in watts (10 W to 10 kW).
 pub const GPU_POWER: (f64, f64) = (10.0, 1e4);
 
+/// The bounds of a whole run (`--train-tokens` and the failure, checkpoint and price flags).
+/// Training tokens: 10^16, a thousand times today's largest runs.
+pub const TRAIN_TOKENS: f64 = 1e16;
+/// Optimizer steps to train.
+pub const TRAIN_STEPS: i64 = 10_000_000_000;
+/// Failures per 1000 node-days: 1000, one per node a day, far above any published fleet.
+pub const FAILURES_PER_1000_NODE_DAYS: f64 = 1000.0;
+/// A whole run's durations (checkpoint interval, restart, repair), in seconds: 10^8, three years.
+pub const RUN_DURATION_SECONDS: f64 = 1e8;
+/// Checkpoint storage bandwidth, in bytes per second: 1 PB/s, as for any link.
+pub const STORAGE_BANDWIDTH: f64 = BANDWIDTH.1;
+/// Warm spare nodes.
+pub const SPARE_NODES: i64 = 100_000;
+/// Price of one GPU-hour, in dollars.
+pub const PRICE_PER_GPU_HOUR: f64 = 1e4;
+/// Whole runs `simulate` draws.
+pub const DRAWN_RUNS: u64 = 100_000;
+/// Failures the drawn runs draw in all (about a second of drawing): fewer runs are drawn when each
+/// expects many failures, and none when one alone would pass it.
+pub const DRAWN_FAILURES: f64 = 1e8;
+
 /// Whether `value` lies in the inclusive `range`.
 pub fn within(value: f64, (low, high): (f64, f64)) -> bool {
     value.is_finite() && (low..=high).contains(&value)

@@ -10,7 +10,6 @@ use serde::Serialize;
 use super::args::{Format, SimulateArgs};
 use super::inputs::{self, Inputs};
 use super::{CliError, render, whole_run, write_atomically};
-use meshplan::goodput::monte_carlo::MAX_RUNS;
 use meshplan::violation::Collector;
 
 /// Builds the run, simulates it, writes the trace if asked and renders the result.
@@ -19,11 +18,11 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
     let mut problems = Collector::default();
     let goodput = problems.take(args.whole.goodput());
     let inputs = problems.take(inputs::build_run(&args.run));
-    if args.runs == 0 || args.runs > MAX_RUNS {
+    if args.runs == 0 || args.runs > meshplan::limits::DRAWN_RUNS {
         problems.add(
             "runs",
             args.runs,
-            format!("must be from 1 to {MAX_RUNS}"),
+            format!("must be from 1 to {}", meshplan::limits::DRAWN_RUNS),
             "draw fewer runs; 1000 give a stable median and p90",
         );
     }
@@ -78,7 +77,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
                     out.push_str(&format!(
                         "No runs drawn: {:.3e} failures a run is more than the {:.0e} meshplan draws\n",
                         outlook.failures,
-                        meshplan::goodput::monte_carlo::MAX_DRAWN_FAILURES
+                        meshplan::limits::DRAWN_FAILURES
                     ));
                 }
             }

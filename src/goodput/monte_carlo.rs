@@ -10,14 +10,8 @@ use rand::{RngExt, SeedableRng};
 use serde::Serialize;
 
 use super::expected::RunOutlook;
+use crate::limits;
 use crate::units::Seconds;
-
-/// Runs drawn at most (each is a loop over its failures).
-pub const MAX_RUNS: u64 = 100_000;
-
-/// Failures drawn at most over all runs (about a second of drawing): fewer runs are drawn when
-/// each expects many failures, and none when one alone would pass it.
-pub const MAX_DRAWN_FAILURES: f64 = 1e8;
 
 /// The time to train over many drawn runs.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -96,9 +90,9 @@ pub struct DrawnRun {
 }
 
 /// The first run `seed` draws, with its failures; `None` when it would draw more than
-/// [`MAX_DRAWN_FAILURES`].
+/// [`limits::DRAWN_FAILURES`].
 pub fn draw_run(outlook: &RunOutlook, seed: u64) -> Option<DrawnRun> {
-    if outlook.failures > MAX_DRAWN_FAILURES {
+    if outlook.failures > limits::DRAWN_FAILURES {
         return None;
     }
     let mut rng = StdRng::seed_from_u64(seed);
@@ -111,15 +105,15 @@ pub fn draw_run(outlook: &RunOutlook, seed: u64) -> Option<DrawnRun> {
     Some(DrawnRun { seed, wall: Seconds::new(wall), failures, restart: outlook.restart })
 }
 
-/// Draws `runs` runs of `outlook` (at most [`MAX_RUNS`], and fewer when they would draw more than
-/// [`MAX_DRAWN_FAILURES`] failures) from `seed`; `None` when one run alone would.
+/// Draws `runs` runs of `outlook` (at most [`limits::DRAWN_RUNS`], and fewer when they would draw more than
+/// [`limits::DRAWN_FAILURES`] failures) from `seed`; `None` when one run alone would.
 pub fn simulate_runs(outlook: &RunOutlook, runs: u64, seed: u64) -> Option<MonteCarlo> {
     let per_run = outlook.failures.max(1.0);
-    if per_run > MAX_DRAWN_FAILURES {
+    if per_run > limits::DRAWN_FAILURES {
         return None;
     }
-    let affordable = (MAX_DRAWN_FAILURES / per_run).floor() as u64;
-    let runs = runs.clamp(1, MAX_RUNS).min(affordable.max(1));
+    let affordable = (limits::DRAWN_FAILURES / per_run).floor() as u64;
+    let runs = runs.clamp(1, limits::DRAWN_RUNS).min(affordable.max(1));
     let mut rng = StdRng::seed_from_u64(seed);
     let mut walls: Vec<f64> = (0..runs).map(|_| one_run(outlook, &mut rng, |_, _| {})).collect();
     walls.sort_by(f64::total_cmp);

@@ -7,15 +7,11 @@ use serde::{Deserialize, Serialize};
 
 use super::checkpoint::CheckpointMode;
 use super::failures::FleetPreset;
+use crate::limits;
 use crate::units::{
     BytesPerSec, SECONDS_PER_DAY, Seconds, parse_bandwidth, parse_count, parse_seconds,
 };
 use crate::violation::{Collector, Violations};
-
-/// Training lengths meshplan prices: up to 10^16 tokens (a thousand times today's largest runs)
-/// or 10^10 steps.
-const MAX_TOKENS: f64 = 1e16;
-const MAX_STEPS: i64 = 10_000_000_000;
 
 /// Restart cost besides loading the checkpoint: detection about 60 s (ByteRobust, arXiv
 /// 2509.16293, section 2.2), rescheduling about 600 s (ByteRobust Table 7: requeueing 128 to 1024
@@ -41,9 +37,6 @@ pub const SPARE_SWAP_SECONDS: f64 = 60.0;
 /// Time to repair a failed node and return it to the spare pool by default: an assumption (a
 /// day), not a published figure; `--repair-time` sets it.
 const DEFAULT_REPAIR_SECONDS: f64 = SECONDS_PER_DAY;
-
-/// Spare nodes meshplan prices at most.
-const MAX_SPARE_NODES: i64 = 100_000;
 
 /// Aggregate checkpoint storage bandwidth by default: Llama 3's Tectonic file system sustained
 /// 2 TB/s (Llama 3 Herd of Models, arXiv 2407.21783, section 3.3.1), for writes and reads alike.
@@ -140,7 +133,7 @@ impl Goodput {
                 None
             }
             (Some(text), None) => match parse_count(text) {
-                Ok(tokens) if tokens <= MAX_TOKENS => Some(TrainLength::Tokens(tokens)),
+                Ok(tokens) if tokens <= limits::TRAIN_TOKENS => Some(TrainLength::Tokens(tokens)),
                 _ => {
                     problems.add(
                         "train_tokens",
@@ -152,7 +145,7 @@ impl Goodput {
                 }
             },
             (None, Some(steps)) => {
-                if (1..=MAX_STEPS).contains(&steps) {
+                if (1..=limits::TRAIN_STEPS).contains(&steps) {
                     u64::try_from(steps).ok().map(TrainLength::Steps)
                 } else {
                     problems.add(
@@ -170,7 +163,10 @@ impl Goodput {
         let failure = match FleetPreset::named(failure_text) {
             Some(preset) => Some((preset.per_node_day(), FailureSource::Preset(preset))),
             None => match failure_text.trim().parse::<f64>() {
-                Ok(per_thousand) if per_thousand > 0.0 && per_thousand <= 1000.0 => {
+                Ok(per_thousand)
+                    if per_thousand > 0.0
+                        && per_thousand <= limits::FAILURES_PER_1000_NODE_DAYS =>
+                {
                     Some((per_thousand / 1000.0, FailureSource::Given))
                 }
                 _ => {
@@ -188,7 +184,7 @@ impl Goodput {
         let mut seconds = |field: &str, text: &Option<String>, default: Option<f64>| {
             let Some(text) = text else { return default.map(Seconds::new) };
             match parse_seconds(text) {
-                Ok(value) if value.value() <= 1e8 => Some(value),
+                Ok(value) if value.value() <= limits::RUN_DURATION_SECONDS => Some(value),
                 Ok(_) => {
                     problems.add(
                         field,
@@ -213,18 +209,18 @@ impl Goodput {
         let restart = seconds("restart", &spec.restart, Some(DEFAULT_RESTART_SECONDS));
         let repair = seconds("repair_time", &spec.repair_time, Some(DEFAULT_REPAIR_SECONDS));
         let spare_nodes = spec.spare_nodes.unwrap_or(0);
-        if !(0..=MAX_SPARE_NODES).contains(&spare_nodes) {
+        if !(0..=limits::SPARE_NODES).contains(&spare_nodes) {
             problems.add(
                 "spare_nodes",
                 spare_nodes,
-                format!("must be a count from 0 to {MAX_SPARE_NODES}"),
+                format!("must be a count from 0 to {}", limits::SPARE_NODES),
                 "give the warm standby nodes, e.g. 16",
             );
         }
         let mut bandwidth = |field: &str, text: &Option<String>| {
             let Some(text) = text else { return Some(BytesPerSec::giga(DEFAULT_STORAGE_GBPS)) };
             match parse_bandwidth(text) {
-                Ok(value) if value.as_giga() <= 1e6 => Some(value),
+                Ok(value) if value.value() <= limits::STORAGE_BANDWIDTH => Some(value),
                 Ok(_) => {
                     problems.add(
                         field,
@@ -248,7 +244,7 @@ impl Goodput {
         let read = bandwidth("storage_read", &spec.storage_read);
         let price = spec.price_per_gpu_hour;
         if let Some(price) = price
-            && !(price > 0.0 && price <= 1e4)
+            && !(price > 0.0 && price <= limits::PRICE_PER_GPU_HOUR)
         {
             problems.add(
                 "price_per_gpu_hour",
@@ -370,6 +366,40 @@ mod tests {
         ] {
             assert!(err.contains(field), "{field} missing from {err}");
         }
+    }
+
+    #[test]
+    fn values_past_their_bounds_are_refused_with_the_bound() {
+        let spec = GoodputSpec {
+            train_steps: Some(0),
+            failure_rate: Some("1001".into()),
+            checkpoint_interval: Some("4 d".into()),
+            restart: Some("2000 d".into()),
+            storage_write: Some("2000 TB/s".into()),
+            storage_per_node: Some("5 parsecs".into()),
+            spare_nodes: Some(-1),
+            price_per_gpu_hour: Some(2e4),
+            ..GoodputSpec::default()
+        };
+        let err = Goodput::from_spec(&spec).unwrap_err().to_string();
+        for message in [
+            "train_steps = 0: must be a whole number of steps from 1 to 10^10",
+            "failure_rate = 1001: is neither a fleet preset nor a number of failures per 1000 node-days in (0, 1000]",
+            "restart = 2000 d: must be at most 10^8 s",
+            "storage_write = 2000 TB/s: must be at most 1 PB/s",
+            "storage_per_node = 5 parsecs:",
+            "spare_nodes = -1: must be a count from 0 to 100000",
+            "price_per_gpu_hour = 20000: must be a price in dollars in (0, 10000]",
+        ] {
+            assert!(err.contains(message), "{message:?} missing from {err}");
+        }
+        // Four days is inside the bound.
+        assert!(!err.contains("checkpoint_interval"), "{err}");
+        let tokens = GoodputSpec { train_tokens: Some("2e16".into()), ..GoodputSpec::default() };
+        let err = Goodput::from_spec(&tokens).unwrap_err().to_string();
+        assert!(
+            err.contains("train_tokens = 2e16: must be a positive count of tokens up to 10^16")
+        );
     }
 
     #[test]

@@ -207,7 +207,7 @@ fn every_bad_whole_run_flag_is_named_with_the_run_problems() {
     }
     let runs = run(&words("simulate --train-tokens 1T --runs 0"));
     assert_eq!(runs.code, 2);
-    assert!(runs.stderr.contains("runs"), "{}", runs.stderr);
+    assert!(runs.stderr.contains("runs = 0: must be from 1 to 100000"), "{}", runs.stderr);
 }
 
 #[test]
@@ -272,10 +272,18 @@ fn search_over_gpu_counts_reports_the_count_its_objective_prefers() {
 fn an_objective_needs_a_training_length_and_max_gpus_at_least_gpus() {
     let output = run(&words("search --model llama3.1-8b --gpus 16 --objective cost"));
     assert_eq!(output.code, 2);
-    assert!(output.stderr.contains("search.objective"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("needs a training length to price the whole run"),
+        "{}",
+        output.stderr
+    );
     let output = run(&words("search --model llama3.1-8b --gpus 16 --max-gpus 8"));
     assert_eq!(output.code, 2);
-    assert!(output.stderr.contains("search.max_gpus"), "{}", output.stderr);
+    assert!(
+        output.stderr.contains("search.max_gpus = 8: is fewer than --gpus 16"),
+        "{}",
+        output.stderr
+    );
 }
 
 #[test]
