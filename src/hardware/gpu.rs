@@ -410,6 +410,20 @@ mod tests {
     }
 
     #[test]
+    fn a_board_power_is_a_power_in_its_range() {
+        let mut spec = presets::gpu("h100-sxm").unwrap();
+        assert_eq!(Gpu::from_spec(&spec).unwrap().power(), Some(Watts::new(700.0)));
+        spec.power = Some("700 V".into());
+        let message = Gpu::from_spec(&spec).unwrap_err().to_string();
+        assert!(message.contains("gpu.power = 700 V: `700 V` has unit `V`"), "{message}");
+        spec.power = Some("20 kW".into());
+        let message = Gpu::from_spec(&spec).unwrap_err().to_string();
+        assert!(message.contains("outside 10 W to 10 kW"), "{message}");
+        spec.power = None;
+        assert_eq!(Gpu::from_spec(&spec).unwrap().power(), None);
+    }
+
+    #[test]
     fn shape_constants_default_to_the_a100_era_values() {
         let mut spec = presets::gpu("a100-80gb").unwrap();
         spec.efficiency.gemm_k_overhead = None;
