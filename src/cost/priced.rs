@@ -48,6 +48,24 @@ pub struct SharedPricing {
     layer_params: OnceLock<LayerParams>,
     stages: OnceLock<Vec<PricedSegment>>,
     path: OnceLock<Vec<PricedSegment>>,
+    /// The plan, less its sharding and schedule, of the first run priced with it: every run that
+    /// shares it must have the same (checked in debug builds, which the tests run).
+    #[cfg(debug_assertions)]
+    shared_by: OnceLock<crate::plan::PlanSpec>,
+}
+
+/// What runs that share a [`SharedPricing`] must agree on: the resolved plan with its sharding and
+/// schedule left out (what the schedule resolves, such as DualPipe's expert overlap, stays in).
+#[cfg(debug_assertions)]
+fn sharing_key(run: &Run) -> crate::plan::PlanSpec {
+    crate::plan::PlanSpec {
+        zero: None,
+        fsdp: None,
+        fsdp_mode: None,
+        hybrid_shard: None,
+        schedule: None,
+        ..run.plan().to_spec()
+    }
 }
 
 impl SharedPricing {
@@ -88,6 +106,15 @@ impl<'a> PricedRun<'a> {
         tables: &'a Tables,
         shared: &'a SharedPricing,
     ) -> PricedRun<'a> {
+        #[cfg(debug_assertions)]
+        {
+            let key = sharing_key(run);
+            let first = shared.shared_by.get_or_init(|| key.clone());
+            debug_assert_eq!(
+                *first, key,
+                "runs that share their pricing differ beyond sharding and schedule"
+            );
+        }
         PricedRun {
             run,
             tables: Cow::Borrowed(tables),
