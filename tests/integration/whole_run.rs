@@ -1,13 +1,13 @@
 //! The whole run (issue 15): the published reliability anchors reproduced from their stated
 //! inputs, each with its source, and the Monte Carlo runs against the closed form.
 
+use meshplan::Run;
 use meshplan::goodput::{Goodput, GoodputSpec, outlook, simulate_runs};
 use meshplan::plan::{PipelineSplit, PlanSpec};
 use meshplan::units::Seconds;
-use meshplan::{Run, presets};
 use proptest::prelude::*;
 
-use crate::support::{spec, training};
+use crate::support::{preset_run, training};
 
 /// Llama 3.1 405B on 16,384 H100 as Meta trained it: tp 8, pp 16, cp 1, dp 128, 8K tokens,
 /// 2,048 sequences a step (Llama 3 Herd of Models, arXiv 2407.21783, Table 4), on `gpus` GPUs
@@ -20,9 +20,7 @@ fn llama3_405b(gpus: i64, global_batch: i64) -> Run {
         pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
         ..PlanSpec::default()
     };
-    let model = presets::model("llama3.1-405b").unwrap();
-    Run::from_spec(&spec(model, "h100-sxm", gpus, training(8192, global_batch, 1, None), plan))
-        .unwrap()
+    preset_run("llama3.1-405b", "h100-sxm", gpus, training(8192, global_batch, 1, None), plan)
 }
 
 fn goodput(spec: GoodputSpec) -> Goodput {
