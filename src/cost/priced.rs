@@ -86,6 +86,25 @@ pub struct PricedRun<'a> {
     path_collectives: OnceLock<Vec<DataParallelCollectives>>,
 }
 
+/// `price` of each of `keys`, in order, each distinct key priced once (a pipeline's keys repeat:
+/// its middle stages and chunks are equal).
+fn price_distinct<K: PartialEq + Copy, V: Copy>(
+    keys: impl IntoIterator<Item = K>,
+    mut price: impl FnMut(K) -> V,
+) -> Vec<V> {
+    let mut distinct: Vec<(K, V)> = Vec::new();
+    keys.into_iter()
+        .map(|key| {
+            if let Some((_, value)) = distinct.iter().find(|(k, _)| *k == key) {
+                return *value;
+            }
+            let value = price(key);
+            distinct.push((key, value));
+            value
+        })
+        .collect()
+}
+
 impl<'a> PricedRun<'a> {
     /// Prices a run, building its op tables.
     pub fn new(run: &'a Run) -> PricedRun<'a> {
@@ -188,22 +207,13 @@ impl<'a> PricedRun<'a> {
     /// split, the middle chunks of an interleaved path) cost the same, and one equal to a segment
     /// of `known` (the stages, when pricing the path) is taken from there.
     fn price_each(&self, segments: Vec<Segment>, known: &[PricedSegment]) -> Vec<PricedSegment> {
-        let mut distinct: Vec<PricedSegment> = Vec::new();
-        segments
-            .into_iter()
-            .map(|segment| {
-                if let Some(priced) = distinct.iter().find(|p| p.segment == segment) {
-                    return *priced;
-                }
-                let priced = known
-                    .iter()
-                    .find(|p| p.segment == segment)
-                    .copied()
-                    .unwrap_or_else(|| self.price(segment));
-                distinct.push(priced);
-                priced
-            })
-            .collect()
+        price_distinct(segments, |segment| {
+            known
+                .iter()
+                .find(|p| p.segment == segment)
+                .copied()
+                .unwrap_or_else(|| self.price(segment))
+        })
     }
 
     /// Every pipeline stage (over all its virtual chunks), priced.
@@ -232,18 +242,9 @@ impl<'a> PricedRun<'a> {
     pub fn path_collectives(&self) -> &[DataParallelCollectives] {
         self.path_collectives.get_or_init(|| {
             // Positions holding equal parameters (the middle chunks of a path) are priced once.
-            let mut distinct: Vec<(Params, DataParallelCollectives)> = Vec::new();
-            self.path()
-                .iter()
-                .map(|p| {
-                    if let Some((_, known)) = distinct.iter().find(|(q, _)| *q == p.params) {
-                        return *known;
-                    }
-                    let priced = data_parallel_collectives(self.run, p.params);
-                    distinct.push((p.params, priced));
-                    priced
-                })
-                .collect()
+            price_distinct(self.path().iter().map(|p| p.params), |params| {
+                data_parallel_collectives(self.run, params)
+            })
         })
     }
 
