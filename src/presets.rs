@@ -96,6 +96,7 @@ pub const STACKS: &[PresetFile] = presets!("stacks":
     "megatron-deepspeed",
     "megatron-lm-2020-2022",
     "nemo-24.07-25.07",
+    "nemo-25.07",
     "nemo-25.09",
     "nemo-25.11",
     "nemo-26.02",

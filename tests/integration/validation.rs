@@ -208,3 +208,17 @@ fn renaming_every_source_id_changes_no_prediction() {
         assert_eq!(a.stack, b.stack, "row {}", a.row_id);
     }
 }
+
+/// Issue #12: at most 2 % of the published runs meshplan predicts are predicted not to fit in
+/// GPU memory, and each one says by how much and what is largest.
+#[test]
+fn at_most_two_percent_of_published_runs_are_predicted_not_to_fit() {
+    let report = report();
+    let predicted = report.rows.iter().filter(|r| r.error_pct.is_some()).count();
+    let over = &report.over_capacity;
+    let share = over.len() as f64 / predicted as f64;
+    assert!(share <= 0.02, "{} of {predicted} predicted not to fit: {over:?}", over.len());
+    for row in over {
+        assert!(row.over_gib > 0.0 && !row.largest_part.is_empty(), "{row:?}");
+    }
+}
