@@ -10,161 +10,20 @@ use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
     GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
-    grouped_gemm_time, memory_time, recipe_gemm_speed,
+    grouped_gemm_time, recipe_gemm_speed,
 };
-use crate::hardware::{Gpu, PrecisionClass};
+use crate::hardware::PrecisionClass;
 use crate::model::MlpKind;
 use crate::plan::{ExpertDispatch, Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops, Seconds};
 
-/// Forward or backward pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
-    /// Forward pass.
-    Forward,
-    /// Backward pass (input and weight gradients).
-    Backward,
-}
-
-/// What resource an operation occupies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OpKind {
-    /// A GEMM on the tensor cores: forward, or the input-gradient GEMM of the backward.
-    Gemm,
-    /// The weight-gradient GEMM of the backward, which zero-bubble schedules defer.
-    WeightGradient,
-    /// A fused attention kernel.
-    Attention,
-    /// A memory-bound kernel (norms, residuals, activations, casts, loss).
-    Memory,
-    /// Tensor-parallel collective.
-    TpComm,
-    /// Context-parallel ring exchange of keys and values (overlaps attention).
-    CpComm,
-    /// Context-parallel all-to-all (Ulysses), which blocks the layer.
-    CpAllToAll,
-    /// Expert-parallel token dispatch and combine (all-to-all).
-    EpComm,
-}
-
-/// One row of the table.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Op {
-    /// Short name (`qkv`, `fc1`, `attention`, `tp-reduce-scatter`).
-    pub name: &'static str,
-    /// Forward or backward.
-    pub phase: Phase,
-    /// The resource it occupies.
-    pub kind: OpKind,
-    /// Arithmetic work.
-    pub flops: Flops,
-    /// Bytes moved through HBM or over the link.
-    pub bytes: Bytes,
-    /// Time on one GPU.
-    pub time: Seconds,
-    /// The recompute module whose rerun repeats this op (`None`: outside every module, such as
-    /// the residual adds, or outside the transformer layers).
-    pub module: Option<RecomputeModule>,
-}
+pub use crate::cost::op_table::{Op, OpKind, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
 
 /// Rows a transformer layer's table is given room for (it has a few dozen), and the embedding's,
 /// head's or MTP projection's (a few).
 const LAYER_ROWS: usize = 48;
 const END_ROWS: usize = 8;
-
-/// Forward work a selective recompute reruns, per micro-batch of one layer.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Rerun {
-    /// GEMMs, attention and memory-bound kernels.
-    pub compute: Seconds,
-    /// Tensor-parallel collectives.
-    pub tp: Seconds,
-    /// Expert-parallel dispatch and combine.
-    pub ep: Seconds,
-}
-
-impl Rerun {
-    /// Adds one forward row of the module: its compute, or the TP or EP collective it waits on
-    /// (context-parallel exchanges are not counted in a rerun).
-    pub fn add(&mut self, kind: OpKind, time: Seconds) {
-        match kind {
-            OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
-                self.compute += time
-            }
-            OpKind::TpComm => self.tp += time,
-            OpKind::EpComm => self.ep += time,
-            OpKind::CpComm | OpKind::CpAllToAll => {}
-        }
-    }
-}
-
-/// The operations of one layer (or of the embedding / head) for one micro-batch.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct OpTable {
-    /// The rows, in execution order within each phase.
-    pub ops: Vec<Op>,
-    /// The module the rows pushed next belong to (set while the table is built).
-    module: Option<RecomputeModule>,
-}
-
-impl OpTable {
-    /// An empty table with room for `rows` rows, so that building one does not grow it.
-    fn with_capacity(rows: usize) -> OpTable {
-        OpTable { ops: Vec::with_capacity(rows), module: None }
-    }
-
-    /// Adds a memory-bound kernel that moves `bytes` through HBM.
-    fn push_memory(&mut self, gpu: &Gpu, name: &'static str, phase: Phase, bytes: Bytes) {
-        self.push(name, phase, OpKind::Memory, Flops::ZERO, bytes, memory_time(gpu, bytes));
-    }
-
-    /// Total time of the rows of one phase and kind.
-    pub fn time(&self, phase: Phase, kind: OpKind) -> Seconds {
-        self.ops.iter().filter(|op| op.phase == phase && op.kind == kind).map(|op| op.time).sum()
-    }
-
-    /// Compute time of a phase: GEMMs, attention and memory-bound kernels.
-    pub fn compute(&self, phase: Phase) -> Seconds {
-        self.time(phase, OpKind::Gemm)
-            + self.time(phase, OpKind::WeightGradient)
-            + self.time(phase, OpKind::Attention)
-            + self.time(phase, OpKind::Memory)
-    }
-
-    /// The forward work of the rows tagged with `module`: what rerunning that module alone
-    /// repeats.
-    pub fn module_rerun(&self, module: RecomputeModule) -> Rerun {
-        let mut rerun = Rerun::default();
-        let rows = self.ops.iter().filter(|op| op.phase == Phase::Forward);
-        for op in rows.filter(|op| op.module == Some(module)) {
-            rerun.add(op.kind, op.time);
-        }
-        rerun
-    }
-
-    /// Marks the rows pushed from now on as part of `module`.
-    fn enter(&mut self, module: Option<RecomputeModule>) {
-        self.module = module;
-    }
-
-    /// Total FLOPs of a phase.
-    pub fn flops(&self, phase: Phase) -> Flops {
-        self.ops.iter().filter(|op| op.phase == phase).map(|op| op.flops).sum()
-    }
-
-    fn push(
-        &mut self,
-        name: &'static str,
-        phase: Phase,
-        kind: OpKind,
-        flops: Flops,
-        bytes: Bytes,
-        time: Seconds,
-    ) {
-        self.ops.push(Op { name, phase, kind, flops, bytes, time, module: self.module });
-    }
-}
 
 /// Per-GPU sizes shared by the tables of one run.
 struct Ctx<'a> {
@@ -300,13 +159,13 @@ impl<'a> Ctx<'a> {
 
 /// The operations of one transformer layer for one micro-batch: with a dense MLP, or with the
 /// model's mixture of experts when `dense_mlp` is false.
-pub fn transformer_layer(run: &Run, dense_mlp: bool) -> OpTable {
+pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
     let ctx = Ctx::new(run);
     let model = run.model();
     let gpu = run.cluster().gpu();
     let h = model.hidden_size() as f64;
     let (tp, sp) = (ctx.tp, ctx.sp);
-    let mut table = OpTable::with_capacity(LAYER_ROWS);
+    let mut table = OpTable::with_capacity(rows, LAYER_ROWS);
     let act = Precision::ACTIVATION_BYTES;
 
     // Attention block.
@@ -501,10 +360,10 @@ fn expert_parallel_comm(ctx: &Ctx, table: &mut OpTable, rows: f64) {
 
 /// The extra work of a multi-token-prediction module beyond its transformer layer and head:
 /// two input norms and the `2h -> h` projection of the concatenated embedding and hidden state.
-pub fn mtp_projection(run: &Run) -> OpTable {
+pub fn mtp_projection(run: &Run, rows: Rows) -> OpTable {
     let ctx = Ctx::new(run);
     let h = run.model().hidden_size() as f64;
-    let mut table = OpTable::with_capacity(END_ROWS);
+    let mut table = OpTable::with_capacity(rows, END_ROWS);
     ctx.streaming(&mut table, "mtp-norms", 4.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     ctx.gemm(&mut table, "mtp-projection", h / ctx.tp, 2.0 * h);
     table
@@ -602,10 +461,10 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
 }
 
 /// The input embedding on the first stage: a lookup, and its TP reduction.
-pub fn embedding(run: &Run) -> OpTable {
+pub fn embedding(run: &Run, rows: Rows) -> OpTable {
     let ctx = Ctx::new(run);
     let h = run.model().hidden_size() as f64;
-    let mut table = OpTable::with_capacity(END_ROWS);
+    let mut table = OpTable::with_capacity(rows, END_ROWS);
     ctx.streaming(&mut table, "embedding", 2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     if run.plan().tp() > 1 {
         let links = run.cluster().interconnect();
@@ -623,12 +482,12 @@ pub fn embedding(run: &Run) -> OpTable {
 }
 
 /// The final norm, logit GEMM and cross-entropy loss on the last stage.
-pub fn head(run: &Run) -> OpTable {
+pub fn head(run: &Run, rows: Rows) -> OpTable {
     let ctx = Ctx::new(run);
     let model = run.model();
     let gpu = run.cluster().gpu();
     let h = model.hidden_size() as f64;
-    let mut table = OpTable::with_capacity(END_ROWS);
+    let mut table = OpTable::with_capacity(rows, END_ROWS);
     ctx.tp_block_comm(&mut table, "tp-head");
     ctx.streaming(&mut table, "final-norm", 2.0 * h * Precision::ACTIVATION_BYTES / ctx.sp);
     // The logit layer stays in 16-bit under every recipe.
@@ -649,4 +508,62 @@ pub fn head(run: &Run) -> OpTable {
 pub fn padded_vocab(run: &Run) -> f64 {
     let multiple = 128 * run.plan().tp();
     run.model().vocab_size().div_ceil(multiple) as f64 * multiple as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanSpec, RecomputeKind};
+    use crate::presets;
+    use crate::run::test_run;
+
+    /// Every table of DeepSeek-V3 (MoE, MLA, MTP) and Llama 3.1 8B under TP, CP and selective
+    /// recompute, built both ways.
+    fn tables(run: &Run, rows: Rows) -> Vec<OpTable> {
+        vec![
+            transformer_layer(run, true, rows),
+            transformer_layer(run, false, rows),
+            embedding(run, rows),
+            head(run, rows),
+            mtp_projection(run, rows),
+        ]
+    }
+
+    fn runs() -> Vec<Run> {
+        let plan = PlanSpec {
+            tp: Some(4),
+            cp: Some(2),
+            recompute: Some(RecomputeKind::Selective),
+            ..PlanSpec::default()
+        };
+        let dsv3 = PlanSpec { tp: Some(2), ep: Some(8), ..PlanSpec::default() };
+        vec![
+            test_run(presets::model("llama3.1-8b").unwrap(), 64, 8192, 64, 1, plan),
+            test_run(presets::model("deepseek-v3").unwrap(), 256, 4096, 256, 1, dsv3),
+        ]
+    }
+
+    #[test]
+    fn totals_are_the_sums_of_the_rows_whether_or_not_the_rows_are_kept() {
+        for run in runs() {
+            let kept = tables(&run, Rows::Keep);
+            let summed = tables(&run, Rows::TotalsOnly);
+            for (kept, summed) in kept.iter().zip(&summed) {
+                assert!(summed.ops.is_empty());
+                assert_eq!(kept.totals, summed.totals);
+                let mut by_rows = OpTotals::default();
+                kept.ops.iter().for_each(|op| by_rows.add(op));
+                assert_eq!(by_rows, kept.totals);
+                for phase in [Phase::Forward, Phase::Backward] {
+                    let rows = kept.ops.iter().filter(|op| op.phase == phase);
+                    let flops: Flops = rows.clone().map(|op| op.flops).sum();
+                    assert_eq!(kept.flops(phase), flops);
+                    let gemm: Seconds =
+                        rows.filter(|op| op.kind == OpKind::Gemm).map(|op| op.time).sum();
+                    assert_eq!(kept.time(phase, OpKind::Gemm), gemm);
+                }
+            }
+            assert!(kept[0].totals.forward.compute > Seconds::ZERO);
+        }
+    }
 }

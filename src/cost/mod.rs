@@ -13,6 +13,7 @@ pub mod dispatch;
 pub mod kernels;
 pub mod layer;
 pub mod memory;
+pub mod op_table;
 pub mod priced;
 pub mod runtime_memory;
 pub mod step;

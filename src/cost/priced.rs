@@ -261,16 +261,18 @@ impl<'a> PricedRun<'a> {
     /// The peak memory of every pipeline stage, as the closed form predicts it.
     pub fn stage_memory(&self) -> Vec<StageMemory> {
         // The middle stages of a pipeline are equal: their model states are priced once.
-        let mut previous: Option<(&PricedSegment, MemoryBreakdown)> = None;
+        // Model states depend on a stage's parameters and layer count only.
+        let mut previous: Option<(Params, f64, MemoryBreakdown)> = None;
         self.stages()
             .iter()
             .zip(0..)
             .map(|(priced, stage)| {
+                let (params, layers) = (priced.params, priced.segment.layers);
                 let states = match previous {
-                    Some((before, states)) if before == priced => states,
-                    _ => self.model_states(priced.params, priced.segment.layers),
+                    Some((p, l, states)) if p == params && l == layers => states,
+                    _ => self.model_states(params, layers),
                 };
-                previous = Some((priced, states));
+                previous = Some((params, layers, states));
                 let breakdown = stage_peak(
                     self.run,
                     stage,

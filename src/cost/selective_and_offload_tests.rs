@@ -1,7 +1,7 @@
 //! Tests of selective recompute by module and of activation offloading: what each frees, what
 //! each reruns or copies, and the plans validation refuses.
 
-use crate::cost::layer::{OpKind, Phase, transformer_layer};
+use crate::cost::layer::{OpKind, Phase, Rows, transformer_layer};
 use crate::cost::memory::{ActivationBytes, layer_activation_bytes, stage_memory};
 use crate::cost::step::step_time;
 use crate::cost::work::{Tables, stage_segments};
@@ -44,7 +44,7 @@ fn llama70b_gb200(offload: i64, gpu: &str) -> Run {
 }
 
 fn forward_time(run: &Run, dense: bool, names: &[&str]) -> Seconds {
-    transformer_layer(run, dense)
+    transformer_layer(run, dense, Rows::Keep)
         .ops
         .iter()
         .filter(|op| op.phase == Phase::Forward && names.contains(&op.name))

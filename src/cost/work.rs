@@ -2,10 +2,10 @@
 //! chunk), by phase: the numbers both the closed-form step time (`step.rs`) and the event
 //! simulator (`crate::sim`) are built from, so the two share one cost model.
 
-use crate::cost::layer::{self, OpKind, OpTable, Phase, Rerun};
+use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
 use crate::plan::{RecomputeKind, RecomputeModule, RecomputeModules};
 use crate::run::Run;
-use crate::units::{Bytes, Seconds};
+use crate::units::{Bytes, Flops, Seconds};
 
 /// Fraction of a compute window that can hide communication: collective kernels take SMs and
 /// memory bandwidth from the compute they overlap. Galvatron calibrates this as a 1.1-1.3x
@@ -16,83 +16,27 @@ pub const OVERLAP_EFFICIENCY: f64 = 1.0 / 1.15;
 /// exposed).
 pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 
-/// Per-phase totals of one op table, summed once when the tables are built (the search prices
-/// hundreds of thousands of segments from the same tables).
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct PhaseTimes {
-    /// GEMMs, weight gradients, attention and memory-bound kernels.
-    pub compute: Seconds,
-    /// The weight-gradient GEMMs within `compute`.
-    pub weight_gradient: Seconds,
-    /// Fused attention within `compute`.
-    pub attention: Seconds,
-    /// Memory-bound (element-wise) kernels within `compute`.
-    pub memory: Seconds,
-    /// Tensor-parallel (and expert-tensor-parallel) collectives.
-    pub tp: Seconds,
-    /// Context-parallel ring steps.
-    pub cp_ring: Seconds,
-    /// Context-parallel all-to-alls.
-    pub cp_all_to_all: Seconds,
-    /// Expert-parallel dispatch and combine.
-    pub ep: Seconds,
-}
-
-impl PhaseTimes {
-    /// Adds one row of the phase.
-    fn add(&mut self, kind: OpKind, time: Seconds) {
-        match kind {
-            OpKind::Gemm => self.compute += time,
-            OpKind::Memory => {
-                self.compute += time;
-                self.memory += time;
-            }
-            OpKind::WeightGradient => {
-                self.compute += time;
-                self.weight_gradient += time;
-            }
-            OpKind::Attention => {
-                self.compute += time;
-                self.attention += time;
-            }
-            OpKind::TpComm => self.tp += time,
-            OpKind::CpComm => self.cp_ring += time,
-            OpKind::CpAllToAll => self.cp_all_to_all += time,
-            OpKind::EpComm => self.ep += time,
-        }
-    }
-}
-
-/// One table with its per-phase totals.
+/// One table's totals: what pricing reads of it (its rows are not kept).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PricedTable {
-    /// The operations.
-    pub table: OpTable,
     /// Forward totals.
     pub forward: PhaseTimes,
     /// Backward totals.
     pub backward: PhaseTimes,
     /// The forward work of each module's own rows (in [`RecomputeModule::ALL`] order).
     pub module_rerun: [Rerun; 7],
+    /// FLOPs of the forward rows, and of the backward rows.
+    pub flops: [Flops; 2],
+    /// FLOPs of the weight-gradient GEMMs within the backward.
+    pub weight_gradient_flops: Flops,
 }
 
 impl PricedTable {
-    /// Sums the table's rows once: both phases' totals and each module's rerun.
+    /// The totals a table summed while it was built.
     fn new(table: OpTable) -> PricedTable {
-        let (mut forward, mut backward) = (PhaseTimes::default(), PhaseTimes::default());
-        let mut module_rerun = [Rerun::default(); 7];
-        for op in &table.ops {
-            match op.phase {
-                Phase::Forward => {
-                    forward.add(op.kind, op.time);
-                    if let Some(module) = op.module {
-                        module_rerun[module.index()].add(op.kind, op.time);
-                    }
-                }
-                Phase::Backward => backward.add(op.kind, op.time),
-            }
-        }
-        PricedTable { forward, backward, module_rerun, table }
+        let OpTotals { forward, backward, module_rerun, flops, weight_gradient_flops } =
+            table.totals;
+        PricedTable { forward, backward, module_rerun, flops, weight_gradient_flops }
     }
 
     /// The forward work a selective recompute of `modules` reruns. The routed experts'
@@ -157,15 +101,15 @@ impl Tables {
         let moe = run.model().moe().is_some();
         let priced = PricedTable::new;
         Tables {
-            layer: priced(layer::transformer_layer(run, !moe)),
-            dense_layer: moe.then(|| priced(layer::transformer_layer(run, true))),
-            embedding: priced(layer::embedding(run)),
-            head: priced(layer::head(run)),
+            layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
+            dense_layer: moe.then(|| priced(layer::transformer_layer(run, true, Rows::TotalsOnly))),
+            embedding: priced(layer::embedding(run, Rows::TotalsOnly)),
+            head: priced(layer::head(run, Rows::TotalsOnly)),
             // A model without MTP modules runs the table zero times: it is not built.
             mtp: if run.model().mtp_layers() > 0 {
-                priced(layer::mtp_projection(run))
+                priced(layer::mtp_projection(run, Rows::TotalsOnly))
             } else {
-                priced(OpTable::default())
+                priced(OpTable::new(Rows::TotalsOnly))
             },
         }
     }

@@ -4,6 +4,8 @@
 //! `s x s` score matrix is computed), which is what FlashAttention-style kernels execute and what
 //! MFU is reported against in this crate.
 
+use arrayvec::ArrayVec;
+
 use super::{MlpKind, Model, NormKind, PositionEmbedding};
 
 /// One weight matrix of the attention block: `input -> output` features.
@@ -57,8 +59,9 @@ impl Model {
         self.num_attention_heads() * self.v_head_dim()
     }
 
-    /// The attention block's weight matrices, in execution order.
-    pub fn attention_gemms(&self) -> Vec<AttentionGemm> {
+    /// The attention block's weight matrices, in execution order (at most five: MLA's query
+    /// down and up, key/value down and up, and the output projection), held without allocating.
+    pub fn attention_gemms(&self) -> ArrayVec<AttentionGemm, 5> {
         let h = self.hidden_size();
         let heads = self.num_attention_heads();
         let gemm = |name, input, output, split_by_tp, reads_layer_input| AttentionGemm {
@@ -68,7 +71,7 @@ impl Model {
             split_by_tp,
             reads_layer_input,
         };
-        let mut gemms = Vec::with_capacity(5);
+        let mut gemms = ArrayVec::new();
         match self.mla() {
             None => {
                 gemms.push(gemm("qkv", h, self.query_width() + 2 * self.kv_width(), true, true))

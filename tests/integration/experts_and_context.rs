@@ -4,7 +4,7 @@
 //! names.
 
 use meshplan::cost::collective::{Collective, Group, collective_time};
-use meshplan::cost::layer::{OpKind, Phase, transformer_layer};
+use meshplan::cost::layer::{OpKind, Phase, Rows, transformer_layer};
 use meshplan::cost::memory::{layer_activation_bytes, stage_params};
 use meshplan::plan::{CpComm, PipelineSplit, PlanSpec};
 use meshplan::units::Bytes;
@@ -62,7 +62,7 @@ fn expert_all_to_all_stays_on_nvlink_inside_a_node_and_crosses_nics_beyond() {
     let a2a = |ep: i64| {
         let plan = PlanSpec { ep: Some(ep), ..PlanSpec::default() };
         let run = run("qwen3-30b-a3b", "h100-sxm", 16, 4096, plan);
-        transformer_layer(&run, false).time(Phase::Forward, OpKind::EpComm)
+        transformer_layer(&run, false, Rows::Keep).time(Phase::Forward, OpKind::EpComm)
     };
     // Each rank dispatches 4096 tokens x top-8 x 2048 x 2 B and gets as much back, twice a layer.
     let sent = Bytes::new(4096.0 * 8.0 * 2048.0 * 2.0);
@@ -116,7 +116,7 @@ fn ulysses_blocks_on_its_all_to_alls_where_the_ring_hides_under_attention() {
         let plan =
             PlanSpec { tp: Some(8), cp: Some(4), cp_comm: Some(kind), ..PlanSpec::default() };
         let run = run("llama3.1-70b", "h100-sxm", 64, 65536, plan);
-        let layer = transformer_layer(&run, true);
+        let layer = transformer_layer(&run, true, Rows::Keep);
         (layer.time(Phase::Forward, OpKind::CpComm), layer.time(Phase::Forward, OpKind::CpAllToAll))
     };
     let (ring, ring_a2a) = price(CpComm::Ring);

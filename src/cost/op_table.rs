@@ -1,0 +1,291 @@
+//! The rows of a per-layer operation table and their totals: what each row is (phase, kind,
+//! FLOPs, bytes, time, recompute module), and the per-phase sums pricing reads, kept as rows are
+//! pushed so that pricing builds its tables without keeping (or allocating) the rows.
+
+use crate::cost::kernels::memory_time;
+use crate::hardware::Gpu;
+use crate::plan::RecomputeModule;
+use crate::units::{Bytes, Flops, Seconds};
+
+/// Forward or backward pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Forward pass.
+    Forward,
+    /// Backward pass (input and weight gradients).
+    Backward,
+}
+
+/// What resource an operation occupies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OpKind {
+    /// A GEMM on the tensor cores: forward, or the input-gradient GEMM of the backward.
+    Gemm,
+    /// The weight-gradient GEMM of the backward, which zero-bubble schedules defer.
+    WeightGradient,
+    /// A fused attention kernel.
+    Attention,
+    /// A memory-bound kernel (norms, residuals, activations, casts, loss).
+    Memory,
+    /// Tensor-parallel collective.
+    TpComm,
+    /// Context-parallel ring exchange of keys and values (overlaps attention).
+    CpComm,
+    /// Context-parallel all-to-all (Ulysses), which blocks the layer.
+    CpAllToAll,
+    /// Expert-parallel token dispatch and combine (all-to-all).
+    EpComm,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Op {
+    /// Short name (`qkv`, `fc1`, `attention`, `tp-reduce-scatter`).
+    pub name: &'static str,
+    /// Forward or backward.
+    pub phase: Phase,
+    /// The resource it occupies.
+    pub kind: OpKind,
+    /// Arithmetic work.
+    pub flops: Flops,
+    /// Bytes moved through HBM or over the link.
+    pub bytes: Bytes,
+    /// Time on one GPU.
+    pub time: Seconds,
+    /// The recompute module whose rerun repeats this op (`None`: outside every module, such as
+    /// the residual adds, or outside the transformer layers).
+    pub module: Option<RecomputeModule>,
+}
+
+/// Forward work a selective recompute reruns, per micro-batch of one layer.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Rerun {
+    /// GEMMs, attention and memory-bound kernels.
+    pub compute: Seconds,
+    /// Tensor-parallel collectives.
+    pub tp: Seconds,
+    /// Expert-parallel dispatch and combine.
+    pub ep: Seconds,
+}
+
+impl Rerun {
+    /// Adds one forward row of the module: its compute, or the TP or EP collective it waits on
+    /// (context-parallel exchanges are not counted in a rerun).
+    pub fn add(&mut self, kind: OpKind, time: Seconds) {
+        match kind {
+            OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
+                self.compute += time
+            }
+            OpKind::TpComm => self.tp += time,
+            OpKind::EpComm => self.ep += time,
+            OpKind::CpComm | OpKind::CpAllToAll => {}
+        }
+    }
+}
+
+/// Per-phase totals of one op table, summed as its rows are pushed (the search prices hundreds
+/// of thousands of segments from the same tables).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct PhaseTimes {
+    /// GEMMs, weight gradients, attention and memory-bound kernels.
+    pub compute: Seconds,
+    /// Forward GEMMs and input-gradient GEMMs within `compute`.
+    pub gemm: Seconds,
+    /// The weight-gradient GEMMs within `compute`.
+    pub weight_gradient: Seconds,
+    /// Fused attention within `compute`.
+    pub attention: Seconds,
+    /// Memory-bound (element-wise) kernels within `compute`.
+    pub memory: Seconds,
+    /// Tensor-parallel (and expert-tensor-parallel) collectives.
+    pub tp: Seconds,
+    /// Context-parallel ring steps.
+    pub cp_ring: Seconds,
+    /// Context-parallel all-to-alls.
+    pub cp_all_to_all: Seconds,
+    /// Expert-parallel dispatch and combine.
+    pub ep: Seconds,
+}
+
+impl PhaseTimes {
+    /// Adds one row of the phase.
+    fn add(&mut self, kind: OpKind, time: Seconds) {
+        match kind {
+            OpKind::Gemm => {
+                self.compute += time;
+                self.gemm += time;
+            }
+            OpKind::Memory => {
+                self.compute += time;
+                self.memory += time;
+            }
+            OpKind::WeightGradient => {
+                self.compute += time;
+                self.weight_gradient += time;
+            }
+            OpKind::Attention => {
+                self.compute += time;
+                self.attention += time;
+            }
+            OpKind::TpComm => self.tp += time,
+            OpKind::CpComm => self.cp_ring += time,
+            OpKind::CpAllToAll => self.cp_all_to_all += time,
+            OpKind::EpComm => self.ep += time,
+        }
+    }
+
+    /// The total of one kind of row.
+    pub fn of(&self, kind: OpKind) -> Seconds {
+        match kind {
+            OpKind::Gemm => self.gemm,
+            OpKind::WeightGradient => self.weight_gradient,
+            OpKind::Attention => self.attention,
+            OpKind::Memory => self.memory,
+            OpKind::TpComm => self.tp,
+            OpKind::CpComm => self.cp_ring,
+            OpKind::CpAllToAll => self.cp_all_to_all,
+            OpKind::EpComm => self.ep,
+        }
+    }
+}
+
+/// Everything pricing reads of a table, summed as its rows are pushed: both phases' times, each
+/// recompute module's forward rerun, and FLOPs.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct OpTotals {
+    /// Forward totals.
+    pub forward: PhaseTimes,
+    /// Backward totals.
+    pub backward: PhaseTimes,
+    /// The forward work of each module's own rows (in [`RecomputeModule::ALL`] order).
+    pub module_rerun: [Rerun; 7],
+    /// FLOPs of the forward rows, and of the backward rows.
+    pub flops: [Flops; 2],
+    /// FLOPs of the weight-gradient GEMMs within the backward.
+    pub weight_gradient_flops: Flops,
+}
+
+impl OpTotals {
+    pub(crate) fn add(&mut self, op: &Op) {
+        match op.phase {
+            Phase::Forward => {
+                self.forward.add(op.kind, op.time);
+                self.flops[0] += op.flops;
+                if let Some(module) = op.module {
+                    self.module_rerun[module.index()].add(op.kind, op.time);
+                }
+            }
+            Phase::Backward => {
+                self.backward.add(op.kind, op.time);
+                self.flops[1] += op.flops;
+                if op.kind == OpKind::WeightGradient {
+                    self.weight_gradient_flops += op.flops;
+                }
+            }
+        }
+    }
+
+    /// The totals of one phase.
+    pub fn phase(&self, phase: Phase) -> &PhaseTimes {
+        match phase {
+            Phase::Forward => &self.forward,
+            Phase::Backward => &self.backward,
+        }
+    }
+}
+
+/// Whether a table keeps its rows, to be read one by one, or only their totals: pricing reads
+/// the totals alone and builds its tables without allocating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    /// Keep every row (and the totals).
+    Keep,
+    /// Keep the totals only.
+    TotalsOnly,
+}
+
+/// The operations of one layer (or of the embedding / head) for one micro-batch.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OpTable {
+    /// The rows, in execution order within each phase (empty under [`Rows::TotalsOnly`]).
+    pub ops: Vec<Op>,
+    /// The rows' totals, whether or not the rows are kept.
+    pub totals: OpTotals,
+    /// Whether rows are kept.
+    rows: Rows,
+    /// The module the rows pushed next belong to (set while the table is built).
+    module: Option<RecomputeModule>,
+}
+
+impl OpTable {
+    /// An empty table.
+    pub fn new(rows: Rows) -> OpTable {
+        OpTable::with_capacity(rows, 0)
+    }
+
+    /// An empty table with room for `capacity` rows when it keeps them, so that building one
+    /// does not grow it.
+    pub(crate) fn with_capacity(rows: Rows, capacity: usize) -> OpTable {
+        let ops = match rows {
+            Rows::Keep => Vec::with_capacity(capacity),
+            Rows::TotalsOnly => Vec::new(),
+        };
+        OpTable { ops, totals: OpTotals::default(), rows, module: None }
+    }
+
+    /// Adds a memory-bound kernel that moves `bytes` through HBM.
+    pub(crate) fn push_memory(
+        &mut self,
+        gpu: &Gpu,
+        name: &'static str,
+        phase: Phase,
+        bytes: Bytes,
+    ) {
+        self.push(name, phase, OpKind::Memory, Flops::ZERO, bytes, memory_time(gpu, bytes));
+    }
+
+    /// Total time of the rows of one phase and kind.
+    pub fn time(&self, phase: Phase, kind: OpKind) -> Seconds {
+        self.totals.phase(phase).of(kind)
+    }
+
+    /// Compute time of a phase: GEMMs, attention and memory-bound kernels.
+    pub fn compute(&self, phase: Phase) -> Seconds {
+        self.totals.phase(phase).compute
+    }
+
+    /// The forward work of the rows tagged with `module`: what rerunning that module alone
+    /// repeats.
+    pub fn module_rerun(&self, module: RecomputeModule) -> Rerun {
+        self.totals.module_rerun[module.index()]
+    }
+
+    /// Marks the rows pushed from now on as part of `module`.
+    pub(crate) fn enter(&mut self, module: Option<RecomputeModule>) {
+        self.module = module;
+    }
+
+    /// Total FLOPs of a phase.
+    pub fn flops(&self, phase: Phase) -> Flops {
+        match phase {
+            Phase::Forward => self.totals.flops[0],
+            Phase::Backward => self.totals.flops[1],
+        }
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        name: &'static str,
+        phase: Phase,
+        kind: OpKind,
+        flops: Flops,
+        bytes: Bytes,
+        time: Seconds,
+    ) {
+        let op = Op { name, phase, kind, flops, bytes, time, module: self.module };
+        self.totals.add(&op);
+        if self.rows == Rows::Keep {
+            self.ops.push(op);
+        }
+    }
+}
