@@ -92,7 +92,8 @@ fn price_distinct<K: PartialEq + Copy, V: Copy>(
     keys: impl IntoIterator<Item = K>,
     mut price: impl FnMut(K) -> V,
 ) -> Vec<V> {
-    let mut distinct: Vec<(K, V)> = Vec::new();
+    // Pipelines have a first, a last and equal middle segments: room for those without growing.
+    let mut distinct: Vec<(K, V)> = Vec::with_capacity(4);
     keys.into_iter()
         .map(|key| {
             if let Some((_, value)) = distinct.iter().find(|(k, _)| *k == key) {
@@ -260,26 +261,21 @@ impl<'a> PricedRun<'a> {
 
     /// The peak memory of every pipeline stage, as the closed form predicts it.
     pub fn stage_memory(&self) -> Vec<StageMemory> {
-        // The middle stages of a pipeline are equal: their model states are priced once.
-        // Model states depend on a stage's parameters and layer count only.
-        let mut previous: Option<(Params, f64, MemoryBreakdown)> = None;
+        // The middle stages of a pipeline are equal: their model states (which depend on the
+        // stage's parameters and layers) and stored activations (on its segment) are priced once.
+        let activations = self.activations();
+        let mut previous: Option<(Segment, Params, MemoryBreakdown, Bytes)> = None;
         self.stages()
             .iter()
             .zip(0..)
             .map(|(priced, stage)| {
-                let (params, layers) = (priced.params, priced.segment.layers);
-                let states = match previous {
-                    Some((p, l, states)) if p == params && l == layers => states,
-                    _ => self.model_states(params, layers),
+                let (segment, params) = (priced.segment, priced.params);
+                let (states, stored) = match previous {
+                    Some((s, p, states, stored)) if s == segment && p == params => (states, stored),
+                    _ => (self.model_states(params, segment.layers), activations.stored(&segment)),
                 };
-                previous = Some((params, layers, states));
-                let breakdown = stage_peak(
-                    self.run,
-                    stage,
-                    states,
-                    self.stored_activations(&priced.segment),
-                    self.activations(),
-                );
+                previous = Some((segment, params, states, stored));
+                let breakdown = stage_peak(self.run, stage, states, stored, activations);
                 StageMemory { stage, breakdown }
             })
             .collect()

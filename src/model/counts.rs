@@ -60,8 +60,14 @@ impl Model {
     }
 
     /// The attention block's weight matrices, in execution order (at most five: MLA's query
-    /// down and up, key/value down and up, and the output projection), held without allocating.
-    pub fn attention_gemms(&self) -> ArrayVec<AttentionGemm, 5> {
+    /// down and up, key/value down and up, and the output projection), derived when the model
+    /// was validated.
+    pub fn attention_gemms(&self) -> &[AttentionGemm] {
+        &self.attention_gemms
+    }
+
+    /// Derives [`Model::attention_gemms`] from the architecture.
+    pub(super) fn derive_attention_gemms(&self) -> ArrayVec<AttentionGemm, 5> {
         let h = self.hidden_size();
         let heads = self.num_attention_heads();
         let gemm = |name, input, output, split_by_tp, reads_layer_input| AttentionGemm {

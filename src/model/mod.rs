@@ -7,6 +7,8 @@
 mod counts;
 mod hf;
 
+use arrayvec::ArrayVec;
+
 use serde::{Deserialize, Serialize};
 
 use crate::violation::{Collector, Violations};
@@ -225,6 +227,8 @@ pub struct Model {
     mla: Option<Mla>,
     sliding_window: Option<SlidingWindow>,
     mtp_layers: u64,
+    /// The attention block's weight matrices, derived once from the fields above.
+    attention_gemms: ArrayVec<AttentionGemm, 5>,
 }
 
 fn positive(collector: &mut Collector, field: &str, value: i64) -> u64 {
@@ -344,7 +348,7 @@ impl Model {
             collector.add("model.name", "\"\"", "must not be empty", "give the model a short name");
         }
         collector.finish()?;
-        Ok(Model {
+        let mut model = Model {
             name: spec.name.clone(),
             display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
             num_layers,
@@ -365,7 +369,10 @@ impl Model {
             mla,
             sliding_window,
             mtp_layers,
-        })
+            attention_gemms: ArrayVec::new(),
+        };
+        model.attention_gemms = model.derive_attention_gemms();
+        Ok(model)
     }
 
     /// Short name.
