@@ -1,7 +1,8 @@
 //! Criterion benchmarks: one closed-form estimate (issue #14 target: 2 microseconds for a
 //! 126-layer model) and one simulated step of Llama 3.1 405B on 16,384 H100 under interleaved
 //! 1F1B, with and without the timeline a trace needs, and with its Chrome trace written
-//! (`simulate --trace`, issue #14 target: 50 ms).
+//! (`simulate --trace`, issue #14 target: 50 ms), and one estimate through the command-line layer
+//! that the Python package calls (issue #18).
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use meshplan::hardware::ClusterSpec;
@@ -57,5 +58,33 @@ fn bench_simulate(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_estimate, bench_simulate);
+/// One estimate through the command-line layer, as the Python package runs it
+/// (`meshplan.estimate`; issue #18 compares a Python loop of them with this).
+fn bench_command_line(c: &mut Criterion) {
+    let words = [
+        "meshplan",
+        "estimate",
+        "--format",
+        "json",
+        "--model",
+        "llama3.1-70b",
+        "--gpu",
+        "h100-sxm",
+        "--gpus",
+        "64",
+        "--seq-len",
+        "8192",
+        "--global-batch",
+        "128",
+        "--tp",
+        "8",
+        "--pp",
+        "4",
+    ];
+    c.bench_function("estimate via the command line llama3.1-70b 64 h100 tp8 pp4", |b| {
+        b.iter(|| meshplan::cli::run_words(std::hint::black_box(words)).unwrap())
+    });
+}
+
+criterion_group!(benches, bench_estimate, bench_simulate, bench_command_line);
 criterion_main!(benches);

@@ -26,6 +26,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod cost;
 pub mod estimate;
 pub mod export;

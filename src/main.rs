@@ -1,11 +1,10 @@
 //! The `meshplan` binary: parse the command line, dispatch, map failures to exit codes
 //! (0 ok, 2 bad input, 1 anything else; clap's own usage errors also exit 2).
 
-mod cli;
-
 use std::process::ExitCode;
 
 use clap::Parser;
+use meshplan::cli;
 
 fn main() -> ExitCode {
     match cli::dispatch(cli::args::Cli::parse()) {

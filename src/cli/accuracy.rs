@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use meshplan::validate::ValidationReport;
+use crate::validate::ValidationReport;
 
 use super::render::{align_numbers, optional, signed, table};
 

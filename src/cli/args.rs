@@ -1,13 +1,13 @@
 //! Command-line flags as clap derive structs. No logic lives here: turning flags into a
-//! [`meshplan::RunSpec`] is `inputs.rs`, running a subcommand is its own file.
+//! [`crate::RunSpec`] is `inputs.rs`, running a subcommand is its own file.
 //!
 //! Integer flags are `i64` so that zero and negative values reach `Run::from_spec` and come back
 //! as violations naming the field; clap only rejects text that is not a number at all.
 
 use std::path::PathBuf;
 
+use crate::plan::{Engine, PlanSpec};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use meshplan::plan::{Engine, PlanSpec};
 
 /// Predict per-GPU memory and step time of a distributed LLM training plan before booking GPUs.
 #[derive(Debug, Parser)]

@@ -13,11 +13,10 @@ use super::{CliError, write_atomically};
 /// Reads the CSV, fits and cross-validates, and renders the report.
 pub fn run(args: &CalibrateArgs) -> Result<String, CliError> {
     let text = read_csv(&args.file)?;
-    let report =
-        meshplan::validate::calibrate_csv(&text).map_err(|err| malformed(&args.file, err))?;
+    let report = crate::validate::calibrate_csv(&text).map_err(|err| malformed(&args.file, err))?;
     if let Some(path) = &args.write_bands {
         let validation =
-            meshplan::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
+            crate::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
         write_atomically(path, "write_bands", &validation.bands.to_json())?;
     }
     match args.format {

@@ -4,11 +4,11 @@
 use anyhow::Context as _;
 use serde::Serialize;
 
-use meshplan::Estimate;
-use meshplan::plan::{PlanSpec, TrainingSpec};
-use meshplan::plan_diff::{Difference, differences};
-use meshplan::report::{ComparisonView, Report};
-use meshplan::violation::{Violation, Violations};
+use crate::Estimate;
+use crate::plan::{PlanSpec, TrainingSpec};
+use crate::plan_diff::{Difference, differences};
+use crate::report::{ComparisonView, Report};
+use crate::violation::{Violation, Violations};
 
 use super::args::{CompareArgs, Format, RunArgs};
 use super::inputs::{self, Inputs};
@@ -64,11 +64,11 @@ fn price(args: &CompareArgs) -> Result<Vec<Compared>, CliError> {
     if let Some(problems) = problems {
         return Err(CliError::Input(problems));
     }
-    let options = meshplan::sim::SimOptions { timeline: false };
+    let options = crate::sim::SimOptions { timeline: false };
     built
         .into_iter()
         .map(|(file, inputs)| {
-            let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
+            let (estimate, _) = crate::estimate::estimate_simulated_with(&inputs.run, options)
                 .with_context(|| format!("cannot simulate the pipeline schedule of {file}"))
                 .map_err(CliError::Other)?;
             estimate
@@ -83,9 +83,9 @@ fn price(args: &CompareArgs) -> Result<Vec<Compared>, CliError> {
 /// Runs the comparison and renders it.
 pub fn run(args: &CompareArgs) -> Result<String, CliError> {
     let plans = price(args)?;
-    let resolved: Vec<meshplan::RunSpec> = plans
+    let resolved: Vec<crate::RunSpec> = plans
         .iter()
-        .map(|p| meshplan::plan_file::resolved_spec(&p.inputs.spec, &p.inputs.run))
+        .map(|p| crate::plan_file::resolved_spec(&p.inputs.spec, &p.inputs.run))
         .collect();
     let found = differences(&resolved.iter().collect::<Vec<_>>());
     if let Some(path) = &args.report {
@@ -220,7 +220,7 @@ struct PlanJson<'a> {
 #[derive(Serialize)]
 struct TimeJson {
     step_time_s: f64,
-    breakdown_s: meshplan::estimate::TimeBreakdown,
+    breakdown_s: crate::estimate::TimeBreakdown,
 }
 
 #[derive(Serialize)]
@@ -237,7 +237,7 @@ struct CompareJson<'a> {
 
 fn json(
     plans: &[Compared],
-    resolved: &[meshplan::RunSpec],
+    resolved: &[crate::RunSpec],
     found: &[Difference],
 ) -> serde_json::Result<String> {
     let plans = plans

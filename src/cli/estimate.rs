@@ -6,7 +6,7 @@ use anyhow::Context as _;
 use super::args::{EstimateArgs, Format};
 use super::{CliError, write_atomically};
 use super::{inputs, render, whole_run};
-use meshplan::violation::Collector;
+use crate::violation::Collector;
 
 /// Builds the run from the flags, prices it and renders the result.
 pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
@@ -15,14 +15,14 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     let goodput = problems.take(args.whole.goodput());
     let inputs = problems.take(inputs::build_run(&args.run));
     let (inputs, goodput) = problems.finish_with(inputs.zip(goodput), "run")?;
-    let options = meshplan::sim::SimOptions { timeline: false };
-    let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
+    let options = crate::sim::SimOptions { timeline: false };
+    let (estimate, _) = crate::estimate::estimate_simulated_with(&inputs.run, options)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
     estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
     if let Some(path) = &args.save_plan {
-        let spec = meshplan::plan_file::resolved_spec(&inputs.spec, &inputs.run);
-        let text = meshplan::plan_file::to_toml(&spec)
+        let spec = crate::plan_file::resolved_spec(&inputs.spec, &inputs.run);
+        let text = crate::plan_file::to_toml(&spec)
             .context("cannot write the plan file")
             .map_err(CliError::Other)?;
         write_atomically(path, "save_plan", &text)?;
@@ -31,12 +31,10 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     let suggestions = if estimate.fits() {
         Vec::new()
     } else {
-        meshplan::search::fit::fit_suggestions(&inputs.spec, &inputs.run).map_err(
-            |err| match err {
-                meshplan::search::SearchError::Input(violations) => CliError::Input(violations),
-                other => CliError::Other(anyhow::Error::new(other)),
-            },
-        )?
+        crate::search::fit::fit_suggestions(&inputs.spec, &inputs.run).map_err(|err| match err {
+            crate::search::SearchError::Input(violations) => CliError::Input(violations),
+            other => CliError::Other(anyhow::Error::new(other)),
+        })?
     };
     let outlook = whole_run::run_outlook(goodput.as_ref(), &inputs.run, estimate.time.step_time())?;
     match args.format {

@@ -2,9 +2,9 @@
 //! runs it, refused with every reason when the engine cannot run it, and refused when the plan is
 //! predicted over the GPU's memory unless `--allow-over-capacity` asks for it anyway.
 
+use crate::export::{Engine, Unsupported, check, check_memory, export};
+use crate::violation::{Violation, Violations};
 use anyhow::Context as _;
-use meshplan::export::{Engine, Unsupported, check, check_memory, export};
-use meshplan::violation::{Violation, Violations};
 
 use super::args::ExportArgs;
 use super::{CliError, inputs, write_atomically};
@@ -31,8 +31,8 @@ pub fn run(args: &ExportArgs) -> Result<String, CliError> {
     }
     if !args.allow_over_capacity {
         // The peak `meshplan estimate` reports: the simulated one.
-        let options = meshplan::sim::SimOptions { timeline: false };
-        let (estimate, _) = meshplan::estimate::estimate_simulated_with(&inputs.run, options)
+        let options = crate::sim::SimOptions { timeline: false };
+        let (estimate, _) = crate::estimate::estimate_simulated_with(&inputs.run, options)
             .context("cannot simulate the pipeline schedule")
             .map_err(CliError::Other)?;
         if let Err(over) = check_memory(&estimate) {

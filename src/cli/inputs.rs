@@ -7,14 +7,14 @@
 
 use std::path::Path;
 
-use meshplan::hardware::{ClusterSpec, GpuSpec};
-use meshplan::model::ModelSpec;
-use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
-use meshplan::plan_file;
-use meshplan::presets::{self, PresetError};
-use meshplan::units::{parse_bandwidth, parse_seconds};
-use meshplan::violation::{Collector, Violations, toml_error_line};
-use meshplan::{Run, RunSpec};
+use crate::hardware::{ClusterSpec, GpuSpec};
+use crate::model::ModelSpec;
+use crate::plan::{PlanSpec, Precision, TrainingSpec};
+use crate::plan_file;
+use crate::presets::{self, PresetError};
+use crate::units::{parse_bandwidth, parse_seconds};
+use crate::violation::{Collector, Violations, toml_error_line};
+use crate::{Run, RunSpec};
 
 use super::args::RunArgs;
 
@@ -245,7 +245,7 @@ fn model_file(problems: &mut Collector, path: &Path) -> Option<ModelSpec> {
             .and_then(Path::file_name)
             .or_else(|| path.file_stem())
             .map_or_else(|| "model".to_owned(), |n| n.to_string_lossy().into_owned());
-        return problems.take(meshplan::model::from_hf_config(&text, &name));
+        return problems.take(crate::model::from_hf_config(&text, &name));
     }
     match toml::from_str(&text) {
         Ok(spec) => Some(spec),

@@ -19,7 +19,7 @@ mod whole_run;
 use std::fmt;
 use std::io::{self, Write};
 
-use meshplan::violation::Violations;
+use crate::violation::Violations;
 
 use args::{Cli, Command};
 
@@ -58,9 +58,36 @@ impl From<Violations> for CliError {
     }
 }
 
-/// Runs one parsed command line.
+/// Runs one parsed command line and prints what it returns.
 pub fn dispatch(cli: Cli) -> Result<(), CliError> {
-    let output = match cli.command {
+    print(&execute(cli)?)
+}
+
+/// Runs one command line given as words (the first is the program name) and returns what the
+/// command would print, without printing it: the Python package's entry point, so that its
+/// results are the CLI's byte for byte. A malformed command line is an input error.
+pub fn run_words<I, T>(words: I) -> Result<String, CliError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::Parser as _;
+    let cli = Cli::try_parse_from(words).map_err(|err| {
+        let message = err.to_string();
+        let first = message.lines().next().unwrap_or_default().trim_start_matches("error: ");
+        CliError::Input(Violations::one(crate::violation::Violation::new(
+            "arguments",
+            first,
+            "is not a valid meshplan command line",
+            "check the names and values of the arguments against `meshplan <command> --help`",
+        )))
+    })?;
+    execute(cli)
+}
+
+/// Runs one parsed command line and returns what it prints.
+pub fn execute(cli: Cli) -> Result<String, CliError> {
+    Ok(match cli.command {
         Command::Estimate(args) => estimate::run(&args)?,
         Command::Simulate(args) => simulate::run(&args)?,
         Command::Search(args) => search::run(&args)?,
@@ -69,8 +96,7 @@ pub fn dispatch(cli: Cli) -> Result<(), CliError> {
         Command::Presets(args) => presets::run(&args)?,
         Command::Validate(args) => validate::run(&args)?,
         Command::Calibrate(args) => calibrate::run(&args)?,
-    };
-    print(&output)
+    })
 }
 
 /// Writes a command's output to stdout; a closed pipe (`meshplan ... | head`) is not an error.
@@ -131,7 +157,7 @@ impl Progress {
 pub fn write_atomically(path: &std::path::Path, field: &str, text: &str) -> Result<(), CliError> {
     use std::io::Write as _;
 
-    use meshplan::violation::{Violation, Violations};
+    use crate::violation::{Violation, Violations};
     let shown = path.display().to_string();
     let failure = |err: std::io::Error| {
         CliError::Input(Violations::one(Violation::new(

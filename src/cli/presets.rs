@@ -1,9 +1,9 @@
 //! `meshplan presets`: every built-in model and GPU with its key numbers and source.
 
+use crate::hardware::{Cluster, ClusterSpec, LinkTier};
+use crate::model::Model;
+use crate::presets;
 use anyhow::Context as _;
-use meshplan::hardware::{Cluster, ClusterSpec, LinkTier};
-use meshplan::model::Model;
-use meshplan::presets;
 use serde::Serialize;
 
 use super::args::{Format, PresetsArgs};

@@ -6,11 +6,11 @@ use std::fmt::Write as _;
 use comfy_table::{CellAlignment, Table, presets};
 use serde::Serialize;
 
-use meshplan::Estimate;
-use meshplan::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
-use meshplan::plan::{Plan, RecomputeKind, Sharding};
-use meshplan::search::fit::FitSuggestion;
-use meshplan::validate::{CalibrationReport, GroupSummary, ValidationReport};
+use crate::Estimate;
+use crate::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
+use crate::plan::{Plan, RecomputeKind, Sharding};
+use crate::search::fit::FitSuggestion;
+use crate::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
 
@@ -130,7 +130,7 @@ pub fn run_header(inputs: &Inputs) -> String {
 }
 
 /// The run as (label, value) rows, for the header of an HTML report.
-pub fn run_facts(run: &meshplan::Run) -> Vec<(String, String)> {
+pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
     let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
     let rows = [
         ("Model", model.display_name().to_owned()),
@@ -222,7 +222,7 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     for (name, value) in lines {
         let _ = writeln!(out, "{name:<22} {value}");
     }
-    match meshplan::validate::run_band(&inputs.run) {
+    match crate::validate::run_band(&inputs.run) {
         Some(band) => {
             let (low, high) = band.throughput_range(throughput.tokens_per_sec_per_gpu);
             let (fast, slow) = band.step_time_range(throughput.step_time.value());
@@ -277,13 +277,13 @@ struct BandJson {
     step_time_s_high: f64,
     /// The band as the source of truth: (predicted - measured) / measured, in %.
     #[serde(flatten)]
-    band: meshplan::validate::ErrorBand,
+    band: crate::validate::ErrorBand,
     /// The basis in words.
     description: String,
 }
 
 impl BandJson {
-    fn of(estimate: &Estimate, band: meshplan::validate::ErrorBand) -> BandJson {
+    fn of(estimate: &Estimate, band: crate::validate::ErrorBand) -> BandJson {
         let throughput = &estimate.throughput;
         let (tokens_low, tokens_high) = band.throughput_range(throughput.tokens_per_sec_per_gpu);
         let (step_low, step_high) = band.step_time_range(throughput.step_time.value());
@@ -370,7 +370,7 @@ struct RunJson<'a> {
 pub(super) struct PlanJson {
     label: String,
     #[serde(flatten)]
-    options: meshplan::plan::PlanSpec,
+    options: crate::plan::PlanSpec,
     /// DP ranks one shard group spans (dp unless hybrid sharding).
     shard_group: u64,
     /// Expert-data-parallel size.
@@ -381,7 +381,7 @@ pub(super) struct PlanJson {
 
 impl PlanJson {
     /// The JSON of a validated plan.
-    pub(super) fn of(plan: &meshplan::plan::Plan) -> PlanJson {
+    pub(super) fn of(plan: &crate::plan::Plan) -> PlanJson {
         PlanJson {
             label: plan.label(),
             options: plan.to_spec(),
@@ -534,7 +534,7 @@ pub fn estimate_json<W: Serialize>(
             breakdown_s: estimate.time,
         },
         throughput: ThroughputJson::from(estimate),
-        error_band: meshplan::validate::run_band(run).map(|band| BandJson::of(estimate, band)),
+        error_band: crate::validate::run_band(run).map(|band| BandJson::of(estimate, band)),
         fit_suggestions: suggestions.iter().map(FitJson::from).collect(),
         whole_run,
     };

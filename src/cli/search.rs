@@ -4,14 +4,14 @@
 use anyhow::Context as _;
 use std::path::Path;
 
-use meshplan::export::{Engine, export};
-use meshplan::plan_file;
-use meshplan::report::Report;
-use meshplan::search::{
+use crate::export::{Engine, export};
+use crate::plan_file;
+use crate::report::Report;
+use crate::search::{
     Constraints, RankedPlan, Rejection, RejectionKind, SearchError, SearchReport, SearchSpec,
     search,
 };
-use meshplan::violation::{Collector, Violation, Violations};
+use crate::violation::{Collector, Violation, Violations};
 use serde::Serialize;
 
 use super::args::{Format, Objective, SearchArgs};
@@ -67,12 +67,12 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
         "the most GPUs to try, e.g. 16384",
     );
     if let Some(max) = max_gpus
-        && max > meshplan::limits::GPUS
+        && max > crate::limits::GPUS
     {
         problems.add(
             "search.max_gpus",
             max,
-            format!("is more than the {} GPUs meshplan prices", meshplan::limits::GPUS),
+            format!("is more than the {} GPUs meshplan prices", crate::limits::GPUS),
             "give a count up to 1048576",
         );
     }
@@ -112,7 +112,7 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     };
     if !flags_accepted {
         // The run's and the other search settings' problems beside the flags' own.
-        if let Err(more) = meshplan::search::check_spec(&spec) {
+        if let Err(more) = crate::search::check_spec(&spec) {
             problems.take::<()>(Err(more));
         }
         return Err(CliError::Input(problems.finish().expect_err("a flag was refused")));
@@ -194,7 +194,7 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
 struct Tried {
     spec: SearchSpec,
     report: SearchReport,
-    outlooks: Vec<meshplan::goodput::RunOutlook>,
+    outlooks: Vec<crate::goodput::RunOutlook>,
 }
 
 impl Tried {
@@ -531,8 +531,8 @@ struct SearchJson {
 fn json(
     report: &SearchReport,
     engine: Option<Engine>,
-    outlooks: &[meshplan::goodput::RunOutlook],
-    goodput: Option<&meshplan::goodput::Goodput>,
+    outlooks: &[crate::goodput::RunOutlook],
+    goodput: Option<&crate::goodput::Goodput>,
     gpu_counts: Vec<CountJson>,
 ) -> serde_json::Result<String> {
     let plans = report

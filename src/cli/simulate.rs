@@ -2,15 +2,15 @@
 //! its time, bubble, exposed communication and each stage's memory; `--trace FILE` also writes the
 //! step as a Chrome trace for Perfetto.
 
+use crate::report::{PlanView, Report};
+use crate::sim::{Simulation, trace};
 use anyhow::Context as _;
-use meshplan::report::{PlanView, Report};
-use meshplan::sim::{Simulation, trace};
 use serde::Serialize;
 
 use super::args::{Format, SimulateArgs};
 use super::inputs::{self, Inputs};
 use super::{CliError, render, whole_run, write_atomically};
-use meshplan::violation::Collector;
+use crate::violation::Collector;
 
 /// Builds the run, simulates it, writes the trace if asked and renders the result.
 pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
@@ -18,16 +18,16 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
     let mut problems = Collector::default();
     let goodput = problems.take(args.whole.goodput());
     let inputs = problems.take(inputs::build_run(&args.run));
-    if args.runs == 0 || args.runs > meshplan::limits::DRAWN_RUNS {
+    if args.runs == 0 || args.runs > crate::limits::DRAWN_RUNS {
         problems.add(
             "runs",
             args.runs,
-            format!("must be from 1 to {}", meshplan::limits::DRAWN_RUNS),
+            format!("must be from 1 to {}", crate::limits::DRAWN_RUNS),
             "draw fewer runs; 1000 give a stable median and p90",
         );
     }
     let (inputs, goodput) = problems.finish_with(inputs.zip(goodput), "run")?;
-    let (estimate, simulation) = meshplan::estimate_simulated(&inputs.run)
+    let (estimate, simulation) = crate::estimate_simulated(&inputs.run)
         .context("cannot simulate the pipeline schedule")
         .map_err(CliError::Other)?;
     estimate.check_figures().map_err(|err| CliError::Other(err.into()))?;
@@ -53,7 +53,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         let view = PlanView::new(label, &estimate, &simulation);
         let mut report = Report::simulated(&report_title(&inputs), facts, view);
         if let Some(outlook) = &outlook {
-            let drawn = meshplan::goodput::draw_run(outlook, args.seed);
+            let drawn = crate::goodput::draw_run(outlook, args.seed);
             report = report.with_whole_run(outlook.clone(), drawn);
         }
         let html =
@@ -77,7 +77,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
                     out.push_str(&format!(
                         "No runs drawn: {:.3e} failures a run is more than the {:.0e} meshplan draws\n",
                         outlook.failures,
-                        meshplan::limits::DRAWN_FAILURES
+                        crate::limits::DRAWN_FAILURES
                     ));
                 }
             }
@@ -159,7 +159,7 @@ struct SimulationJson<'a> {
     microbatches: u32,
     step_time_s: f64,
     /// Seconds per part, summing to `step_time_s`.
-    breakdown_s: meshplan::estimate::TimeBreakdown,
+    breakdown_s: crate::estimate::TimeBreakdown,
     stages: Vec<StageJson>,
     /// The whole run, when a training length was given.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -2,8 +2,8 @@
 
 use std::path::Path;
 
+use crate::violation::{Violation, Violations};
 use anyhow::Context as _;
-use meshplan::violation::{Violation, Violations};
 
 use super::args::{Format, ValidateArgs};
 use super::{CliError, Progress};
@@ -15,8 +15,7 @@ pub fn run(args: &ValidateArgs) -> Result<String, CliError> {
     if args.search {
         return compare(args, &text);
     }
-    let report =
-        meshplan::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
+    let report = crate::validate::validate_csv(&text).map_err(|err| malformed(&args.file, err))?;
     let rendered = match args.format {
         Format::Text => {
             accuracy::accuracy_text(&report)
@@ -46,7 +45,7 @@ pub(super) fn read_csv(file: &Path) -> Result<String, CliError> {
 const MAX_CSV_BYTES: u64 = 64 << 20;
 
 /// The error for a CSV that does not parse.
-pub(super) fn malformed(file: &Path, err: meshplan::validate::ValidateError) -> CliError {
+pub(super) fn malformed(file: &Path, err: crate::validate::ValidateError) -> CliError {
     let path = file.display();
     input(
         path.to_string(),
@@ -62,9 +61,9 @@ fn input(value: String, message: String, hint: &str) -> CliError {
 /// `validate --search`: the search's best plan against each published plan.
 fn compare(args: &ValidateArgs, text: &str) -> Result<String, CliError> {
     let progress = Progress::on_terminal("searching", "cases");
-    let summary = meshplan::validate::compare_search_csv(
+    let summary = crate::validate::compare_search_csv(
         text,
-        Some(args.engine.unwrap_or(meshplan::plan::Engine::DEFAULT)),
+        Some(args.engine.unwrap_or(crate::plan::Engine::DEFAULT)),
         &|done, total| progress.update(done, total),
     )
     .map_err(|err| malformed(&args.file, err))?;
@@ -120,7 +119,7 @@ fn compare(args: &ValidateArgs, text: &str) -> Result<String, CliError> {
 /// The published runs predicted not to fit in GPU memory, one line each with what must fit, the
 /// capacity, the largest part and the blank settings that decide memory: each is a modelling or
 /// default error, since the run did fit.
-fn over_capacity_text(report: &meshplan::validate::ValidationReport) -> String {
+fn over_capacity_text(report: &crate::validate::ValidationReport) -> String {
     use std::fmt::Write as _;
     let runs = &report.over_capacity;
     let mut out = format!(

@@ -4,13 +4,13 @@
 
 use std::fmt::Write as _;
 
-use meshplan::goodput::spec::FailureSource;
-use meshplan::goodput::{
+use crate::goodput::spec::FailureSource;
+use crate::goodput::{
     CheckpointMode, Goodput, GoodputSpec, MonteCarlo, RunOutlook, outlook, simulate_runs,
 };
-use meshplan::run::Run;
-use meshplan::units::{SECONDS_PER_DAY, Seconds};
-use meshplan::violation::Violations;
+use crate::run::Run;
+use crate::units::{SECONDS_PER_DAY, Seconds};
+use crate::violation::Violations;
 use serde::Serialize;
 
 use super::CliError;

@@ -5,6 +5,7 @@
 //! `integration__<module>__<name>.snap`; proptest's regressions file sits beside `properties.rs`.
 
 mod cli;
+mod command_line_words;
 mod experts_and_context;
 mod exports;
 mod fuzz_regressions;
