@@ -20,6 +20,10 @@ class Record:
         self._data = data
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            # Private names are never JSON keys (and an object copied without __init__ has no
+            # _data yet: looking it up here must not recurse).
+            raise AttributeError(name)
         try:
             value = self._data[name]
         except KeyError:

@@ -43,6 +43,9 @@ def test_an_estimate_reads_as_attributes():
     assert "<table>" in result._repr_html_()
     with pytest.raises(AttributeError, match="has no attribute 'nope'"):
         result.nope
+    import copy
+
+    assert copy.deepcopy(result.memory).to_dict() == result.memory.to_dict()
 
 
 def test_bad_input_raises_every_problem_at_once():

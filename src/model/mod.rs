@@ -8,7 +8,6 @@ mod counts;
 mod hf;
 
 use arrayvec::ArrayVec;
-
 use serde::{Deserialize, Serialize};
 
 use crate::violation::{Collector, Violations};
