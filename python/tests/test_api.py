@@ -176,3 +176,10 @@ def test_ctrl_c_interrupts_a_long_search():
     waited = time.monotonic() - sent
     assert "KeyboardInterrupt" in err, err
     assert waited < 1.0, f"took {waited:.2f} s to stop"
+
+
+def test_a_model_toml_path_prices_as_its_preset(root):
+    by_path = meshplan.estimate(model=root / "presets" / "models" / "llama3.1-8b.toml", gpus=8)
+    by_name = meshplan.estimate(model="llama3.1-8b", gpus=8)
+    assert by_path.step_time_s == by_name.step_time_s
+    assert by_path.memory.to_dict() == by_name.memory.to_dict()
