@@ -4,7 +4,7 @@
 
 use crate::cost::kernels::memory_time;
 use crate::hardware::Gpu;
-use crate::plan::RecomputeModule;
+use crate::plan::{RecomputeModule, RecomputeModules};
 use crate::units::{Bytes, Flops, Seconds};
 
 /// Forward or backward pass.
@@ -192,6 +192,32 @@ impl OpTotals {
             Phase::Backward => &self.backward,
         }
     }
+
+    /// The FLOPs of one phase's rows.
+    pub fn phase_flops(&self, phase: Phase) -> Flops {
+        match phase {
+            Phase::Forward => self.flops[0],
+            Phase::Backward => self.flops[1],
+        }
+    }
+
+    /// The forward work a selective recompute of `modules` reruns. The routed experts'
+    /// activation is inside the MoE block: rerunning `moe` reruns it too.
+    pub fn selective_rerun(&self, modules: RecomputeModules) -> Rerun {
+        let reruns = |module: RecomputeModule| {
+            modules.contains(module)
+                || (module == RecomputeModule::MoeAct && modules.contains(RecomputeModule::Moe))
+        };
+        RecomputeModule::ALL
+            .iter()
+            .zip(&self.module_rerun)
+            .filter(|(module, _)| reruns(**module))
+            .fold(Rerun::default(), |sum, (_, rerun)| Rerun {
+                compute: sum.compute + rerun.compute,
+                tp: sum.tp + rerun.tp,
+                ep: sum.ep + rerun.ep,
+            })
+    }
 }
 
 /// Whether a table keeps its rows, to be read one by one, or only their totals: pricing reads
@@ -267,10 +293,7 @@ impl OpTable {
 
     /// Total FLOPs of a phase.
     pub fn flops(&self, phase: Phase) -> Flops {
-        match phase {
-            Phase::Forward => self.totals.flops[0],
-            Phase::Backward => self.totals.flops[1],
-        }
+        self.totals.phase_flops(phase)
     }
 
     pub(crate) fn push(

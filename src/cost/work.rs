@@ -3,9 +3,9 @@
 //! simulator (`crate::sim`) are built from, so the two share one cost model.
 
 use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
-use crate::plan::{RecomputeKind, RecomputeModule, RecomputeModules};
+use crate::plan::RecomputeKind;
 use crate::run::Run;
-use crate::units::{Bytes, Flops, Seconds};
+use crate::units::{Bytes, Seconds};
 
 /// Fraction of a compute window that can hide communication: collective kernels take SMs and
 /// memory bandwidth from the compute they overlap. Galvatron calibrates this as a 1.1-1.3x
@@ -16,71 +16,21 @@ pub const OVERLAP_EFFICIENCY: f64 = 1.0 / 1.15;
 /// exposed).
 pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 
-/// One table's totals: what pricing reads of it (its rows are not kept).
-#[derive(Debug, Clone, PartialEq)]
-pub struct PricedTable {
-    /// Forward totals.
-    pub forward: PhaseTimes,
-    /// Backward totals.
-    pub backward: PhaseTimes,
-    /// The forward work of each module's own rows (in [`RecomputeModule::ALL`] order).
-    pub module_rerun: [Rerun; 7],
-    /// FLOPs of the forward rows, and of the backward rows.
-    pub flops: [Flops; 2],
-    /// FLOPs of the weight-gradient GEMMs within the backward.
-    pub weight_gradient_flops: Flops,
-}
-
-impl PricedTable {
-    /// The totals a table summed while it was built.
-    fn new(table: OpTable) -> PricedTable {
-        let OpTotals { forward, backward, module_rerun, flops, weight_gradient_flops } =
-            table.totals;
-        PricedTable { forward, backward, module_rerun, flops, weight_gradient_flops }
-    }
-
-    /// The forward work a selective recompute of `modules` reruns. The routed experts'
-    /// activation is inside the MoE block: rerunning `moe` reruns it too.
-    pub fn selective_rerun(&self, modules: RecomputeModules) -> Rerun {
-        let reruns = |module: RecomputeModule| {
-            modules.contains(module)
-                || (module == RecomputeModule::MoeAct && modules.contains(RecomputeModule::Moe))
-        };
-        RecomputeModule::ALL
-            .iter()
-            .zip(&self.module_rerun)
-            .filter(|(module, _)| reruns(**module))
-            .fold(Rerun::default(), |sum, (_, rerun)| Rerun {
-                compute: sum.compute + rerun.compute,
-                tp: sum.tp + rerun.tp,
-                ep: sum.ep + rerun.ep,
-            })
-    }
-
-    /// The totals of one phase.
-    pub fn phase(&self, phase: Phase) -> &PhaseTimes {
-        match phase {
-            Phase::Forward => &self.forward,
-            Phase::Backward => &self.backward,
-        }
-    }
-}
-
 /// The op tables of one run: a transformer layer, the embedding and the head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tables {
     /// One transformer layer: an MoE layer when the model has experts.
-    pub layer: PricedTable,
+    pub layer: OpTotals,
     /// One dense-MLP layer of an MoE model (its leading dense layers); `None` for dense models,
     /// whose `layer` is already dense.
-    pub dense_layer: Option<PricedTable>,
+    pub dense_layer: Option<OpTotals>,
     /// The input embedding (first stage).
-    pub embedding: PricedTable,
+    pub embedding: OpTotals,
     /// Final norm, logits and loss (last stage).
-    pub head: PricedTable,
+    pub head: OpTotals,
     /// What a multi-token-prediction module adds to its transformer layer and head: the norms
     /// and the `2h -> h` projection.
-    pub mtp: PricedTable,
+    pub mtp: OpTotals,
 }
 
 /// One table a segment runs, how many times one micro-batch runs it, and whether it is a
@@ -88,7 +38,7 @@ pub struct Tables {
 #[derive(Debug, Clone, Copy)]
 pub struct Part<'a> {
     /// The table.
-    pub table: &'a PricedTable,
+    pub table: &'a OpTotals,
     /// Runs per micro-batch (0 when the segment does not hold it).
     pub count: f64,
     /// Whether it is a transformer layer of the segment.
@@ -99,7 +49,7 @@ impl Tables {
     /// Builds the tables of a run.
     pub fn new(run: &Run) -> Tables {
         let moe = run.model().moe().is_some();
-        let priced = PricedTable::new;
+        let priced = |table: OpTable| table.totals;
         Tables {
             layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
             dense_layer: moe.then(|| priced(layer::transformer_layer(run, true, Rows::TotalsOnly))),

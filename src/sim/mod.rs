@@ -297,10 +297,8 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
 fn position_info(priced: &PricedRun, position: &PricedSegment) -> PositionInfo {
     use crate::cost::layer::Phase;
     let parts = priced.tables().parts(priced.run(), &position.segment);
-    let flops = |phase: Phase| {
-        let index = if phase == Phase::Forward { 0 } else { 1 };
-        parts.iter().map(|p| p.table.flops[index] * p.count).sum::<Flops>()
-    };
+    let flops =
+        |phase: Phase| parts.iter().map(|p| p.table.phase_flops(phase) * p.count).sum::<Flops>();
     let weight = parts.iter().map(|p| p.table.weight_gradient_flops * p.count).sum();
     let work = &position.work;
     PositionInfo {
