@@ -275,17 +275,6 @@ impl OpTable {
         self.totals.phase(phase).of(kind)
     }
 
-    /// Compute time of a phase: GEMMs, attention and memory-bound kernels.
-    pub fn compute(&self, phase: Phase) -> Seconds {
-        self.totals.phase(phase).compute
-    }
-
-    /// The forward work of the rows tagged with `module`: what rerunning that module alone
-    /// repeats.
-    pub fn module_rerun(&self, module: RecomputeModule) -> Rerun {
-        self.totals.module_rerun[module.index()]
-    }
-
     /// Marks the rows pushed from now on as part of `module`.
     pub(crate) fn enter(&mut self, module: Option<RecomputeModule>) {
         self.module = module;
