@@ -60,8 +60,14 @@ pub const MODELS: &[PresetFile] = presets!("models":
     "mpt-70b",
     "mpt-760m",
     "mpt-7b",
+    "nemotron-3-nano",
+    "nemotron-3-super",
+    "nemotron-3-ultra",
+    "nemotron-3.5-lightning",
     "nemotron4-15b",
     "nemotron4-340b",
+    "nemotronh-56b",
+    "nemotronh-8b",
     "qwen3-235b-a22b",
     "qwen3-30b-a3b",
 );
@@ -489,6 +495,23 @@ mod tests {
     }
 
     #[test]
+    fn hybrid_presets_are_within_one_percent_of_published_totals() {
+        // Nemotron 3 Nano 31.6B (arXiv 2512.20848, Table 1), Super 120.6B (arXiv 2512.20856),
+        // Ultra 550B (its technical report), Nemotron-H 8B and 56B (arXiv 2504.03624, by name).
+        for (name, expected) in [
+            ("nemotron-3-nano", 31.6e9),
+            ("nemotron-3-super", 120.6e9),
+            ("nemotron-3-ultra", 550e9),
+            ("nemotronh-8b", 8.1e9),
+            ("nemotronh-56b", 56e9),
+        ] {
+            let actual = total_params(name);
+            let error = (actual - expected).abs() / expected;
+            assert!(error < 0.01, "{name}: {actual:.4e} vs published {expected:.4e}");
+        }
+    }
+
+    #[test]
     fn moe_presets_match_published_active_parameters() {
         // (name, published active, whether the figure leaves out the input embedding lookup).
         let published: &[(&str, f64, bool)] = &[
@@ -506,6 +529,10 @@ mod tests {
             // Mistral AI announcements: Mixtral 8x7B 46.7B / 12.9B; Mixtral 8x22B 141B / 39B.
             ("mixtral-8x7b", 12.9e9, false),
             ("mixtral-8x22b", 39e9, false),
+            // Nemotron 3 Nano 3.6B and Super 12.7B active with the embedding; Ultra 55B.
+            ("nemotron-3-nano", 3.6e9, false),
+            ("nemotron-3-super", 12.7e9, false),
+            ("nemotron-3-ultra", 55e9, false),
         ];
         for &(name, expected, without_lookup) in published {
             let model = preset_model(name);

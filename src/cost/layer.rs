@@ -22,23 +22,23 @@ pub use crate::cost::op_table::{Op, OpKind, OpTable, OpTotals, Phase, PhaseTimes
 
 /// Rows a transformer layer's table is given room for (it has a few dozen), and the embedding's,
 /// head's or MTP projection's (a few).
-const LAYER_ROWS: usize = 48;
+pub(super) const LAYER_ROWS: usize = 48;
 const END_ROWS: usize = 8;
 
 /// Per-GPU sizes shared by the tables of one run.
-struct Ctx<'a> {
-    run: &'a Run,
+pub(super) struct Ctx<'a> {
+    pub(super) run: &'a Run,
     /// Tokens per micro-batch on this GPU (micro batch x sequence / cp).
-    tokens: f64,
-    tp: f64,
+    pub(super) tokens: f64,
+    pub(super) tp: f64,
     /// Divisor of the element-wise work outside GEMMs (tp with sequence parallelism, else 1).
-    sp: f64,
+    pub(super) sp: f64,
     class: PrecisionClass,
     precision: Precision,
 }
 
 impl<'a> Ctx<'a> {
-    fn new(run: &'a Run) -> Self {
+    pub(super) fn new(run: &'a Run) -> Self {
         let plan = run.plan();
         let training = run.training();
         let precision = training.precision();
@@ -52,7 +52,7 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
+    pub(super) fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
         self.grouped_gemm(table, name, self.tokens, 1.0, n, k);
     }
 
@@ -94,7 +94,7 @@ impl<'a> Ctx<'a> {
     /// A memory-bound kernel moving `bytes_per_token` per token forward and twice that backward.
     /// Norms and activations of a stack that runs them as eager PyTorch code move at the
     /// measured eager rates instead of the fused kernels'.
-    fn streaming(&self, table: &mut OpTable, name: &'static str, bytes_per_token: f64) {
+    pub(super) fn streaming(&self, table: &mut OpTable, name: &'static str, bytes_per_token: f64) {
         let gpu = self.run.cluster().gpu();
         let forward = Bytes::new(bytes_per_token * self.tokens);
         let backward = forward * 2.0;
@@ -136,7 +136,7 @@ impl<'a> Ctx<'a> {
 
     /// Tensor-parallel collectives around one block: forward and backward each move one
     /// activation-sized buffer (an all-reduce, or an all-gather plus a reduce-scatter with SP).
-    fn tp_block_comm(&self, table: &mut OpTable, name: &'static str) {
+    pub(super) fn tp_block_comm(&self, table: &mut OpTable, name: &'static str) {
         let plan = self.run.plan();
         if plan.tp() == 1 {
             return;
@@ -155,6 +155,19 @@ impl<'a> Ctx<'a> {
         table.push(name, Phase::Forward, OpKind::TpComm, Flops::ZERO, bytes, time);
         table.push(name, Phase::Backward, OpKind::TpComm, Flops::ZERO, bytes, time);
     }
+
+    /// Quantizing the GEMM operands of a low-precision recipe: `forward` elements per token of
+    /// forward GEMM inputs and `backward` of backward output gradients (nothing in BF16).
+    pub(super) fn quantize(&self, table: &mut OpTable, forward: f64, backward: f64) {
+        let cast = self.precision.cast_bytes_per_element();
+        if cast > 0.0 {
+            let gpu = self.run.cluster().gpu();
+            let forward = Bytes::new(cast * forward * self.tokens);
+            let backward = Bytes::new(cast * backward * self.tokens);
+            table.push_memory(gpu, "quantize", Phase::Forward, forward);
+            table.push_memory(gpu, "quantize", Phase::Backward, backward);
+        }
+    }
 }
 
 /// The operations of one transformer layer for one micro-batch: with a dense MLP, or with the
@@ -162,16 +175,35 @@ impl<'a> Ctx<'a> {
 pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
     let ctx = Ctx::new(run);
     let model = run.model();
-    let gpu = run.cluster().gpu();
     let h = model.hidden_size() as f64;
-    let (tp, sp) = (ctx.tp, ctx.sp);
     let mut table = OpTable::with_capacity(rows, LAYER_ROWS);
     let act = Precision::ACTIVATION_BYTES;
+    attention_block(&ctx, &mut table);
+    let mlp_width = mlp_block(&ctx, &mut table, dense_mlp);
+    if model.dropout() {
+        // Two dropouts per layer: read, write, and a one-byte mask each.
+        ctx.streaming(&mut table, "dropout", 2.0 * (2.0 * act + 1.0) * h / ctx.sp);
+    }
+    let tp = ctx.tp;
+    ctx.quantize(
+        &mut table,
+        2.0 * h + (model.attention_output_width() + mlp_width) as f64 / tp,
+        2.0 * h
+            + (model.query_width() + 2 * model.kv_width() + model.up_width(mlp_width)) as f64 / tp,
+    );
+    table
+}
 
-    // Attention block.
-    ctx.tp_block_comm(&mut table, "tp-attention");
+/// The attention block of a layer: its TP collectives, pre-norm, projections, rotary
+/// embedding, the attention kernel, the output projection and the residual add.
+pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable) {
+    let model = ctx.run.model();
+    let h = model.hidden_size() as f64;
+    let (tp, sp) = (ctx.tp, ctx.sp);
+    let act = Precision::ACTIVATION_BYTES;
+    ctx.tp_block_comm(table, "tp-attention");
     table.enter(Some(RecomputeModule::Layernorm));
-    ctx.streaming(&mut table, "input-norm", 2.0 * h * act / sp);
+    ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
     table.enter(None);
     let gemms = model.attention_gemms();
     let (projection, inputs) = gemms.split_last().expect("attention has an output projection");
@@ -181,65 +213,55 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
         let up_projection = model.mla().is_some() && !gemm.reads_layer_input;
         table.enter(up_projection.then_some(RecomputeModule::MlaUpProj));
         let split = if gemm.split_by_tp { tp } else { 1.0 };
-        ctx.gemm(&mut table, gemm.name, gemm.output as f64 / split, gemm.input as f64);
+        ctx.gemm(table, gemm.name, gemm.output as f64 / split, gemm.input as f64);
     }
     table.enter(None);
     if let Some(mla) = model.mla() {
         // Norms of the compressed query and key/value (replicated across TP ranks).
         let latent = (mla.q_lora_rank + mla.kv_lora_rank) as f64;
-        ctx.streaming(&mut table, "latent-norm", 2.0 * latent * act);
+        ctx.streaming(table, "latent-norm", 2.0 * latent * act);
     }
     if model.position_embedding() == crate::model::PositionEmbedding::Rope {
         // Megatron-LM's MLA up-projection checkpoint reruns the rotary embedding too.
         table.enter(model.mla().map(|_| RecomputeModule::MlaUpProj));
         ctx.streaming(
-            &mut table,
+            table,
             "rope",
             2.0 * (model.query_width() + model.kv_width()) as f64 * act / tp,
         );
     }
     table.enter(Some(RecomputeModule::CoreAttn));
-    attention(&ctx, &mut table);
+    attention(ctx, table);
     table.enter(None);
-    ctx.gemm(&mut table, projection.name, h, projection.input as f64 / tp);
-    ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
+    ctx.gemm(table, projection.name, h, projection.input as f64 / tp);
+    ctx.streaming(table, "residual", 3.0 * h * act / sp);
+}
 
-    // MLP block.
+/// The MLP block of a layer (the model's experts when `dense_mlp` is false): pre-norm, the
+/// experts or the dense MLP with its TP collectives, and the residual add. Returns the width of
+/// the dense MLP it ran (the shared experts' for an MoE block, 0 without).
+pub(super) fn mlp_block(ctx: &Ctx, table: &mut OpTable, dense_mlp: bool) -> u64 {
+    let model = ctx.run.model();
+    let h = model.hidden_size() as f64;
+    let act = Precision::ACTIVATION_BYTES;
     table.enter(Some(RecomputeModule::Layernorm));
-    ctx.streaming(&mut table, "mlp-norm", 2.0 * h * act / sp);
+    ctx.streaming(table, "mlp-norm", 2.0 * h * act / ctx.sp);
     let (mlp_width, mlp_module) = match (dense_mlp, model.moe()) {
         (false, Some(moe)) => {
             table.enter(Some(RecomputeModule::Moe));
-            experts(&ctx, &mut table);
+            experts(ctx, table);
             (moe.shared_ffn_hidden_size, RecomputeModule::SharedExperts)
         }
         _ => (model.ffn_hidden_size(), RecomputeModule::Mlp),
     };
     if mlp_width > 0 {
         table.enter(Some(mlp_module));
-        ctx.tp_block_comm(&mut table, "tp-mlp");
-        dense_mlp_ops(&ctx, &mut table, "fc1", "fc2", mlp_width);
+        ctx.tp_block_comm(table, "tp-mlp");
+        dense_mlp_ops(ctx, table, "fc1", "fc2", mlp_width);
     }
     table.enter(None);
-    ctx.streaming(&mut table, "residual", 3.0 * h * act / sp);
-    if model.dropout() {
-        // Two dropouts per layer: read, write, and a one-byte mask each.
-        ctx.streaming(&mut table, "dropout", 2.0 * (2.0 * act + 1.0) * h / sp);
-    }
-
-    // Quantizing the GEMM operands of low-precision recipes: forward inputs and backward output
-    // gradients of the GEMMs (the routed experts quantize their own in `experts`).
-    let cast = ctx.precision.cast_bytes_per_element();
-    if cast > 0.0 {
-        let forward_elements = 2.0 * h + (model.attention_output_width() + mlp_width) as f64 / tp;
-        let backward_elements = 2.0 * h
-            + (model.query_width() + 2 * model.kv_width() + model.up_width(mlp_width)) as f64 / tp;
-        let forward = Bytes::new(cast * forward_elements * ctx.tokens);
-        let backward = Bytes::new(cast * backward_elements * ctx.tokens);
-        table.push_memory(gpu, "quantize", Phase::Forward, forward);
-        table.push_memory(gpu, "quantize", Phase::Backward, backward);
-    }
-    table
+    ctx.streaming(table, "residual", 3.0 * h * act / ctx.sp);
+    mlp_width
 }
 
 /// A dense (or shared-expert) MLP of intermediate width `ffn`, split across TP ranks.
@@ -289,29 +311,36 @@ fn experts(ctx: &Ctx, table: &mut OpTable) {
     router.gemm(table, "router", moe.num_experts as f64, h);
     ctx.streaming(table, "router-topk", 3.0 * 4.0 * moe.num_experts as f64 / ctx.sp);
 
+    // A LatentMoE layer projects its tokens down before the dispatch and back up after the
+    // combine: the experts, the all-to-alls and the permutes move the latent width.
+    let width = model.expert_width() as f64;
+    if moe.latent_size > 0 {
+        router.gemm(table, "latent-down", width, h);
+        router.gemm(table, "latent-up", h, width);
+    }
     let rows = routed_rows(run);
     let local_experts = (moe.num_experts / plan.ep()) as f64;
     let etp = plan.etp() as f64;
     let ffn = moe.expert_ffn_hidden_size as f64 / etp;
     // Permute before the dispatch and unpermute after the combine: one read and one write of
     // each routed row.
-    let permute = Bytes::new(2.0 * rows * h * act);
+    let permute = Bytes::new(2.0 * rows * width * act);
     table.push_memory(gpu, "permute", Phase::Forward, permute * 2.0);
     table.push_memory(gpu, "permute", Phase::Backward, permute * 2.0);
     expert_parallel_comm(ctx, table, rows);
     let up = model.up_width(moe.expert_ffn_hidden_size) as f64 / etp;
-    ctx.grouped_gemm(table, "expert-fc1", rows, local_experts, up, h);
+    ctx.grouped_gemm(table, "expert-fc1", rows, local_experts, up, width);
     let activation =
         Bytes::new(activation_bytes(model, moe.expert_ffn_hidden_size) / etp * act * rows);
     table.enter(Some(RecomputeModule::MoeAct));
     table.push_memory(gpu, "expert-activation", Phase::Forward, activation);
     table.push_memory(gpu, "expert-activation", Phase::Backward, activation * 2.0);
     table.enter(Some(RecomputeModule::Moe));
-    ctx.grouped_gemm(table, "expert-fc2", rows, local_experts, h, ffn);
+    ctx.grouped_gemm(table, "expert-fc2", rows, local_experts, width, ffn);
     let cast = ctx.precision.cast_bytes_per_element();
     if cast > 0.0 {
-        let forward = Bytes::new(cast * (h + ffn) * rows);
-        let backward = Bytes::new(cast * (h + up) * rows);
+        let forward = Bytes::new(cast * (width + ffn) * rows);
+        let backward = Bytes::new(cast * (width + up) * rows);
         table.push_memory(gpu, "expert-quantize", Phase::Forward, forward);
         table.push_memory(gpu, "expert-quantize", Phase::Backward, backward);
     }
@@ -324,7 +353,7 @@ fn expert_parallel_comm(ctx: &Ctx, table: &mut OpTable, rows: f64) {
     let run = ctx.run;
     let plan = run.plan();
     let links = run.cluster().interconnect();
-    let h = run.model().hidden_size() as f64;
+    let h = run.model().expert_width() as f64;
     let etp = plan.etp();
     // Each rank sends (and receives) its routed rows before the ETP gather.
     let sent = Bytes::new(rows / etp as f64 * h * Precision::ACTIVATION_BYTES);

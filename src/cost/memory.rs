@@ -1,5 +1,6 @@
-//! Memory per pipeline stage: model states by their real dtypes and sharding, activations by
-//! Korthikanti et al. 2022 (adapted to fused attention, GQA and gated MLPs), the micro-batches each
+//! Memory per pipeline stage: model states by their real dtypes and sharding, activations
+//! (`activations.rs`: Korthikanti et al. 2022 adapted to fused attention, GQA, gated MLPs and
+//! hybrid layers), the micro-batches each
 //! stage holds under 1F1B or interleaved 1F1B, logits, transient buffers, and the runtime's share
 //! (`runtime_memory.rs`: CUDA context, NCCL buffers, GEMM workspaces, the allocator's cache).
 //!
@@ -9,12 +10,16 @@
 //! (x context-parallel) group, ZeRO-2 also the gradients, ZeRO-3 / FSDP everything, which gives
 //! Megatron's `6 + 12/dp` and the ZeRO paper's `2 + 2 + 12/Nd` shapes.
 
+pub use crate::cost::activations::{
+    ActivationBytes, layer_activation_bytes, layer_input_bytes, layer_weight_gradient_input_bytes,
+    logits_bytes, op_checkpoint_layer_bytes, recompute_working_bytes, stored_activation_bytes,
+};
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::layer::padded_vocab;
 use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
-use crate::model::PositionEmbedding;
-use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules, Sharding};
+use crate::model::{PositionEmbedding, Sublayer};
+use crate::plan::Sharding;
 use crate::run::Run;
 use crate::units::Bytes;
 
@@ -108,7 +113,8 @@ fn moe_layer_params(run: &Run, attention: f64) -> Params {
     let dense = attention
         + (model.hidden_size() * moe.num_experts) as f64
         + model.mlp_matmul_params(moe.shared_ffn_hidden_size) as f64 / tp
-        + model.layer_norm_params() as f64;
+        + model.layer_norm_params() as f64
+        + model.latent_projection_params() as f64;
     let local_experts = (moe.num_experts / plan.ep()) as f64;
     Params { dense, expert: local_experts * model.expert_params() as f64 / plan.etp() as f64 }
 }
@@ -120,6 +126,8 @@ pub struct LayerParams {
     dense_layer: f64,
     moe_layer: Params,
     vocab_rows: f64,
+    /// A hybrid model's layers by kind (zero for other models).
+    sublayers: [Params; 4],
 }
 
 impl LayerParams {
@@ -132,6 +140,35 @@ impl LayerParams {
             dense_layer: dense_layer_params(run, attention),
             moe_layer: moe_layer_params(run, attention),
             vocab_rows: padded_vocab(run) / tp * h,
+            sublayers: match run.model().hybrid() {
+                Some(_) => Sublayer::ALL.map(|kind| sublayer_params(run, kind, attention)),
+                None => [Params::default(); 4],
+            },
+        }
+    }
+}
+
+/// Parameters of one hybrid layer of `kind` on one GPU, its one pre-norm included: the
+/// transformer layer's blocks without the other block and its norm, or the Mamba-2 mixer with
+/// its heads split by TP.
+fn sublayer_params(run: &Run, kind: Sublayer, attention: f64) -> Params {
+    let model = run.model();
+    let tp = run.plan().tp() as f64;
+    let norm = model.norm_params() as f64;
+    let without_norms = model.layer_norm_params() as f64;
+    match kind {
+        Sublayer::Mamba => Params {
+            dense: norm
+                + model.hybrid_mamba().map_or(0.0, |m| m.params(model.hidden_size()) as f64 / tp),
+            expert: 0.0,
+        },
+        Sublayer::Attention => Params { dense: attention + norm, expert: 0.0 },
+        Sublayer::Mlp => {
+            Params { dense: dense_layer_params(run, 0.0) - without_norms + norm, expert: 0.0 }
+        }
+        Sublayer::Moe => {
+            let moe = moe_layer_params(run, 0.0);
+            Params { dense: moe.dense - without_norms + norm, expert: moe.expert }
         }
     }
 }
@@ -154,10 +191,17 @@ pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) ->
     } else {
         (0.0, segment.layers)
     };
+    // A hybrid model's layers are all counted by kind below.
+    let (moe_layers, dense_layers) =
+        if model.hybrid().is_some() { (0.0, 0.0) } else { (moe_layers, dense_layers) };
     let mut params = Params {
         dense: dense_layers * layer.dense_layer + moe_layers * moe.dense,
         expert: moe_layers * moe.expert,
     };
+    for (count, kind) in segment.sublayers.iter().zip(&layer.sublayers) {
+        params.dense += count * kind.dense;
+        params.expert += count * kind.expert;
+    }
     let vocab_rows = layer.vocab_rows;
     if segment.first {
         params.dense += vocab_rows;
@@ -172,7 +216,7 @@ pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) ->
             params.dense += vocab_rows;
         }
         params.dense += model.final_norm_params() as f64;
-        let mtp = model.mtp_layers() as f64;
+        let mtp = model.mtp_weight_sets() as f64;
         if mtp > 0.0 {
             let block = if model.moe().is_some() {
                 moe
@@ -185,181 +229,6 @@ pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) ->
         }
     }
     params
-}
-
-/// Activation bytes one layer stores for one micro-batch on one GPU, without recomputation:
-/// a dense layer, or an MoE layer when `dense_mlp` is false.
-///
-/// Korthikanti et al. 2022 count `34 s b h` (+`5 a s^2 b` for the unfused score matrix) for a GPT
-/// layer without tensor parallelism. With a fused (Flash) attention kernel the score terms vanish.
-/// Per token and layer this stores: the two norm inputs and the inputs of the QKV and FC1 GEMMs
-/// (`h` each, split by TP only under sequence parallelism), Q, K and V, the attention output (the
-/// projection's input), the FC1 output and the activation output (split by TP), and one-byte
-/// dropout masks. Low-precision recipes store GEMM inputs quantized. An MoE layer stores, per
-/// routed row, the expert FC1 input, its output and the FC2 input, and per token the router's
-/// FP32 probabilities; its shared experts store what a dense MLP of their width stores.
-pub fn layer_activation_bytes(run: &Run, dense_mlp: bool) -> Bytes {
-    layer_activation_bytes_with(run, dense_mlp, run.plan().recompute_modules())
-}
-
-/// [`layer_activation_bytes`] with selective recompute of `modules` (none: everything stored).
-fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeModules) -> Bytes {
-    let model = run.model();
-    let plan = run.plan();
-    let tp = plan.tp() as f64;
-    let sp = plan.sequence_split() as f64;
-    let h = model.hidden_size() as f64;
-    let act = Precision::ACTIVATION_BYTES;
-    let gemm_in = run.training().precision().saved_gemm_input_bytes();
-    let tokens = run.tokens_per_microbatch();
-    // Element widths per token times bytes per element: bytes per token.
-    let norms = 2.0 * h * act / sp;
-    let attention = attention_activation_width(run) * act / tp
-        + model.attention_output_width() as f64 * gemm_in / tp
-        + h * gemm_in / sp;
-    let masks = if model.dropout() { 2.0 * h / sp } else { 0.0 };
-    let mlp_width = dense_mlp_width(run, dense_mlp);
-    let mlp = if mlp_width > 0 {
-        h * gemm_in / sp
-            + (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp
-    } else {
-        0.0
-    };
-    let routed = match (dense_mlp, model.moe()) {
-        (false, Some(_)) if modules.contains(RecomputeModule::Moe) => Bytes::ZERO,
-        (false, Some(moe)) => {
-            let etp = plan.etp() as f64;
-            let ffn = moe.expert_ffn_hidden_size;
-            // A rerun activation function frees its output, the FC2 input.
-            let activation_output =
-                if modules.contains(RecomputeModule::MoeAct) { 0.0 } else { ffn as f64 * gemm_in };
-            let per_row =
-                h * gemm_in + (model.up_width(ffn) as f64 * act + activation_output) / etp;
-            Bytes::new(
-                crate::cost::layer::routed_rows(run) * per_row
-                    + tokens / sp * (moe.num_experts as f64 * 4.0 + h * gemm_in),
-            )
-        }
-        _ => Bytes::ZERO,
-    };
-    let freed = selective_freed_width(run, dense_mlp, modules, mlp_width, gemm_in);
-    Bytes::new((norms + attention + mlp + masks - freed).max(0.0)) * tokens + routed
-}
-
-/// Bytes per token of one layer's activations that selective recompute of the plan's modules
-/// frees (each module keeps only its input, which another tensor already holds): the norm
-/// outputs (the QKV and FC1 inputs), the dense MLP's or the shared experts' FC1 output and FC2
-/// input, and latent attention's full-width queries, keys and values. The attention core frees
-/// nothing under a fused kernel, which stores no score matrix; the MoE modules' bytes are
-/// removed from the routed rows by the caller.
-fn selective_freed_width(
-    run: &Run,
-    dense_mlp: bool,
-    modules: RecomputeModules,
-    mlp_width: u64,
-    gemm_in: f64,
-) -> f64 {
-    let model = run.model();
-    let plan = run.plan();
-    if modules.is_empty() {
-        return 0.0;
-    }
-    let tp = plan.tp() as f64;
-    let sp = plan.sequence_split() as f64;
-    let h = model.hidden_size() as f64;
-    let act = Precision::ACTIVATION_BYTES;
-    let mut freed = 0.0;
-    if modules.contains(RecomputeModule::Layernorm) {
-        let mlp_input = if mlp_width > 0 { h * gemm_in / sp } else { 0.0 };
-        freed += h * gemm_in / sp + mlp_input;
-    }
-    let mlp_module = if dense_mlp { RecomputeModule::Mlp } else { RecomputeModule::SharedExperts };
-    if mlp_width > 0 && modules.contains(mlp_module) {
-        freed += (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp;
-    }
-    if model.mla().is_some() && modules.contains(RecomputeModule::MlaUpProj) {
-        freed += (model.query_width() + 2 * model.kv_width()) as f64 * act / tp;
-    }
-    freed
-}
-
-/// Width of a layer's dense MLP: the model's FFN, or an MoE layer's shared experts (0 without).
-fn dense_mlp_width(run: &Run, dense_mlp: bool) -> u64 {
-    let model = run.model();
-    match (dense_mlp, model.moe()) {
-        (false, Some(moe)) => moe.shared_ffn_hidden_size,
-        _ => model.ffn_hidden_size(),
-    }
-}
-
-/// Activation bytes one layer stores for one micro-batch on one GPU under per-op selective
-/// checkpointing (torchtitan's `op` policy): its input, every other matmul output (half of all
-/// of them, counted by width), and the attention output; norms, activations and the other
-/// matmuls are rerun in the backward.
-pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> Bytes {
-    let model = run.model();
-    let plan = run.plan();
-    let tp = plan.tp() as f64;
-    let sp = plan.sequence_split() as f64;
-    let h = model.hidden_size() as f64;
-    let act = Precision::ACTIVATION_BYTES;
-    // The output projection (the last attention GEMM) returns to the `h`-wide residual stream.
-    let gemms = model.attention_gemms();
-    let (_, inputs) = gemms.split_last().expect("attention has an output projection");
-    let attention_outputs = h / sp
-        + inputs
-            .iter()
-            .map(|gemm| gemm.output as f64 / if gemm.split_by_tp { tp } else { 1.0 })
-            .sum::<f64>();
-    let mlp_width = dense_mlp_width(run, dense_mlp);
-    let mlp_outputs =
-        if mlp_width > 0 { model.up_width(mlp_width) as f64 / tp + h / sp } else { 0.0 };
-    let tokens = run.tokens_per_microbatch();
-    let routed_outputs = match (dense_mlp, model.moe()) {
-        (false, Some(moe)) => {
-            let per_row = model.up_width(moe.expert_ffn_hidden_size) as f64 / plan.etp() as f64 + h;
-            crate::cost::layer::routed_rows(run) * per_row + tokens / sp * moe.num_experts as f64
-        }
-        _ => 0.0,
-    };
-    let per_token = h / sp + model.query_width() as f64 / tp;
-    let elements =
-        tokens * (per_token + 0.5 * (attention_outputs + mlp_outputs)) + 0.5 * routed_outputs;
-    Bytes::new(act * elements)
-}
-
-/// Widths per token of what the attention block stores for its backward: Q, K and V (and with
-/// latent attention the compressed query and key/value, replicated across TP ranks, counted here
-/// at their TP-split share).
-fn attention_activation_width(run: &Run) -> f64 {
-    let model = run.model();
-    let tp = run.plan().tp() as f64;
-    let latent = model.mla().map_or(0.0, |mla| (mla.q_lora_rank + mla.kv_lora_rank) as f64 * tp);
-    (model.query_width() + 2 * model.kv_width()) as f64 + latent
-}
-
-/// Bytes per token of one layer's saved GEMM inputs that a split backward keeps for the weight
-/// gradients (the QKV and FC1 inputs split by TP only under sequence parallelism, the projection
-/// and FC2 inputs split by TP), in the recipe's saved precision. MoE layers keep their routed
-/// rows' inputs instead of the dense MLP's.
-fn gemm_input_bytes_per_token(run: &Run) -> Bytes {
-    let model = run.model();
-    let plan = run.plan();
-    let h = model.hidden_size() as f64;
-    let gemm_in = run.training().precision().saved_gemm_input_bytes();
-    let attention = h * gemm_in / plan.sequence_split() as f64
-        + model.attention_output_width() as f64 * gemm_in / plan.tp() as f64;
-    let mlp = match model.moe() {
-        None => {
-            h * gemm_in / plan.sequence_split() as f64
-                + model.ffn_hidden_size() as f64 * gemm_in / plan.tp() as f64
-        }
-        Some(moe) => {
-            let rows_per_token = crate::cost::layer::routed_rows(run) / run.tokens_per_microbatch();
-            rows_per_token * (h + moe.expert_ffn_hidden_size as f64 / plan.etp() as f64) * gemm_in
-        }
-    };
-    Bytes::new(attention + mlp)
 }
 
 /// Micro-batches (in units of a full stage's layers) whose activations stage `stage` holds at
@@ -406,164 +275,6 @@ pub fn stage_peak(
         memory.logits = activations.logits * (1.0 + run.model().mtp_layers() as f64);
     }
     with_fragmentation(memory)
-}
-
-/// Bytes of one layer's input (the residual stream), what full recompute keeps per layer.
-pub fn layer_input_bytes(run: &Run) -> Bytes {
-    Bytes::new(
-        run.tokens_per_microbatch()
-            * run.model().hidden_size() as f64
-            * Precision::ACTIVATION_BYTES
-            / run.plan().sequence_split() as f64,
-    )
-}
-
-/// Bytes of the GEMM inputs one layer keeps for its weight gradients: what a split (zero-bubble)
-/// backward still holds after the input-gradient pass.
-pub fn layer_weight_gradient_input_bytes(run: &Run) -> Bytes {
-    gemm_input_bytes_per_token(run) * run.tokens_per_microbatch()
-}
-
-/// What one micro-batch's layers store, keep and rebuild on one GPU: the per-layer byte counts
-/// of a run, computed once and shared by every segment.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ActivationBytes {
-    /// The plan's recomputation.
-    recompute: RecomputeKind,
-    /// Whether the model has MoE layers (its dense-MLP layers are then counted apart).
-    moe: bool,
-    /// A dense-MLP layer's activations without recomputation.
-    dense_layer: Bytes,
-    /// An MoE layer's activations without recomputation (the dense layer's for dense models).
-    moe_layer: Bytes,
-    /// A dense-MLP layer's under per-op checkpointing (zero unless the plan uses it).
-    op_dense_layer: Bytes,
-    /// An MoE layer's under per-op checkpointing (zero unless the plan uses it).
-    op_moe_layer: Bytes,
-    /// One layer's input (the residual stream), what full recompute keeps per layer.
-    pub layer_input: Bytes,
-    /// The GEMM inputs one layer keeps for its weight gradients after a split backward.
-    pub weight_gradient_inputs_per_layer: Bytes,
-    /// Share of each pipeline rank's layers whose stored activations go to host memory.
-    offload_share: f64,
-    /// Activations alive at once during the backward beyond the stored ones: a layer rebuilt by
-    /// recompute, and with offloading the layer brought back from host memory.
-    pub recompute_working: Bytes,
-    /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
-    pub logits: Bytes,
-}
-
-impl ActivationBytes {
-    /// The per-layer byte counts of a run.
-    pub fn new(run: &Run) -> ActivationBytes {
-        let recompute = run.plan().recompute();
-        let moe = run.model().moe().is_some();
-        let dense_layer = layer_activation_bytes(run, true);
-        let moe_layer = if moe { layer_activation_bytes(run, false) } else { dense_layer };
-        let (op_dense_layer, op_moe_layer) = if recompute == RecomputeKind::Op {
-            let dense = op_checkpoint_layer_bytes(run, true);
-            (dense, if moe { op_checkpoint_layer_bytes(run, false) } else { dense })
-        } else {
-            (Bytes::ZERO, Bytes::ZERO)
-        };
-        // Selective recompute rebuilds one layer's rerun modules at a time.
-        let selective_rebuilt = |dense: bool, layer: Bytes| {
-            if recompute == RecomputeKind::Selective {
-                (layer_activation_bytes_with(run, dense, RecomputeModules::NONE) - layer)
-                    .max(Bytes::ZERO)
-            } else {
-                Bytes::ZERO
-            }
-        };
-        let rebuilt = |layer: Bytes, op_layer: Bytes, dense: bool| match recompute {
-            RecomputeKind::Full => layer,
-            RecomputeKind::Op => (layer - op_layer).max(Bytes::ZERO),
-            RecomputeKind::Selective => selective_rebuilt(dense, layer),
-            RecomputeKind::None => Bytes::ZERO,
-        };
-        let dense_rebuilt = rebuilt(dense_layer, op_dense_layer, true);
-        let mut recompute_working = if moe {
-            dense_rebuilt.max(rebuilt(moe_layer, op_moe_layer, false))
-        } else {
-            dense_rebuilt
-        };
-        let plan = run.plan();
-        let layers_per_rank = run.model().num_layers() as f64 / plan.pp() as f64;
-        let offload_share =
-            (plan.offload_activation_layers() as f64 / layers_per_rank.max(1.0)).min(1.0);
-        if offload_share > 0.0 {
-            // The next layer's activations are copied back while this one's backward runs.
-            recompute_working += dense_layer.max(moe_layer);
-        }
-        ActivationBytes {
-            recompute,
-            moe,
-            dense_layer,
-            moe_layer,
-            op_dense_layer,
-            op_moe_layer,
-            offload_share,
-            layer_input: layer_input_bytes(run),
-            weight_gradient_inputs_per_layer: layer_weight_gradient_input_bytes(run),
-            recompute_working,
-            logits: logits_bytes(run),
-        }
-    }
-
-    /// Activation bytes one micro-batch leaves stored in a segment (the recomputed share of its
-    /// layers keeping only their inputs under full recompute), plus the embedding output on the
-    /// first stage.
-    pub fn stored(&self, segment: &Segment) -> Bytes {
-        let in_layers = self.stored_in_layers(segment);
-        let kept = in_layers - in_layers * self.offload_share;
-        kept + if segment.first { self.layer_input } else { Bytes::ZERO }
-    }
-
-    /// Activation bytes of one micro-batch that offloading moves to host memory in a segment
-    /// (and back for the backward).
-    pub fn offloaded(&self, segment: &Segment) -> Bytes {
-        self.stored_in_layers(segment) * self.offload_share
-    }
-
-    /// What one micro-batch's transformer layers of a segment store.
-    fn stored_in_layers(&self, segment: &Segment) -> Bytes {
-        let layers = segment.layers;
-        let per_layer = if self.moe {
-            let dense = segment.dense_layers.min(layers);
-            (self.dense_layer * dense + self.moe_layer * (layers - dense)) / layers.max(1.0)
-        } else {
-            self.dense_layer
-        };
-        match self.recompute {
-            RecomputeKind::None | RecomputeKind::Selective => per_layer * layers,
-            RecomputeKind::Op => {
-                let dense = if self.moe { segment.dense_layers.min(layers) } else { layers };
-                self.op_dense_layer * dense + self.op_moe_layer * (layers - dense)
-            }
-            RecomputeKind::Full => {
-                let recomputed = segment.recomputed_layers.min(layers);
-                self.layer_input * recomputed + per_layer * (layers - recomputed)
-            }
-        }
-    }
-}
-
-/// Activation bytes one micro-batch leaves stored in a segment ([`ActivationBytes::stored`]).
-pub fn stored_activation_bytes(run: &Run, segment: &Segment) -> Bytes {
-    ActivationBytes::new(run).stored(segment)
-}
-
-/// Activations rebuilt at once during a recomputing backward: one layer's under full recompute,
-/// the part of one layer's that per-op checkpointing did not store.
-pub fn recompute_working_bytes(run: &Run) -> Bytes {
-    ActivationBytes::new(run).recompute_working
-}
-
-/// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
-pub fn logits_bytes(run: &Run) -> Bytes {
-    Bytes::new(
-        run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0),
-    )
 }
 
 /// The data-parallel shard counts of a rank's dense and expert parameters under the plan's
@@ -667,7 +378,7 @@ pub fn with_fragmentation(mut memory: MemoryBreakdown) -> MemoryBreakdown {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PlanSpec;
+    use crate::plan::{PlanSpec, RecomputeKind};
     use crate::presets;
     use crate::run::test_run;
 

@@ -7,6 +7,7 @@
 //!
 //! Everything here is a pure function of a validated [`crate::Run`].
 
+pub mod activations;
 pub mod breakdown;
 pub mod collective;
 pub mod dispatch;
@@ -18,6 +19,7 @@ pub mod priced;
 pub mod runtime_memory;
 pub mod step;
 pub mod step_terms;
+pub mod sublayer;
 pub mod work;
 
 #[cfg(test)]

@@ -143,12 +143,11 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     let tokens = training.tokens_per_step() as f64;
     let seq = training.seq_len();
     let model_flops = model.training_flops_per_token(seq) * tokens;
-    let layer_forward =
-        model.layer_gemm_flops_per_token() + model.layer_attention_flops_per_token(seq);
+    let layer_forward = model.layer_forward_flops_per_token(seq);
     let recompute_per_token = match plan.recompute() {
         RecomputeKind::None => 0.0,
         RecomputeKind::Selective => {
-            model.num_layers() as f64 * model.layer_attention_flops_per_token(seq)
+            model.attention_layers() as f64 * model.layer_attention_flops_per_token(seq)
         }
         RecomputeKind::Full => (plan.recompute_num_layers() * plan.pp()) as f64 * layer_forward,
         RecomputeKind::Op => model.num_layers() as f64 * 0.5 * model.layer_gemm_flops_per_token(),

@@ -3,6 +3,8 @@
 //! simulator (`crate::sim`) are built from, so the two share one cost model.
 
 use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
+use crate::cost::sublayer::sublayer;
+use crate::model::Sublayer;
 use crate::plan::RecomputeKind;
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
@@ -31,6 +33,8 @@ pub struct Tables {
     /// What a multi-token-prediction module adds to its transformer layer and head: the norms
     /// and the `2h -> h` projection.
     pub mtp: OpTotals,
+    /// A hybrid model's layers by kind ([`Sublayer::index`]); `None` for other models.
+    pub sublayers: Option<Box<[OpTotals; 4]>>,
 }
 
 /// One table a segment runs, how many times one micro-batch runs it, and whether it is a
@@ -61,18 +65,27 @@ impl Tables {
             } else {
                 priced(OpTable::new(Rows::TotalsOnly))
             },
+            sublayers: run.model().hybrid().map(|_| {
+                Box::new(Sublayer::ALL.map(|kind| priced(sublayer(run, kind, Rows::TotalsOnly))))
+            }),
         }
     }
 
     /// Every table a segment runs, with how many times one micro-batch runs it (absent tables
     /// count zero times).
-    pub fn parts(&self, run: &Run, segment: &Segment) -> [Part<'_>; 6] {
+    pub fn parts(&self, run: &Run, segment: &Segment) -> [Part<'_>; 10] {
         let mtp = if segment.last { run.model().mtp_layers() as f64 } else { 0.0 };
+        // A hybrid segment's layers are all counted by kind: no transformer layer is left.
+        let transformer = segment.layers - segment.sublayers.iter().sum::<f64>();
         let (moe_layers, dense_layers, dense) = match &self.dense_layer {
-            Some(dense) => (segment.layers - segment.dense_layers, segment.dense_layers, dense),
-            None => (segment.layers, 0.0, &self.layer),
+            Some(dense) => (transformer - segment.dense_layers, segment.dense_layers, dense),
+            None => (transformer, 0.0, &self.layer),
         };
         let part = |table, count, layer| Part { table, count, layer };
+        let kind = |index: usize| match &self.sublayers {
+            Some(tables) => part(&tables[index], segment.sublayers[index], true),
+            None => part(&self.layer, 0.0, true),
+        };
         [
             part(&self.layer, moe_layers, true),
             part(dense, dense_layers, true),
@@ -80,6 +93,10 @@ impl Tables {
             part(&self.head, if segment.last { 1.0 + mtp } else { 0.0 }, false),
             part(&self.layer, mtp, false),
             part(&self.mtp, mtp, false),
+            kind(0),
+            kind(1),
+            kind(2),
+            kind(3),
         ]
     }
 }
@@ -91,6 +108,8 @@ pub struct Segment {
     pub layers: f64,
     /// Layers among them with a dense MLP in an MoE model (0 for dense models).
     pub dense_layers: f64,
+    /// A hybrid model's layers among them by kind ([`Sublayer::index`]; all zero otherwise).
+    pub sublayers: [f64; 4],
     /// Layers among them that recompute their forward under full recompute.
     pub recomputed_layers: f64,
     /// Whether it holds the input embedding.
@@ -243,6 +262,7 @@ pub fn stage_segments(run: &Run) -> Vec<Segment> {
         .map(|(stage, counts)| Segment {
             layers: counts.layers as f64,
             dense_layers: counts.dense as f64,
+            sublayers: counts.sublayers.map(|count| count as f64),
             recomputed_layers: recompute.min(counts.layers as f64),
             first: stage == 0,
             last: stage == last,
@@ -264,10 +284,12 @@ pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
         .enumerate()
         .map(|(position, &count)| {
             let dense = if moe { run.dense_layers_in(first_layer, count) } else { 0 };
+            let sublayers = run.sublayers_in(first_layer, count).map(|count| count as f64);
             first_layer += count;
             Segment {
                 layers: count as f64,
                 dense_layers: dense as f64,
+                sublayers,
                 recomputed_layers: count as f64 * recompute_fraction,
                 first: position == 0,
                 last: position as u64 + 1 == positions,

@@ -73,6 +73,8 @@ pub struct Capabilities {
     pub precisions: &'static [Precision],
     /// The Adam moment precisions its optimizer stores.
     pub adam_moments: &'static [AdamMoments],
+    /// Whether it builds hybrid models (Mamba-2 layers and a layer pattern).
+    pub hybrid_layers: bool,
 }
 
 const ALL_SHARDINGS: &[Sharding] =
@@ -99,6 +101,8 @@ const MEGATRON: Capabilities = Capabilities {
     balanced_split: true,
     precisions: &Precision::ALL,
     adam_moments: &[AdamMoments::Fp32, AdamMoments::Bf16],
+    // `--hybrid-override-pattern` with the Mamba stack (megatron/core/ssm, pretrain_mamba.py).
+    hybrid_layers: true,
 };
 
 const TORCHTITAN: Capabilities = Capabilities {
@@ -130,6 +134,8 @@ const TORCHTITAN: Capabilities = Capabilities {
     balanced_split: false,
     precisions: &[Precision::Bf16, Precision::Fp8Current, Precision::Mxfp8],
     adam_moments: &[AdamMoments::Fp32],
+    // Its model registry has no Mamba or hybrid model (torchtitan/models).
+    hybrid_layers: false,
 };
 
 const DEEPSPEED: Capabilities = Capabilities {
@@ -154,6 +160,8 @@ const DEEPSPEED: Capabilities = Capabilities {
     balanced_split: false,
     precisions: &[Precision::Bf16, Precision::Fp16],
     adam_moments: &[AdamMoments::Fp32],
+    // It wraps a model the user writes; meshplan's DeepSpeed export names a GPT-style one.
+    hybrid_layers: false,
 };
 
 impl Engine {
@@ -170,6 +178,11 @@ impl Engine {
 /// One reason an engine cannot run a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
+    /// The model has a hybrid layer pattern the engine does not build.
+    HybridLayers {
+        /// The engine.
+        engine: Engine,
+    },
     /// The pipeline schedule is not one the engine runs.
     Schedule {
         /// The engine.
@@ -279,6 +292,11 @@ fn sharding_flag(sharding: Sharding) -> &'static str {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Refusal::HybridLayers { engine } => write!(
+                f,
+                "{} builds no hybrid (Mamba-2 / layer-pattern) model; export it for Megatron-LM (--engine megatron)",
+                engine.name()
+            ),
             Refusal::Schedule { engine, schedule } => {
                 let explanation = match (engine, schedule) {
                     (Engine::Torchtitan, PipelineSchedule::ZeroBubble) => "its zero-bubble schedules are multi-stage (InterleavedZeroBubble, ZBVZeroBubble), not ZB-H1 with one stage per rank".to_owned(),
@@ -399,6 +417,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     let plan = run.plan();
     let (tp, pp, cp, dp) = (plan.tp(), plan.pp(), plan.cp(), plan.dp());
     let mut out = Vec::new();
+    if run.model().hybrid().is_some() && !caps.hybrid_layers {
+        out.push(Refusal::HybridLayers { engine });
+    }
     let schedule = plan.schedule();
     if (pp > 1 || caps.schedule_without_pipeline) && !caps.schedules.contains(&schedule) {
         out.push(Refusal::Schedule { engine, schedule });

@@ -1,4 +1,4 @@
-//! Megatron-LM `pretrain_gpt.py` arguments (names from `megatron/training/arguments.py`,
+//! Megatron-LM `pretrain_gpt.py` arguments (`pretrain_mamba.py` for hybrid models; names from `megatron/training/arguments.py`,
 //! core_v0.15.0, reference section 2), one flag per line, ready for a launch script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
@@ -57,8 +57,18 @@ fn moe_flags(run: &Run, moe: &crate::model::Moe) -> Vec<String> {
     if plan.expert_comm_overlap() {
         args.push("--overlap-moe-expert-parallel-comm".into());
     }
+    if moe.latent_size > 0 {
+        args.push(format!("--moe-latent-size {}", moe.latent_size));
+    }
     if model.mtp_layers() > 0 {
         args.push(format!("--mtp-num-layers {}", model.mtp_layers()));
+        if model.mtp_weight_sets() < model.mtp_layers() {
+            args.push("--mtp-use-repeated-layer".into());
+        }
+        if model.hybrid().is_some() {
+            // Each MTP module of a hybrid model is an attention layer and an expert layer.
+            args.push("--mtp-hybrid-override-pattern \"*E\"".into());
+        }
     }
     args
 }
@@ -107,6 +117,16 @@ pub fn arguments(run: &Run) -> String {
             args.push(format!("--v-head-dim {}", mla.v_head_dim));
         }
     }
+    if let Some(hybrid) = model.hybrid() {
+        // Megatron-LM's hybrid stack (pretrain_mamba.py): one pattern symbol per layer.
+        args.push(format!("--hybrid-override-pattern \"{}\"", hybrid.pattern_text()));
+        if let Some(mamba) = hybrid.mamba {
+            args.push(format!("--mamba-num-heads {}", mamba.num_heads));
+            args.push(format!("--mamba-head-dim {}", mamba.head_dim));
+            args.push(format!("--mamba-state-dim {}", mamba.state_size));
+            args.push(format!("--mamba-num-groups {}", mamba.num_groups));
+        }
+    }
     if model.num_kv_heads() != model.num_attention_heads() {
         args.push("--group-query-attention".into());
         args.push(format!("--num-query-groups {}", model.num_kv_heads()));
@@ -119,6 +139,9 @@ pub fn arguments(run: &Run) -> String {
     ));
     if model.mlp() == MlpKind::Gated {
         args.push("--swiglu".into());
+    } else if model.hybrid().is_some() {
+        // Nemotron-H and Nemotron 3 MLPs and experts use squared ReLU.
+        args.push("--squared-relu".into());
     }
     if model.norm() == NormKind::Rmsnorm {
         args.push("--normalization RMSNorm".into());

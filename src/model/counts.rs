@@ -6,7 +6,7 @@
 
 use arrayvec::ArrayVec;
 
-use super::{MlpKind, Model, NormKind, PositionEmbedding};
+use super::{MlpKind, Model, NormKind, PositionEmbedding, Sublayer};
 
 /// One weight matrix of the attention block: `input -> output` features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -123,7 +123,8 @@ impl Model {
         (self.up_width(ffn) + ffn) * self.hidden_size()
     }
 
-    fn norm_params(&self) -> u64 {
+    /// Parameters of one norm over the hidden width.
+    pub fn norm_params(&self) -> u64 {
         match self.norm() {
             NormKind::Rmsnorm => self.hidden_size(),
             NormKind::Layernorm => 2 * self.hidden_size(),
@@ -167,9 +168,30 @@ impl Model {
             + self.layer_norm_params()
     }
 
+    /// Width the routed experts read and write: the latent width of a LatentMoE layer, else
+    /// the hidden width.
+    pub fn expert_width(&self) -> u64 {
+        match self.moe() {
+            Some(moe) if moe.latent_size > 0 => moe.latent_size,
+            _ => self.hidden_size(),
+        }
+    }
+
     /// Parameters of one routed expert.
     pub fn expert_params(&self) -> u64 {
-        self.moe().map_or(0, |moe| self.mlp_matmul_params(moe.expert_ffn_hidden_size))
+        self.moe().map_or(0, |moe| {
+            let ffn = moe.expert_ffn_hidden_size;
+            (self.up_width(ffn) + ffn) * self.expert_width()
+        })
+    }
+
+    /// Parameters of a LatentMoE layer's down and up projections around its experts (0
+    /// without a latent width).
+    pub fn latent_projection_params(&self) -> u64 {
+        match self.moe() {
+            Some(moe) if moe.latent_size > 0 => 2 * self.hidden_size() * moe.latent_size,
+            _ => 0,
+        }
     }
 
     /// Bias parameters of an MLP of intermediate width `ffn` (0 without biases or experts of
@@ -198,6 +220,7 @@ impl Model {
             + router
             + router_bias
             + shared
+            + self.latent_projection_params()
             + self.attention_bias_params()
             + self.layer_norm_params()
     }
@@ -255,8 +278,7 @@ impl Model {
     /// Parameters of the main model, without multi-token-prediction modules (what model cards
     /// call the total: 671B for DeepSeek-V3).
     pub fn params_without_mtp(&self) -> u64 {
-        self.dense_layers() * self.params_per_layer()
-            + self.moe_layers() * self.moe_layer_params()
+        self.layer_params()
             + self.embedding_params()
             + self.output_params()
             + self.final_norm_params()
@@ -264,14 +286,143 @@ impl Model {
 
     /// Every trained parameter, multi-token-prediction modules included.
     pub fn total_params(&self) -> u64 {
-        self.params_without_mtp() + self.mtp_layers() * self.mtp_module_params()
+        self.params_without_mtp() + self.mtp_weight_sets() * self.mtp_module_params()
     }
 
     /// Parameters a token passes through in the main model (37B for DeepSeek-V3); the total for
     /// a dense model.
     pub fn active_params(&self) -> u64 {
+        if let Some(hybrid) = self.hybrid() {
+            let counts = hybrid.counts();
+            let routed = counts[Sublayer::Moe.index()];
+            return self.params_without_mtp() - routed * self.sublayer_params(Sublayer::Moe)
+                + routed * self.sublayer_active_params(Sublayer::Moe);
+        }
         self.params_without_mtp() - self.moe_layers() * self.moe_layer_params()
             + self.moe_layers() * self.moe_layer_active_params()
+    }
+
+    /// Parameters of every layer (without embedding, head and MTP modules).
+    fn layer_params(&self) -> u64 {
+        match self.hybrid() {
+            Some(hybrid) => {
+                let counts = hybrid.counts();
+                Sublayer::ALL
+                    .iter()
+                    .map(|&kind| counts[kind.index()] * self.sublayer_params(kind))
+                    .sum()
+            }
+            None => {
+                self.dense_layers() * self.params_per_layer()
+                    + self.moe_layers() * self.moe_layer_params()
+            }
+        }
+    }
+
+    /// Parameters of one layer of a hybrid pattern, its pre-norm included.
+    pub fn sublayer_params(&self, kind: Sublayer) -> u64 {
+        let norm = self.norm_params();
+        match kind {
+            Sublayer::Mamba => {
+                norm + self.hybrid_mamba().map_or(0, |m| m.params(self.hidden_size()))
+            }
+            Sublayer::Attention => {
+                norm + self.attention_matmul_params() + self.attention_bias_params()
+            }
+            Sublayer::Mlp => {
+                norm + self.mlp_matmul_params(self.ffn_hidden_size())
+                    + self.mlp_bias_params(self.ffn_hidden_size())
+            }
+            Sublayer::Moe => self.moe_block_params(false) + norm,
+        }
+    }
+
+    /// Parameters of one hybrid layer a token passes through (its top-k experts for `E`).
+    pub fn sublayer_active_params(&self, kind: Sublayer) -> u64 {
+        match kind {
+            Sublayer::Moe => self.moe_block_params(true) + self.norm_params(),
+            _ => self.sublayer_params(kind),
+        }
+    }
+
+    /// Router, shared experts and routed experts (all, or the `top_k` a token uses).
+    fn moe_block_params(&self, active: bool) -> u64 {
+        let Some(moe) = self.moe() else { return 0 };
+        let router = self.hidden_size() * moe.num_experts;
+        let router_bias = if self.linear_bias() { moe.num_experts } else { 0 };
+        let shared = self.mlp_matmul_params(moe.shared_ffn_hidden_size)
+            + self.mlp_bias_params(moe.shared_ffn_hidden_size);
+        let experts = if active { moe.top_k } else { moe.num_experts };
+        router
+            + router_bias
+            + shared
+            + self.latent_projection_params()
+            + experts * (self.expert_params() + self.expert_bias_params())
+    }
+
+    /// The Mamba-2 mixer of a hybrid model.
+    pub fn hybrid_mamba(&self) -> Option<&super::Mamba> {
+        self.hybrid().and_then(|hybrid| hybrid.mamba.as_ref())
+    }
+
+    /// Forward FLOPs per token of one hybrid layer's weight GEMMs.
+    pub fn sublayer_gemm_flops_per_token(&self, kind: Sublayer) -> f64 {
+        let matrices = match kind {
+            Sublayer::Mamba => self
+                .hybrid_mamba()
+                .map_or(0, |m| (m.in_projection() + m.inner()) * self.hidden_size()),
+            Sublayer::Attention => self.attention_matmul_params(),
+            Sublayer::Mlp => self.mlp_matmul_params(self.ffn_hidden_size()),
+            Sublayer::Moe => self.moe().map_or(0, |moe| {
+                self.hidden_size() * moe.num_experts
+                    + self.mlp_matmul_params(moe.shared_ffn_hidden_size)
+                    + self.latent_projection_params()
+                    + moe.top_k * self.expert_params()
+            }),
+        };
+        2.0 * matrices as f64
+    }
+
+    /// Forward FLOPs per token of one hybrid layer beyond its weight GEMMs: the attention core,
+    /// or the Mamba-2 scan and convolution.
+    pub fn sublayer_core_flops_per_token(&self, kind: Sublayer, seq_len: u64) -> f64 {
+        match kind {
+            Sublayer::Mamba => self
+                .hybrid_mamba()
+                .map_or(0.0, |m| m.scan_flops_per_token() + m.conv_flops_per_token()),
+            Sublayer::Attention => self.layer_attention_flops_per_token(seq_len),
+            Sublayer::Mlp | Sublayer::Moe => 0.0,
+        }
+    }
+
+    /// Layers with an attention block (every layer unless the model is hybrid).
+    pub fn attention_layers(&self) -> u64 {
+        match self.hybrid() {
+            Some(hybrid) => hybrid.counts()[Sublayer::Attention.index()],
+            None => self.num_layers(),
+        }
+    }
+
+    /// Forward FLOPs per token of one layer, averaged over the layers: what full recompute
+    /// reruns per layer.
+    pub fn layer_forward_flops_per_token(&self, seq_len: u64) -> f64 {
+        match self.hybrid() {
+            Some(hybrid) => {
+                let counts = hybrid.counts();
+                let total: f64 = Sublayer::ALL
+                    .iter()
+                    .map(|&kind| {
+                        counts[kind.index()] as f64
+                            * (self.sublayer_gemm_flops_per_token(kind)
+                                + self.sublayer_core_flops_per_token(kind, seq_len))
+                    })
+                    .sum();
+                total / self.num_layers() as f64
+            }
+            None => {
+                self.layer_gemm_flops_per_token() + self.layer_attention_flops_per_token(seq_len)
+            }
+        }
     }
 
     /// Forward FLOPs per token of one dense layer's weight GEMMs.
@@ -286,12 +437,21 @@ impl Model {
         let matrices = self.attention_matmul_params()
             + self.hidden_size() * moe.num_experts
             + self.mlp_matmul_params(moe.shared_ffn_hidden_size)
+            + self.latent_projection_params()
             + moe.top_k * self.expert_params();
         2.0 * matrices as f64
     }
 
     /// Forward FLOPs per token of one layer's weight GEMMs, averaged over the layers.
     pub fn layer_gemm_flops_per_token(&self) -> f64 {
+        if let Some(hybrid) = self.hybrid() {
+            let counts = hybrid.counts();
+            let total: f64 = Sublayer::ALL
+                .iter()
+                .map(|&kind| counts[kind.index()] as f64 * self.sublayer_gemm_flops_per_token(kind))
+                .sum();
+            return total / self.num_layers() as f64;
+        }
         (self.dense_layers() as f64 * self.dense_layer_gemm_flops_per_token()
             + self.moe_layers() as f64 * self.moe_layer_gemm_flops_per_token())
             / self.num_layers() as f64
@@ -344,6 +504,11 @@ impl Model {
 
     /// Forward FLOPs per token of the whole model at a sequence length.
     pub fn forward_flops_per_token(&self, seq_len: u64) -> f64 {
+        if self.hybrid().is_some() {
+            return self.num_layers() as f64 * self.layer_forward_flops_per_token(seq_len)
+                + self.logit_flops_per_token()
+                + self.mtp_flops_per_token(seq_len);
+        }
         let per_layer =
             self.layer_gemm_flops_per_token() + self.layer_attention_flops_per_token(seq_len);
         self.num_layers() as f64 * per_layer

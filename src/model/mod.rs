@@ -6,6 +6,7 @@
 
 mod counts;
 mod hf;
+mod hybrid;
 
 use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
@@ -14,6 +15,7 @@ use crate::violation::{Collector, Violations};
 
 pub use counts::AttentionGemm;
 pub use hf::from_hf_config;
+pub use hybrid::{Hybrid, Mamba, MambaSpec, Sublayer, SublayerCounts};
 
 /// The MLP block's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -109,6 +111,18 @@ pub struct ModelSpec {
     /// Multi-token-prediction modules after the last layer (DeepSeek-V3: 1; default 0).
     #[serde(default)]
     pub mtp_layers: Option<i64>,
+    /// Whether the multi-token-prediction modules share one set of weights (Megatron-LM
+    /// `--mtp-use-repeated-layer`; default false: each module has its own).
+    #[serde(default)]
+    pub mtp_shared_weights: bool,
+    /// Hybrid layer pattern, one symbol per layer as Megatron-LM's `--hybrid-override-pattern`
+    /// writes it: `M` Mamba-2, `*` attention, `-` MLP, `E` mixture of experts (absent: every
+    /// layer is attention followed by the MLP or the experts).
+    #[serde(default)]
+    pub hybrid_pattern: Option<String>,
+    /// The Mamba-2 mixer of the pattern's `M` layers.
+    #[serde(default)]
+    pub mamba: Option<MambaSpec>,
 }
 
 /// Mixture-of-experts MLPs as written in a file (Megatron-LM `--num-experts`, `--moe-router-topk`,
@@ -133,6 +147,11 @@ pub struct MoeSpec {
     /// default 0).
     #[serde(default)]
     pub dense_layers: Option<i64>,
+    /// Width the routed experts work in when the layer projects tokens down before dispatch
+    /// and back up after the combine (LatentMoE, Nemotron 3 Super: Megatron-LM
+    /// `--moe-latent-size`; absent: the experts work at the hidden width).
+    #[serde(default)]
+    pub latent_size: Option<i64>,
 }
 
 /// Multi-head latent attention (DeepSeek-V2/V3) as written in a file.
@@ -177,6 +196,8 @@ pub struct Moe {
     pub shared_ffn_hidden_size: u64,
     /// Leading dense layers.
     pub dense_layers: u64,
+    /// Width the routed experts work in (0: the hidden width, no latent projections).
+    pub latent_size: u64,
 }
 
 /// Validated multi-head latent attention sizes.
@@ -226,11 +247,13 @@ pub struct Model {
     mla: Option<Mla>,
     sliding_window: Option<SlidingWindow>,
     mtp_layers: u64,
+    mtp_shared_weights: bool,
+    hybrid: Option<Hybrid>,
     /// The attention block's weight matrices, derived once from the fields above.
     attention_gemms: ArrayVec<AttentionGemm, 5>,
 }
 
-fn positive(collector: &mut Collector, field: &str, value: i64) -> u64 {
+pub(super) fn positive(collector: &mut Collector, field: &str, value: i64) -> u64 {
     let max = crate::limits::model_field(field);
     if value <= 0 {
         collector.add(
@@ -257,7 +280,7 @@ impl Model {
     /// Checks a spec and builds the model, reporting every problem at once.
     pub fn from_spec(spec: &ModelSpec) -> Result<Model, Violations> {
         let mut collector = Collector::default();
-        let num_layers = positive(&mut collector, "num_layers", spec.num_layers);
+        let mut num_layers = positive(&mut collector, "num_layers", spec.num_layers);
         let hidden_size = positive(&mut collector, "hidden_size", spec.hidden_size);
         let ffn_hidden_size = positive(&mut collector, "ffn_hidden_size", spec.ffn_hidden_size);
         let heads = positive(&mut collector, "num_attention_heads", spec.num_attention_heads);
@@ -302,7 +325,53 @@ impl Model {
                 "set it to the longest sequence the model was built for, e.g. 2048",
             );
         }
+        let layout = match &spec.hybrid_pattern {
+            Some(pattern) => Some(hybrid::validate(
+                &mut collector,
+                pattern,
+                spec.num_layers,
+                spec.mamba.as_ref(),
+                spec.moe.is_some(),
+            )),
+            None => {
+                if spec.mamba.is_some() {
+                    collector.add(
+                        "model.mamba",
+                        "(set)",
+                        "needs a hybrid_pattern placing its M layers",
+                        "add hybrid_pattern, e.g. \"M-M*-\", or remove [mamba]",
+                    );
+                }
+                None
+            }
+        };
+        let hybrid = match layout {
+            Some(hybrid::Layout::Transformer { layers }) => {
+                num_layers = layers;
+                None
+            }
+            Some(hybrid::Layout::Hybrid(hybrid)) => Some(hybrid),
+            None => None,
+        };
         let moe = spec.moe.as_ref().map(|moe| validate_moe(&mut collector, moe, num_layers));
+        if hybrid.is_some() {
+            if spec.moe.as_ref().is_some_and(|moe| moe.dense_layers.unwrap_or(0) > 0) {
+                collector.add(
+                    "model.moe.dense_layers",
+                    spec.moe.as_ref().and_then(|moe| moe.dense_layers).unwrap_or(0),
+                    "does not apply to a hybrid pattern",
+                    "place dense MLP layers in the pattern with `-`",
+                );
+            }
+            if spec.mla.is_some() {
+                collector.add(
+                    "model.hybrid_pattern",
+                    spec.hybrid_pattern.as_deref().unwrap_or(""),
+                    "is not priced together with mla",
+                    "drop mla from a hybrid model",
+                );
+            }
+        }
         let mla = spec.mla.as_ref().map(|mla| Mla {
             q_lora_rank: match mla.q_lora_rank {
                 Some(rank) => positive(&mut collector, "mla.q_lora_rank", rank),
@@ -368,6 +437,8 @@ impl Model {
             mla,
             sliding_window,
             mtp_layers,
+            mtp_shared_weights: spec.mtp_shared_weights,
+            hybrid,
             attention_gemms: ArrayVec::new(),
         };
         model.attention_gemms = model.derive_attention_gemms();
@@ -454,8 +525,21 @@ impl Model {
     pub fn mtp_layers(&self) -> u64 {
         self.mtp_layers
     }
-    /// Layers whose MLP is a mixture of experts.
+    /// Multi-token-prediction modules whose weights are stored: one when the modules share
+    /// theirs, else every module.
+    pub fn mtp_weight_sets(&self) -> u64 {
+        if self.mtp_shared_weights { self.mtp_layers.min(1) } else { self.mtp_layers }
+    }
+    /// The hybrid layout (`None` when every layer is attention plus MLP or experts).
+    pub fn hybrid(&self) -> Option<&Hybrid> {
+        self.hybrid.as_ref()
+    }
+    /// Transformer layers (attention plus MLP or experts) whose MLP is a mixture of experts
+    /// (0 for a hybrid model, whose layers are counted by kind).
     pub fn moe_layers(&self) -> u64 {
+        if self.hybrid.is_some() {
+            return 0;
+        }
         self.moe.map_or(0, |moe| self.num_layers - moe.dense_layers)
     }
     /// Whether layer `index` (0-based) has a dense MLP.
@@ -516,7 +600,18 @@ fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> M
         }
         None => 0,
     };
-    Moe { num_experts, top_k, expert_ffn_hidden_size, shared_ffn_hidden_size, dense_layers }
+    let latent_size = match spec.latent_size {
+        Some(size) => positive(collector, "moe.latent_size", size),
+        None => 0,
+    };
+    Moe {
+        num_experts,
+        top_k,
+        expert_ffn_hidden_size,
+        shared_ffn_hidden_size,
+        dense_layers,
+        latent_size,
+    }
 }
 
 #[cfg(test)]
@@ -546,6 +641,9 @@ mod tests {
             mla: None,
             sliding_window: None,
             mtp_layers: None,
+            mtp_shared_weights: false,
+            hybrid_pattern: None,
+            mamba: None,
         }
     }
 
@@ -571,6 +669,7 @@ mod tests {
             shared_experts: Some(-1),
             shared_expert_ffn_hidden_size: None,
             dense_layers: Some(2),
+            latent_size: None,
         });
         bad.mla = Some(MlaSpec {
             q_lora_rank: Some(0),

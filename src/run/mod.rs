@@ -43,6 +43,9 @@ pub struct StageLayers {
     pub layers: u64,
     /// Layers among them with a dense MLP in an MoE model (0 for dense models).
     pub dense: u64,
+    /// A hybrid model's layers of each kind (all zero otherwise; they sum to `layers` when the
+    /// model is hybrid).
+    pub sublayers: crate::model::SublayerCounts,
 }
 
 /// A validated run.
@@ -162,7 +165,7 @@ impl Run {
         let (pp, vp) = (self.plan.pp, self.plan.vp);
         let positions = (pp * vp).max(1);
         let layers = self.model.num_layers();
-        let stage = |layers| StageLayers { layers, dense: 0 };
+        let stage = |layers| StageLayers { layers, ..StageLayers::default() };
         // The even splits in closed form (an estimate of a deep interleaved pipeline walked its
         // hundreds of chunks here); the balanced split from its chunks.
         let mut stages: Vec<StageLayers> = match self.plan.pipeline_split {
@@ -197,7 +200,25 @@ impl Run {
                 first += count;
             }
         }
+        // A hybrid model's kinds follow its pattern: walk every chunk.
+        if let Some(hybrid) = self.model.hybrid() {
+            let mut first = 0;
+            for (position, count) in self.path_layers(positions).into_iter().enumerate() {
+                let counts = hybrid.counts_in(first, count);
+                let stage = &mut stages[position % pp as usize];
+                for (total, add) in stage.sublayers.iter_mut().zip(counts) {
+                    *total += add;
+                }
+                first += count;
+            }
+        }
         stages
+    }
+
+    /// A hybrid model's layers of each kind among the `count` layers from layer `first` (all
+    /// zero for a model without a pattern).
+    pub fn sublayers_in(&self, first: u64, count: u64) -> crate::model::SublayerCounts {
+        self.model.hybrid().map_or([0; 4], |hybrid| hybrid.counts_in(first, count))
     }
 
     /// Transformer layers of each of `positions` consecutive chunks along a micro-batch's path
@@ -360,6 +381,10 @@ mod tests {
             if run.model().moe().is_some() {
                 stage.dense += run.dense_layers_in(first, count);
             }
+            let counts = run.sublayers_in(first, count);
+            for (total, add) in stage.sublayers.iter_mut().zip(counts) {
+                *total += add;
+            }
             first += count;
         }
         stages
@@ -388,7 +413,9 @@ mod tests {
     fn stage_layer_counts_match_the_walk_along_the_path_for_every_split() {
         use crate::plan::PipelineSplit;
         let mut checked = 0;
-        for (model, layers) in [("llama3.1-8b", 32), ("deepseek-v3", 61), ("mixtral-8x7b", 32)] {
+        let models =
+            [("llama3.1-8b", 32), ("deepseek-v3", 61), ("mixtral-8x7b", 32), ("nemotronh-8b", 52)];
+        for (model, layers) in models {
             for split in
                 [PipelineSplit::Even, PipelineSplit::EmbeddingAndLoss, PipelineSplit::Balanced]
             {
@@ -408,6 +435,19 @@ mod tests {
                     );
                     let total: u64 = run.stage_layer_counts().iter().map(|s| s.layers).sum();
                     assert!(total <= layers, "{model} {split:?} {pp}x{vp}: {total}");
+                    // A hybrid stage's layers are all counted by kind, the model's M, * and -.
+                    if run.model().hybrid().is_some() {
+                        for stage in run.stage_layer_counts() {
+                            assert_eq!(stage.sublayers.iter().sum::<u64>(), stage.layers);
+                        }
+                        let kinds = run.stage_layer_counts().iter().fold([0; 4], |mut sum, s| {
+                            (0..4).for_each(|k| sum[k] += s.sublayers[k]);
+                            sum
+                        });
+                        if total == layers {
+                            assert_eq!(kinds, run.model().hybrid().unwrap().counts());
+                        }
+                    }
                     checked += 1;
                 }
             }

@@ -201,6 +201,19 @@ pub(super) fn validate_plan(
     }
     check_divides(collector, "plan.tp", tp, "num_attention_heads", model.num_attention_heads());
     check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
+    if let Some(mamba) = model.hybrid_mamba() {
+        // Megatron-Core's MambaMixer splits its heads and its B/C groups across TP ranks.
+        check_divides(collector, "plan.tp", tp, "mamba.num_heads", mamba.num_heads);
+        check_divides(collector, "plan.tp", tp, "mamba.num_groups", mamba.num_groups);
+        if cp > 1 {
+            collector.add(
+                "plan.cp",
+                cp,
+                "context parallelism over Mamba-2 layers is not modelled",
+                "set --cp 1 for a model with M layers",
+            );
+        }
+    }
     let pipeline_split = spec.pipeline_split.unwrap_or(PipelineSplit::Even);
     let split_layers = match pipeline_split {
         PipelineSplit::Even | PipelineSplit::Balanced => model.num_layers(),
@@ -339,6 +352,14 @@ pub(super) fn validate_plan(
         }
     };
     let recompute = spec.recompute.unwrap_or(RecomputeKind::None);
+    if recompute == RecomputeKind::Op && model.hybrid().is_some() {
+        collector.add(
+            "plan.recompute",
+            "op",
+            "per-op checkpointing of a hybrid model is not modelled",
+            "use none, selective or full",
+        );
+    }
     let layers_per_stage = split_layers.div_ceil(pp.max(1));
     let recompute_num_layers = match (recompute, spec.recompute_num_layers) {
         (RecomputeKind::Full, Some(n)) if n >= 0 && n as u64 <= layers_per_stage => n as u64,
@@ -712,9 +733,11 @@ fn validate_recompute_modules(
             RecomputeModule::SharedExperts => {
                 moe.is_none_or(|moe| moe.shared_ffn_hidden_size == 0).then_some("shared experts")
             }
-            RecomputeModule::Mlp => {
-                (moe.is_some() && model.dense_layers() == 0).then_some("dense-MLP layers")
-            }
+            RecomputeModule::Mlp => match model.hybrid() {
+                Some(hybrid) => (hybrid.counts()[crate::model::Sublayer::Mlp.index()] == 0)
+                    .then_some("dense-MLP layers"),
+                None => (moe.is_some() && model.dense_layers() == 0).then_some("dense-MLP layers"),
+            },
             RecomputeModule::CoreAttn | RecomputeModule::Layernorm => None,
         };
         if let Some(missing) = missing {

@@ -14,7 +14,8 @@ use super::summary::{GroupSummary, error_summary};
 /// In-sample and held-out error of one kind of row.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct KindAccuracy {
-    /// `all`, `dense`, `moe` or `cp` (context-parallel rows of any architecture).
+    /// `all`, `dense`, `moe`, `hybrid` (Mamba-2 hybrids) or `cp` (context-parallel rows of any
+    /// architecture).
     pub kind: String,
     /// Held-out (leave-one-source-out) statistics: the headline.
     pub held_out: GroupSummary,
@@ -67,6 +68,7 @@ pub(super) fn accuracy(rows: &[CalibrationRow], results: &[RowResult]) -> (Accur
         kind("all", &select(|_| true)),
         kind("dense", &select(|r| r.architecture == "dense")),
         kind("moe", &select(|r| r.architecture == "moe")),
+        kind("hybrid", &select(|r| r.architecture.starts_with("hybrid"))),
         kind("cp", &select(|r| r.context_parallel)),
     ];
     let errors = held_out_errors(results);

@@ -44,6 +44,8 @@ pub enum ArchClass {
     Dense,
     /// Mixture-of-experts transformers.
     Moe,
+    /// Hybrid models with Mamba-2 layers (with or without experts).
+    Hybrid,
 }
 
 impl ArchClass {
@@ -52,15 +54,17 @@ impl ArchClass {
         match arch_type.trim() {
             "dense" => Some(ArchClass::Dense),
             "moe" => Some(ArchClass::Moe),
+            "hybrid-mamba" | "hybrid-mamba-moe" => Some(ArchClass::Hybrid),
             _ => None,
         }
     }
 
-    /// `dense` or `MoE`.
+    /// `dense`, `MoE` or `hybrid`.
     pub fn display_name(self) -> &'static str {
         match self {
             ArchClass::Dense => "dense",
             ArchClass::Moe => "MoE",
+            ArchClass::Hybrid => "hybrid",
         }
     }
 }

@@ -161,21 +161,25 @@ pub(super) fn map_row(
     calibration: &Calibration,
     stack: &Stack,
 ) -> Result<Mapped, String> {
-    let moe = match row.arch_type.trim() {
-        "dense" => false,
-        "moe" => true,
-        other if other.contains("mamba") => {
-            return Err("hybrid Mamba layers are not modelled".into());
-        }
+    let (moe, hybrid) = match row.arch_type.trim() {
+        "dense" => (false, false),
+        "moe" => (true, false),
+        "hybrid-mamba" => (false, true),
+        "hybrid-mamba-moe" => (true, true),
         other => return Err(format!("architecture type `{other}` is not modelled")),
     };
     let defaults = stack.defaults();
     let mut assumptions = Vec::new();
-    let mut model = model_spec(row, &mut assumptions)?;
-    if moe {
-        structure::add_experts(row, &mut model, &mut assumptions)?;
-    }
-    structure::add_attention_notes(row, &mut model, &mut assumptions);
+    let model = if hybrid {
+        structure::hybrid_preset(row, &mut assumptions)?
+    } else {
+        let mut model = model_spec(row, &mut assumptions)?;
+        if moe {
+            structure::add_experts(row, &mut model, &mut assumptions)?;
+        }
+        structure::add_attention_notes(row, &mut model, &mut assumptions);
+        model
+    };
     let (gpu_name, network) =
         gpu_preset(&row.gpu_type).ok_or_else(|| format!("GPU `{}` has no preset", row.gpu_type))?;
     let mut gpu = presets::gpu(gpu_name).map_err(|err| err.to_string())?;
@@ -444,6 +448,9 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         mla: None,
         sliding_window: None,
         mtp_layers: None,
+        mtp_shared_weights: false,
+        hybrid_pattern: None,
+        mamba: None,
     })
 }
 
@@ -617,9 +624,20 @@ mod tests {
         let moe = CalibrationRow { arch_type: "moe".into(), ..dense_row() };
         let reason = evaluate_row(&moe, &Calibration::new(), &stacks()).skipped_reason.unwrap();
         assert!(reason.contains("`num_experts` not stated"), "{reason}");
+        // A hybrid row's shape comes from the preset of its model name: one without is skipped.
         let mamba = CalibrationRow { arch_type: "hybrid-mamba-moe".into(), ..dense_row() };
         let reason = evaluate_row(&mamba, &Calibration::new(), &stacks()).skipped_reason.unwrap();
-        assert!(reason.contains("Mamba"), "{reason}");
+        assert!(reason.contains("has no hybrid preset"), "{reason}");
+        let nano = CalibrationRow {
+            arch_type: "hybrid-mamba-moe".into(),
+            model: "Nemotron_3_Nano".into(),
+            num_gpus: "8".into(),
+            ep: "8".into(),
+            ..dense_row()
+        };
+        let result = evaluate_row(&nano, &Calibration::new(), &stacks());
+        assert_eq!(result.skipped_reason, None);
+        assert!(result.assumptions.iter().any(|a| a.contains("preset nemotron-3-nano")));
         let no_plan = CalibrationRow { tp: String::new(), ..dense_row() };
         let reason = evaluate_row(&no_plan, &Calibration::new(), &stacks()).skipped_reason.unwrap();
         assert!(reason.contains("not stated"), "{reason}");

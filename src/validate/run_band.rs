@@ -13,7 +13,11 @@ pub fn run_stack(run: &Run) -> Option<String> {
 /// The band key of a run.
 pub fn run_band_key(run: &Run) -> BandKey {
     BandKey {
-        class: if run.model().moe().is_some() { ArchClass::Moe } else { ArchClass::Dense },
+        class: match (run.model().hybrid(), run.model().moe()) {
+            (Some(_), _) => ArchClass::Hybrid,
+            (None, Some(_)) => ArchClass::Moe,
+            (None, None) => ArchClass::Dense,
+        },
         generation: run.cluster().gpu().generation(),
         stack: run_stack(run),
     }

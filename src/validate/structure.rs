@@ -56,6 +56,7 @@ pub(super) fn add_experts(
         shared_experts: Some(shared as i64),
         shared_expert_ffn_hidden_size: None,
         dense_layers: Some(dense_layers),
+        latent_size: None,
     });
     assumptions.push(format!(
         "experts: {experts} routed (top-{top_k}, width {expert_ffn}), {shared} shared, {dense_layers} leading dense layers (row columns and notes)"
@@ -125,6 +126,33 @@ pub(super) fn add_attention_notes(
         };
         spec.mtp_layers = Some(mtp);
     }
+}
+
+/// A hybrid row's architecture: the calibration file does not transcribe hybrid shapes, so the
+/// built-in preset of the row's model name is read (`Nemotron_3_5_Lightning` is
+/// `nemotron-3.5-lightning`), each preset with the sources of its shape.
+pub(super) fn hybrid_preset(
+    row: &CalibrationRow,
+    assumptions: &mut Vec<String>,
+) -> Result<ModelSpec, String> {
+    let key = |name: &str| -> String {
+        name.to_ascii_lowercase().chars().filter(char::is_ascii_alphanumeric).collect()
+    };
+    let wanted = key(&row.model);
+    let spec = crate::presets::MODELS
+        .iter()
+        .filter(|preset| key(preset.name) == wanted)
+        .filter_map(|preset| crate::presets::model(preset.name).ok())
+        .find(|spec| spec.hybrid_pattern.is_some())
+        .ok_or_else(|| {
+            format!("hybrid model `{}` has no hybrid preset (shape not in the row)", row.model)
+        })?;
+    assumptions.push(format!(
+        "shape from the preset {} (the row does not state it): {}",
+        spec.name,
+        spec.hybrid_pattern.as_deref().unwrap_or("")
+    ));
+    Ok(spec)
 }
 
 #[cfg(test)]

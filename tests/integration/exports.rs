@@ -240,3 +240,35 @@ fn torchtitan_refuses_what_its_trainer_rejects() {
         .to_string();
     assert!(err.contains("shards parameters over the cp ranks"), "{err}");
 }
+
+/// Nemotron 3 Super (LatentMoE, two MTP modules sharing weights) with ep 64, and Nemotron-H 8B
+/// (Mamba-2 and dense MLPs) with tp 2.
+#[test]
+fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
+    let nemotron_super = run(
+        "nemotron-3-super",
+        64,
+        512,
+        Precision::Bf16,
+        PlanSpec { ep: Some(64), ..PlanSpec::default() },
+    );
+    insta::assert_snapshot!(
+        "megatron_nemotron_3_super",
+        export(Engine::Megatron, &nemotron_super).unwrap()
+    );
+    let nemotronh = run(
+        "nemotronh-8b",
+        16,
+        64,
+        Precision::Bf16,
+        PlanSpec { tp: Some(2), fsdp: Some(true), ..PlanSpec::default() },
+    );
+    let args = export(Engine::Megatron, &nemotronh).unwrap();
+    assert!(args.contains("--hybrid-override-pattern \"M-M-M-M*-"), "{args}");
+    assert!(args.contains("--mamba-num-heads 128"), "{args}");
+    assert!(!args.contains("--num-experts"), "{args}");
+    for engine in [Engine::Torchtitan, Engine::Deepspeed] {
+        let err = export(engine, &nemotronh).unwrap_err().to_string();
+        assert!(err.contains("builds no hybrid"), "{engine:?}: {err}");
+    }
+}

@@ -37,6 +37,7 @@ pub(super) fn moe(config: &mut Config, layers: Option<i64>, ffn: Option<i64>) ->
         shared_experts,
         shared_expert_ffn_hidden_size: shared_width,
         dense_layers,
+        latent_size: None,
     })
 }
 

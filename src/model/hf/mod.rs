@@ -183,6 +183,9 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         mla,
         sliding_window,
         mtp_layers,
+        mtp_shared_weights: false,
+        hybrid_pattern: None,
+        mamba: None,
     })
 }
 

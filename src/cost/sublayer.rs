@@ -1,0 +1,148 @@
+//! The operation tables of a hybrid model's layers (`crate::model::Sublayer`): an attention
+//! block, an MLP, a mixture of experts, or a Mamba-2 mixer, each with its own pre-norm and
+//! residual, as Megatron-Core's hybrid stack runs them.
+//!
+//! The attention, MLP and expert tables are the transformer layer's own blocks (`layer.rs`), so
+//! an attention table plus an MLP table is a transformer layer's table row for row.
+
+use crate::cost::kernels::scan_time;
+use crate::cost::layer::{Ctx, LAYER_ROWS, attention_block, mlp_block};
+use crate::cost::op_table::{OpKind, OpTable, Phase, Rows};
+use crate::model::{Mamba, Sublayer};
+use crate::plan::{Precision, RecomputeModule};
+use crate::run::Run;
+use crate::units::{Bytes, Flops};
+
+/// The operations of one hybrid layer of `kind` for one micro-batch.
+pub fn sublayer(run: &Run, kind: Sublayer, rows: Rows) -> OpTable {
+    let ctx = Ctx::new(run);
+    let model = run.model();
+    let h = model.hidden_size() as f64;
+    let tp = ctx.tp;
+    let mut table = OpTable::with_capacity(rows, LAYER_ROWS);
+    match kind {
+        Sublayer::Attention => {
+            attention_block(&ctx, &mut table);
+            let forward = h + model.attention_output_width() as f64 / tp;
+            let backward = h + (model.query_width() + 2 * model.kv_width()) as f64 / tp;
+            ctx.quantize(&mut table, forward, backward);
+        }
+        Sublayer::Mlp | Sublayer::Moe => {
+            let width = mlp_block(&ctx, &mut table, kind == Sublayer::Mlp);
+            let forward = if width > 0 { h + width as f64 / tp } else { 0.0 };
+            let backward = if width > 0 { h + model.up_width(width) as f64 / tp } else { 0.0 };
+            ctx.quantize(&mut table, forward, backward);
+        }
+        Sublayer::Mamba => {
+            if let Some(mamba) = model.hybrid_mamba() {
+                mamba_block(&ctx, &mut table, mamba);
+            }
+        }
+    }
+    table
+}
+
+/// A Mamba-2 layer: TP collectives, pre-norm, the input projection to z, x, B, C and dt, the
+/// causal depthwise convolution over x, B and C, the chunked scan, the gated norm, the output
+/// projection and the residual add. Tensor parallelism splits the heads and groups (Megatron-Core
+/// `MambaMixer`); sequence parallelism the element-wise work outside them.
+fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
+    let run = ctx.run;
+    let gpu = run.cluster().gpu();
+    let h = run.model().hidden_size() as f64;
+    let (tp, sp) = (ctx.tp, ctx.sp);
+    let act = Precision::ACTIVATION_BYTES;
+    let inner = mamba.inner() as f64 / tp;
+    let channels = mamba.conv_channels() as f64 / tp;
+    ctx.tp_block_comm(table, "tp-mamba");
+    table.enter(Some(RecomputeModule::Layernorm));
+    ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
+    table.enter(None);
+    ctx.gemm(table, "in-proj", mamba.in_projection() as f64 / tp, h);
+    // The causal convolution with its SiLU reads and writes x, B and C.
+    ctx.streaming(table, "conv1d", 2.0 * channels * act);
+    let tokens = ctx.tokens;
+    let heads = mamba.num_heads as f64 / tp;
+    let forward_flops = Flops::new(mamba.scan_flops_per_token() / tp * tokens);
+    let backward_flops = Flops::new(mamba.scan_backward_flops_per_token() / tp * tokens);
+    // The scan reads x, B, C and dt and writes y; the states between chunks go through HBM in
+    // FP32 (written by the chunk-state pass, read by the chunk scan). The backward reads them
+    // again with y's gradient and writes the gradients of x, B, C and dt.
+    let states_per_token =
+        heads * (mamba.head_dim * mamba.state_size) as f64 * 4.0 * 2.0 / mamba.chunk_size as f64;
+    let forward_bytes = Bytes::new(tokens * ((channels + inner + heads) * act + states_per_token));
+    let backward_bytes = forward_bytes * 2.0;
+    for (phase, flops, bytes) in [
+        (Phase::Forward, forward_flops, forward_bytes),
+        (Phase::Backward, backward_flops, backward_bytes),
+    ] {
+        let time = scan_time(gpu, flops, bytes);
+        table.push("ssd-scan", phase, OpKind::Attention, flops, bytes, time);
+    }
+    // The gated RMSNorm: y and z in, the normalized product out.
+    ctx.streaming(table, "gated-norm", 3.0 * inner * act);
+    ctx.gemm(table, "out-proj", h, inner);
+    ctx.streaming(table, "residual", 3.0 * h * act / sp);
+    ctx.quantize(table, h + inner, h + mamba.in_projection() as f64 / tp);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost::layer::transformer_layer;
+    use crate::cost::work::Tables;
+    use crate::model::ModelSpec;
+    use crate::plan::PlanSpec;
+    use crate::run::test_spec;
+
+    fn run(model: ModelSpec, plan: PlanSpec) -> Run {
+        let spec = test_spec("llama3.1-8b", 16, 8192, 64, 1, plan);
+        Run::from_spec(&crate::run::RunSpec { model, ..spec }).unwrap()
+    }
+
+    #[test]
+    fn an_attention_table_and_an_mlp_table_are_a_transformer_layer() {
+        // "**--" keeps the hybrid path (it is not pairs of "*-"), over the same blocks.
+        let llama = crate::presets::model("llama3.1-8b").unwrap();
+        let hybrid =
+            ModelSpec { num_layers: 4, hybrid_pattern: Some("**--".into()), ..llama.clone() };
+        let plan = PlanSpec { tp: Some(2), sequence_parallel: Some(true), ..PlanSpec::default() };
+        let run = run(hybrid, plan);
+        let attention = sublayer(&run, Sublayer::Attention, Rows::TotalsOnly).totals;
+        let mlp = sublayer(&run, Sublayer::Mlp, Rows::TotalsOnly).totals;
+        let layer = transformer_layer(&run, true, Rows::TotalsOnly).totals;
+        for phase in [Phase::Forward, Phase::Backward] {
+            let (a, m, l) = (attention.phase(phase), mlp.phase(phase), layer.phase(phase));
+            for (sum, whole) in [
+                (a.compute + m.compute, l.compute),
+                (a.tp + m.tp, l.tp),
+                (a.attention + m.attention, l.attention),
+                (a.memory + m.memory, l.memory),
+            ] {
+                assert!((sum - whole).value().abs() <= 1e-12 * whole.value().max(1e-30));
+            }
+        }
+        // Segments of the hybrid price 2 attention and 2 MLP tables, nothing else.
+        let tables = Tables::new(&run);
+        assert!(tables.sublayers.is_some());
+    }
+
+    #[test]
+    fn a_mamba_layer_prices_its_projections_scan_and_norms() {
+        let nano = crate::presets::model("nemotron-3-nano").unwrap();
+        let plan = PlanSpec { ep: Some(8), ..PlanSpec::default() };
+        let run = run(nano, plan);
+        let table = sublayer(&run, Sublayer::Mamba, Rows::Keep);
+        let names: Vec<&str> =
+            table.ops.iter().filter(|op| op.phase == Phase::Forward).map(|op| op.name).collect();
+        assert_eq!(
+            names,
+            ["input-norm", "in-proj", "conv1d", "ssd-scan", "gated-norm", "out-proj", "residual"]
+        );
+        // The in-projection: 2688 -> 2 x 4096 + 2 x 8 x 128 + 64 over 8192 tokens.
+        let in_proj = table.ops.iter().find(|op| op.name == "in-proj").unwrap();
+        assert_eq!(in_proj.flops.value(), 2.0 * 8192.0 * 2688.0 * 10304.0);
+        let scan: Vec<_> = table.ops.iter().filter(|op| op.name == "ssd-scan").collect();
+        assert!(scan[1].time > scan[0].time * 2.0, "the backward does 2.6x the forward's work");
+    }
+}

@@ -1,0 +1,393 @@
+//! Hybrid models (Nemotron-H, Nemotron 3): a layer pattern of Mamba-2, attention, MLP and MoE
+//! layers in any order, as Megatron-LM's `--hybrid-override-pattern` writes it, and the Mamba-2
+//! mixer's sizes.
+//!
+//! In a hybrid model each pattern symbol is one layer with its own pre-norm and residual: `*` is
+//! an attention block alone and `-` an MLP alone, so a GPT layer is the pair `*-`. A pattern that
+//! is only such pairs (`*-` repeated, or `*E` for an MoE model) is the plain transformer and is
+//! validated as one, so it prices exactly as the model without a pattern.
+
+use serde::{Deserialize, Serialize};
+
+use crate::violation::Collector;
+
+/// One layer of a hybrid pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Sublayer {
+    /// A Mamba-2 mixer (`M`).
+    Mamba,
+    /// A self-attention block (`*`).
+    Attention,
+    /// A dense MLP (`-`).
+    Mlp,
+    /// A mixture of experts (`E`).
+    Moe,
+}
+
+impl Sublayer {
+    /// Every kind, in the order counts are kept.
+    pub const ALL: [Sublayer; 4] =
+        [Sublayer::Mamba, Sublayer::Attention, Sublayer::Mlp, Sublayer::Moe];
+
+    /// Position in [`Sublayer::ALL`] and in every per-kind count.
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The pattern symbol.
+    pub fn symbol(self) -> char {
+        match self {
+            Sublayer::Mamba => 'M',
+            Sublayer::Attention => '*',
+            Sublayer::Mlp => '-',
+            Sublayer::Moe => 'E',
+        }
+    }
+
+    fn from_symbol(symbol: char) -> Option<Sublayer> {
+        Sublayer::ALL.into_iter().find(|kind| kind.symbol() == symbol)
+    }
+}
+
+/// Layers of each kind in a run of consecutive layers, indexed by [`Sublayer::index`].
+pub type SublayerCounts = [u64; 4];
+
+/// The Mamba-2 mixer as written in a file (Megatron-LM `--mamba-num-heads`, `--mamba-head-dim`,
+/// `--mamba-state-dim`, `--mamba-num-groups`; Hugging Face `mamba_num_heads`, `mamba_head_dim`,
+/// `ssm_state_size`, `n_groups`, `conv_kernel`, `chunk_size`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MambaSpec {
+    /// SSM heads (the inner width is `num_heads x head_dim`).
+    pub num_heads: i64,
+    /// Width of one SSM head.
+    pub head_dim: i64,
+    /// State size per group (`d_state`).
+    pub state_size: i64,
+    /// Groups sharing the B and C projections (`n_groups`; default 8, Megatron-LM's).
+    #[serde(default)]
+    pub num_groups: Option<i64>,
+    /// Width of the causal depthwise convolution (`d_conv`; default 4).
+    #[serde(default)]
+    pub conv_kernel: Option<i64>,
+    /// Chunk length of the chunked state-space scan (default 128, Megatron-LM's).
+    #[serde(default)]
+    pub chunk_size: Option<i64>,
+}
+
+/// Validated Mamba-2 mixer sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Mamba {
+    /// SSM heads.
+    pub num_heads: u64,
+    /// Width of one head.
+    pub head_dim: u64,
+    /// State size per group.
+    pub state_size: u64,
+    /// Groups sharing B and C.
+    pub num_groups: u64,
+    /// Convolution width.
+    pub conv_kernel: u64,
+    /// Scan chunk length.
+    pub chunk_size: u64,
+}
+
+impl Mamba {
+    /// Inner width `num_heads x head_dim` (the x and z streams).
+    pub fn inner(&self) -> u64 {
+        self.num_heads * self.head_dim
+    }
+
+    /// Width of the B and C streams together (`2 x groups x state`).
+    pub fn bc(&self) -> u64 {
+        2 * self.num_groups * self.state_size
+    }
+
+    /// Channels the convolution runs over: x, B and C.
+    pub fn conv_channels(&self) -> u64 {
+        self.inner() + self.bc()
+    }
+
+    /// Output width of the input projection: z, x, B, C and one dt per head.
+    pub fn in_projection(&self) -> u64 {
+        2 * self.inner() + self.bc() + self.num_heads
+    }
+
+    /// Parameters of one Mamba-2 layer besides its pre-norm: the input projection, the
+    /// convolution's weights and biases, dt bias, A and D per head, the gated norm over the inner
+    /// width and the output projection.
+    pub fn params(&self, hidden: u64) -> u64 {
+        let conv = self.conv_channels() * (self.conv_kernel + 1);
+        hidden * self.in_projection()
+            + conv
+            + 3 * self.num_heads
+            + self.inner()
+            + self.inner() * hidden
+    }
+
+    /// Forward FLOPs per token of the chunked scan's matmuls (SSD, Dao and Gu 2024, section 6,
+    /// counted kernel by kernel over mamba_ssm's `_mamba_chunk_scan_combined_fwd`): per head
+    /// each chunk's state `B^T x` and its read by `C` (`2 P N` each), the next chunk's read of
+    /// the passed state (`2 P N`) less the causal half of the `Q x Q` scan against x (`Q P`);
+    /// per group the full `C B^T` block (`2 Q N`).
+    pub fn scan_flops_per_token(&self) -> f64 {
+        let (q, n, p) = (self.chunk_size as f64, self.state_size as f64, self.head_dim as f64);
+        let (heads, groups) = (self.num_heads as f64, self.num_groups as f64);
+        heads * (4.0 * p * n + q * p) + 2.0 * groups * q * n
+    }
+
+    /// Backward FLOPs per token of the chunked scan (`_mamba_chunk_scan_combined_bwd`: the
+    /// forward's states recomputed, then the gradients of x, B, C, dt and the states), about
+    /// 2.6 times the forward's.
+    pub fn scan_backward_flops_per_token(&self) -> f64 {
+        let (q, n, p) = (self.chunk_size as f64, self.state_size as f64, self.head_dim as f64);
+        let (heads, groups) = (self.num_heads as f64, self.num_groups as f64);
+        heads * (10.0 * p * n + 3.0 * q * p) + 6.0 * groups * q * n
+    }
+
+    /// Forward FLOPs per token of the depthwise convolution.
+    pub fn conv_flops_per_token(&self) -> f64 {
+        2.0 * (self.conv_channels() * self.conv_kernel) as f64
+    }
+}
+
+/// A validated hybrid layout.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hybrid {
+    /// One kind per layer, first to last.
+    pub pattern: Vec<Sublayer>,
+    /// The Mamba-2 mixer (`None` when the pattern has no `M`).
+    pub mamba: Option<Mamba>,
+}
+
+impl Hybrid {
+    /// Layers of each kind among `count` layers from layer `first`.
+    pub fn counts_in(&self, first: u64, count: u64) -> SublayerCounts {
+        let mut counts = [0; 4];
+        let start = (first as usize).min(self.pattern.len());
+        let end = (first.saturating_add(count) as usize).min(self.pattern.len());
+        for kind in &self.pattern[start..end] {
+            counts[kind.index()] += 1;
+        }
+        counts
+    }
+
+    /// Layers of each kind in the whole model.
+    pub fn counts(&self) -> SublayerCounts {
+        self.counts_in(0, self.pattern.len() as u64)
+    }
+
+    /// The pattern as Megatron-LM writes it.
+    pub fn pattern_text(&self) -> String {
+        self.pattern.iter().map(|kind| kind.symbol()).collect()
+    }
+}
+
+/// What validating a pattern gives: a hybrid layout, or the plain transformer it spells.
+pub(super) enum Layout {
+    /// Pairs of attention and MLP (or MoE) only: `layers` plain transformer layers.
+    Transformer { layers: u64 },
+    /// A true hybrid.
+    Hybrid(Hybrid),
+}
+
+/// Checks a pattern against the rest of the model: every symbol known, its length `num_layers`,
+/// Mamba sizes present exactly when `M` occurs, experts present exactly when `E` occurs.
+pub(super) fn validate(
+    collector: &mut Collector,
+    pattern: &str,
+    num_layers: i64,
+    mamba: Option<&MambaSpec>,
+    has_moe: bool,
+) -> Layout {
+    let mut kinds = Vec::with_capacity(pattern.len().min(crate::limits::LAYERS as usize));
+    for (position, symbol) in pattern.chars().enumerate() {
+        if position as u64 >= crate::limits::LAYERS {
+            collector.add(
+                "model.hybrid_pattern",
+                format!("({} symbols)", pattern.chars().count()),
+                format!(
+                    "is longer than the largest layer count meshplan prices, {}",
+                    crate::limits::LAYERS
+                ),
+                format!("give at most {} layers", crate::limits::LAYERS),
+            );
+            break;
+        }
+        match Sublayer::from_symbol(symbol) {
+            Some(kind) => kinds.push(kind),
+            None => collector.add(
+                "model.hybrid_pattern",
+                pattern,
+                format!("has the unknown symbol `{symbol}` at layer {position}"),
+                "use M (Mamba-2), * (attention), - (MLP) and E (mixture of experts); drop the `|` pipeline separators",
+            ),
+        }
+    }
+    if kinds.is_empty() {
+        collector.add(
+            "model.hybrid_pattern",
+            format!("\"{pattern}\""),
+            "has no layers",
+            "give one symbol per layer, e.g. \"M-M*-\"",
+        );
+    }
+    if num_layers > 0 && kinds.len() as i64 != num_layers && kinds.len() == pattern.chars().count()
+    {
+        collector.add(
+            "model.num_layers",
+            num_layers,
+            format!("differs from the pattern's {} layers", kinds.len()),
+            "count every symbol of the pattern as one layer (Megatron-LM's --num-layers)",
+        );
+    }
+    let has = |kind: Sublayer| kinds.contains(&kind);
+    match (has(Sublayer::Mamba), mamba) {
+        (true, None) => collector.add(
+            "model.mamba",
+            "(unset)",
+            "is required by the pattern's M layers",
+            "add a [mamba] table with num_heads, head_dim and state_size",
+        ),
+        (false, Some(_)) => collector.add(
+            "model.mamba",
+            "(set)",
+            "is unused: the pattern has no M layer",
+            "remove the [mamba] table or add M layers to the pattern",
+        ),
+        _ => {}
+    }
+    if has(Sublayer::Moe) != has_moe {
+        let (value, message, hint) = if has_moe {
+            ("(set)", "is unused: the pattern has no E layer", "remove [moe] or add E layers")
+        } else {
+            ("(unset)", "is required by the pattern's E layers", "add a [moe] table")
+        };
+        collector.add("model.moe", value, message, hint);
+    }
+    let mamba = mamba.map(|spec| validate_mamba(collector, spec));
+    let pairs = kinds.len() % 2 == 0
+        && kinds.chunks(2).all(|pair| {
+            pair[0] == Sublayer::Attention
+                && pair[1] == if has_moe { Sublayer::Moe } else { Sublayer::Mlp }
+        });
+    if pairs && !kinds.is_empty() {
+        return Layout::Transformer { layers: kinds.len() as u64 / 2 };
+    }
+    Layout::Hybrid(Hybrid { pattern: kinds, mamba })
+}
+
+fn validate_mamba(collector: &mut Collector, spec: &MambaSpec) -> Mamba {
+    let field = |collector: &mut Collector, name: &str, value: i64| {
+        super::positive(collector, &format!("mamba.{name}"), value)
+    };
+    let num_heads = field(collector, "num_heads", spec.num_heads);
+    let head_dim = field(collector, "head_dim", spec.head_dim);
+    let state_size = field(collector, "state_size", spec.state_size);
+    let num_groups = field(collector, "num_groups", spec.num_groups.unwrap_or(8));
+    let conv_kernel = field(collector, "conv_kernel", spec.conv_kernel.unwrap_or(4));
+    let chunk_size = field(collector, "chunk_size", spec.chunk_size.unwrap_or(128));
+    if spec.num_heads > 0 && num_groups > 0 && !num_heads.is_multiple_of(num_groups) {
+        collector.add(
+            "model.mamba.num_groups",
+            num_groups,
+            format!("does not divide num_heads {num_heads}"),
+            "each group of B and C serves a whole number of heads",
+        );
+    }
+    Mamba { num_heads, head_dim, state_size, num_groups, conv_kernel, chunk_size }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::model::{Model, ModelSpec, MoeSpec, Sublayer};
+    use crate::presets;
+
+    fn nano() -> ModelSpec {
+        presets::model("nemotron-3-nano").unwrap()
+    }
+
+    fn problems(spec: &ModelSpec) -> Vec<String> {
+        let errors = Model::from_spec(spec).unwrap_err();
+        assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
+        errors.list().iter().map(|v| format!("{} = {}: {}", v.field, v.value, v.message)).collect()
+    }
+
+    #[test]
+    fn a_pattern_is_checked_symbol_by_symbol_against_the_rest_of_the_model() {
+        let mut bad = nano();
+        bad.hybrid_pattern = Some("MEX*".into());
+        bad.num_layers = 5;
+        bad.mamba = None;
+        let found = problems(&bad);
+        for expected in [
+            "model.hybrid_pattern = MEX*: has the unknown symbol `X` at layer 2",
+            "model.mamba = (unset): is required by the pattern's M layers",
+        ] {
+            assert!(found.iter().any(|f| f == expected), "{expected} not in {found:?}");
+        }
+        let mut counted = nano();
+        counted.num_layers = 50;
+        assert!(
+            problems(&counted).iter().any(|f| f.contains("differs from the pattern's 52 layers"))
+        );
+        let mut no_experts = nano();
+        no_experts.moe = None;
+        assert!(problems(&no_experts).iter().any(|f| f.starts_with("model.moe = (unset)")));
+        let mut stray = presets::model("llama3.1-8b").unwrap();
+        stray.mamba = nano().mamba;
+        assert!(problems(&stray).iter().any(|f| f.contains("needs a hybrid_pattern")));
+        let mut groups = nano();
+        groups.mamba.as_mut().unwrap().num_groups = Some(7);
+        assert!(problems(&groups).iter().any(|f| f.contains("does not divide num_heads 64")));
+    }
+
+    #[test]
+    fn attention_and_mlp_pairs_are_the_plain_transformer() {
+        let plain = presets::model("llama3.1-8b").unwrap();
+        let paired =
+            ModelSpec { num_layers: 64, hybrid_pattern: Some("*-".repeat(32)), ..plain.clone() };
+        assert_eq!(Model::from_spec(&paired).unwrap(), Model::from_spec(&plain).unwrap());
+        let qwen = presets::model("qwen3-30b-a3b").unwrap();
+        let experts =
+            ModelSpec { num_layers: 96, hybrid_pattern: Some("*E".repeat(48)), ..qwen.clone() };
+        assert_eq!(Model::from_spec(&experts).unwrap(), Model::from_spec(&qwen).unwrap());
+        // Out of order, the same layers are a hybrid.
+        let reordered =
+            ModelSpec { hybrid_pattern: Some("**".to_owned() + &"-*".repeat(30) + "--"), ..paired };
+        let hybrid = Model::from_spec(&reordered).unwrap();
+        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0]);
+        assert_eq!(hybrid.num_layers(), 64);
+    }
+
+    #[test]
+    fn mamba2_scan_flops_follow_the_kernels_count() {
+        // Nemotron-H 8B (H 128, P 64, N 128, G 8, Q 128): H (4PN + QP) + 2GQN = 5.5M forward, and
+        // the in- and out-projections 152M and 67M FLOPs per token (2 x 4096 x 18560, 2 x 8192 x
+        // 4096).
+        let model = Model::from_spec(&presets::model("nemotronh-8b").unwrap()).unwrap();
+        let mamba = model.hybrid_mamba().unwrap();
+        assert_eq!(
+            mamba.scan_flops_per_token(),
+            128.0 * (4.0 * 64.0 * 128.0 + 128.0 * 64.0) + 2.0 * 8.0 * 128.0 * 128.0
+        );
+        assert!((mamba.scan_flops_per_token() - 5.5e6).abs() < 0.05e6);
+        let ratio = mamba.scan_backward_flops_per_token() / mamba.scan_flops_per_token();
+        assert!((ratio - 2.6).abs() < 0.1, "{ratio}");
+        assert_eq!(
+            model.sublayer_gemm_flops_per_token(Sublayer::Mamba),
+            2.0 * 4096.0 * (18560.0 + 8192.0)
+        );
+    }
+
+    #[test]
+    fn latent_experts_work_in_the_latent_width() {
+        let super_ = Model::from_spec(&presets::model("nemotron-3-super").unwrap()).unwrap();
+        assert_eq!(super_.expert_width(), 1024);
+        assert_eq!(super_.expert_params(), 2 * 1024 * 2688);
+        assert_eq!(super_.latent_projection_params(), 2 * 4096 * 1024);
+        let mut spec = nano();
+        spec.moe = Some(MoeSpec { latent_size: Some(0), ..spec.moe.unwrap() });
+        assert!(problems(&spec).iter().any(|f| f.starts_with("model.moe.latent_size = 0")));
+    }
+}
