@@ -405,7 +405,7 @@ impl ActivationBytes {
         let layers = segment.layers;
         if let Some(kinds) = &self.sublayers {
             let all: Bytes =
-                segment.sublayers.iter().zip(kinds).map(|(&n, &bytes)| bytes * n).sum();
+                segment.sublayers.iter().zip(kinds).map(|(&n, &bytes)| bytes * f64::from(n)).sum();
             return match self.recompute {
                 RecomputeKind::Full => {
                     let recomputed = segment.recomputed_layers.min(layers);

@@ -198,9 +198,11 @@ pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) ->
         dense: dense_layers * layer.dense_layer + moe_layers * moe.dense,
         expert: moe_layers * moe.expert,
     };
-    for (count, kind) in segment.sublayers.iter().zip(&layer.sublayers) {
-        params.dense += count * kind.dense;
-        params.expert += count * kind.expert;
+    if model.hybrid().is_some() {
+        for (count, kind) in segment.sublayers.iter().zip(&layer.sublayers) {
+            params.dense += f64::from(*count) * kind.dense;
+            params.expert += f64::from(*count) * kind.expert;
+        }
     }
     let vocab_rows = layer.vocab_rows;
     if segment.first {

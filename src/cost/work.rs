@@ -2,9 +2,11 @@
 //! chunk), by phase: the numbers both the closed-form step time (`step.rs`) and the event
 //! simulator (`crate::sim`) are built from, so the two share one cost model.
 
+use arrayvec::ArrayVec;
+
 use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
 use crate::cost::sublayer::sublayer;
-use crate::model::Sublayer;
+use crate::model::{Sublayer, SublayerCounts};
 use crate::plan::RecomputeKind;
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
@@ -72,32 +74,37 @@ impl Tables {
     }
 
     /// Every table a segment runs, with how many times one micro-batch runs it (absent tables
-    /// count zero times).
-    pub fn parts(&self, run: &Run, segment: &Segment) -> [Part<'_>; 10] {
+    /// count zero times): a transformer's six parts, then a hybrid model's four layer kinds.
+    pub fn parts(&self, run: &Run, segment: &Segment) -> ArrayVec<Part<'_>, 10> {
         let mtp = if segment.last { run.model().mtp_layers() as f64 } else { 0.0 };
         // A hybrid segment's layers are all counted by kind: no transformer layer is left.
-        let transformer = segment.layers - segment.sublayers.iter().sum::<f64>();
+        let transformer = match &self.sublayers {
+            Some(_) => {
+                segment.layers - segment.sublayers.iter().map(|&n| f64::from(n)).sum::<f64>()
+            }
+            None => segment.layers,
+        };
         let (moe_layers, dense_layers, dense) = match &self.dense_layer {
             Some(dense) => (transformer - segment.dense_layers, segment.dense_layers, dense),
             None => (transformer, 0.0, &self.layer),
         };
         let part = |table, count, layer| Part { table, count, layer };
-        let kind = |index: usize| match &self.sublayers {
-            Some(tables) => part(&tables[index], segment.sublayers[index], true),
-            None => part(&self.layer, 0.0, true),
-        };
-        [
+        let mut parts = ArrayVec::new();
+        parts.extend([
             part(&self.layer, moe_layers, true),
             part(dense, dense_layers, true),
             part(&self.embedding, if segment.first { 1.0 } else { 0.0 }, false),
             part(&self.head, if segment.last { 1.0 + mtp } else { 0.0 }, false),
             part(&self.layer, mtp, false),
             part(&self.mtp, mtp, false),
-            kind(0),
-            kind(1),
-            kind(2),
-            kind(3),
-        ]
+        ]);
+        // Only a hybrid model has tables by kind: other models price the six parts alone.
+        if let Some(tables) = &self.sublayers {
+            for (table, &count) in tables.iter().zip(&segment.sublayers) {
+                parts.push(part(table, f64::from(count), true));
+            }
+        }
+        parts
     }
 }
 
@@ -109,7 +116,7 @@ pub struct Segment {
     /// Layers among them with a dense MLP in an MoE model (0 for dense models).
     pub dense_layers: f64,
     /// A hybrid model's layers among them by kind ([`Sublayer::index`]; all zero otherwise).
-    pub sublayers: [f64; 4],
+    pub sublayers: SublayerCounts,
     /// Layers among them that recompute their forward under full recompute.
     pub recomputed_layers: f64,
     /// Whether it holds the input embedding.
@@ -262,7 +269,7 @@ pub fn stage_segments(run: &Run) -> Vec<Segment> {
         .map(|(stage, counts)| Segment {
             layers: counts.layers as f64,
             dense_layers: counts.dense as f64,
-            sublayers: counts.sublayers.map(|count| count as f64),
+            sublayers: counts.sublayers,
             recomputed_layers: recompute.min(counts.layers as f64),
             first: stage == 0,
             last: stage == last,
@@ -284,7 +291,7 @@ pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
         .enumerate()
         .map(|(position, &count)| {
             let dense = if moe { run.dense_layers_in(first_layer, count) } else { 0 };
-            let sublayers = run.sublayers_in(first_layer, count).map(|count| count as f64);
+            let sublayers = run.sublayers_in(first_layer, count);
             first_layer += count;
             Segment {
                 layers: count as f64,

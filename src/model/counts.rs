@@ -294,7 +294,7 @@ impl Model {
     pub fn active_params(&self) -> u64 {
         if let Some(hybrid) = self.hybrid() {
             let counts = hybrid.counts();
-            let routed = counts[Sublayer::Moe.index()];
+            let routed = u64::from(counts[Sublayer::Moe.index()]);
             return self.params_without_mtp() - routed * self.sublayer_params(Sublayer::Moe)
                 + routed * self.sublayer_active_params(Sublayer::Moe);
         }
@@ -309,7 +309,7 @@ impl Model {
                 let counts = hybrid.counts();
                 Sublayer::ALL
                     .iter()
-                    .map(|&kind| counts[kind.index()] * self.sublayer_params(kind))
+                    .map(|&kind| u64::from(counts[kind.index()]) * self.sublayer_params(kind))
                     .sum()
             }
             None => {
@@ -398,7 +398,7 @@ impl Model {
     /// Layers with an attention block (every layer unless the model is hybrid).
     pub fn attention_layers(&self) -> u64 {
         match self.hybrid() {
-            Some(hybrid) => hybrid.counts()[Sublayer::Attention.index()],
+            Some(hybrid) => u64::from(hybrid.counts()[Sublayer::Attention.index()]),
             None => self.num_layers(),
         }
     }
@@ -412,7 +412,7 @@ impl Model {
                 let total: f64 = Sublayer::ALL
                     .iter()
                     .map(|&kind| {
-                        counts[kind.index()] as f64
+                        f64::from(counts[kind.index()])
                             * (self.sublayer_gemm_flops_per_token(kind)
                                 + self.sublayer_core_flops_per_token(kind, seq_len))
                     })
@@ -448,7 +448,9 @@ impl Model {
             let counts = hybrid.counts();
             let total: f64 = Sublayer::ALL
                 .iter()
-                .map(|&kind| counts[kind.index()] as f64 * self.sublayer_gemm_flops_per_token(kind))
+                .map(|&kind| {
+                    f64::from(counts[kind.index()]) * self.sublayer_gemm_flops_per_token(kind)
+                })
                 .sum();
             return total / self.num_layers() as f64;
         }

@@ -49,8 +49,9 @@ impl Sublayer {
     }
 }
 
-/// Layers of each kind in a run of consecutive layers, indexed by [`Sublayer::index`].
-pub type SublayerCounts = [u64; 4];
+/// Layers of each kind in a run of consecutive layers, indexed by [`Sublayer::index`] (each at
+/// most the pattern's length, which `limits::LAYERS` bounds far below `u16::MAX`).
+pub type SublayerCounts = [u16; 4];
 
 /// The Mamba-2 mixer as written in a file (Megatron-LM `--mamba-num-heads`, `--mamba-head-dim`,
 /// `--mamba-state-dim`, `--mamba-num-groups`; Hugging Face `mamba_num_heads`, `mamba_head_dim`,

@@ -438,7 +438,8 @@ mod tests {
                     // A hybrid stage's layers are all counted by kind, the model's M, * and -.
                     if run.model().hybrid().is_some() {
                         for stage in run.stage_layer_counts() {
-                            assert_eq!(stage.sublayers.iter().sum::<u64>(), stage.layers);
+                            let sum: u64 = stage.sublayers.iter().map(|&n| u64::from(n)).sum();
+                            assert_eq!(sum, stage.layers);
                         }
                         let kinds = run.stage_layer_counts().iter().fold([0; 4], |mut sum, s| {
                             (0..4).for_each(|k| sum[k] += s.sublayers[k]);

@@ -61,8 +61,14 @@ fn top_k(config: &mut Config) -> Option<i64> {
 }
 
 /// DeepSeek's `n_shared_experts` (each as wide as a routed expert) or Qwen2-MoE's
-/// `shared_expert_intermediate_size` (one shared expert of that total width).
+/// `shared_expert_intermediate_size` (Nemotron-H's `moe_shared_expert_intermediate_size`: one
+/// shared expert of that total width).
 fn shared_experts(config: &mut Config) -> (Option<i64>, Option<i64>) {
+    // Nemotron-H states both: one shared expert, and its width.
+    if let Some(width) = config.int(&["moe_shared_expert_intermediate_size"]) {
+        let count = config.int(&["n_shared_experts"]).unwrap_or(1);
+        return if width > 0 { (Some(count), Some(width)) } else { (None, None) };
+    }
     if let Some(count) = config.int(&["n_shared_experts"]) {
         return (Some(count), None);
     }

@@ -3,13 +3,15 @@
 //! Field names follow `reference/formats-and-hardware.md` section 1: Llama / Mistral / Qwen2 /
 //! Qwen3 names, GPT-2 (`n_layer`, `n_embd`, ...) and GPT-NeoX names, the mixture-of-experts,
 //! latent-attention and multi-token-prediction fields of Mixtral, Qwen2/3-MoE, DeepSeek-V3,
-//! Kimi-K2 and GPT-OSS (`experts.rs`), sliding windows and `layer_types` (`window.rs`), with the
+//! Kimi-K2 and GPT-OSS (`experts.rs`), sliding windows and `layer_types` (`window.rs`), the
+//! hybrid pattern and Mamba-2 mixer of Nemotron-H and Nemotron 3 (`hybrid.rs`), with the
 //! text model of a vision-language config read from `text_config`. Every key is either mapped,
 //! known not to change the architecture (`keys.rs`), or an error naming it; so is a mapped value
 //! whose layout the spec cannot represent (experts on every other layer, an irregular mix of
 //! windowed and full layers): nothing that may change what is being trained is silently ignored.
 
 mod experts;
+mod hybrid;
 mod keys;
 mod window;
 
@@ -142,9 +144,13 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     let vocab = config.required(&["vocab_size"], "");
     let ffn = config.int(&["intermediate_size", "n_inner"]);
     let kv_heads = config.int(&["num_key_value_heads"]);
-    let head_dim = config.int(&["head_dim"]);
+    let head_dim = config.int(&["head_dim", "attention_head_dim"]);
     let max_positions = config.int(&["max_position_embeddings", "n_positions"]);
-    let moe = experts::moe(config, layers, ffn);
+    let mut moe = experts::moe(config, layers, ffn);
+    if let Some(moe) = moe.as_mut() {
+        moe.latent_size = hybrid::latent_size(config);
+    }
+    let (hybrid_pattern, mamba) = hybrid::hybrid(config, hidden);
     let mla = experts::mla(config);
     let mtp_layers = experts::mtp_layers(config);
     let sliding_window = window::sliding_window(config, layers);
@@ -174,6 +180,9 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         position_embedding: Some(match model_type.as_str() {
             "gpt2" => PositionEmbedding::Learned,
             "bloom" => PositionEmbedding::Alibi,
+            // Nemotron-H and Nemotron 3 have no position embedding (the Mamba layers order
+            // the tokens).
+            kind if hybrid::is_hybrid_type(kind) => PositionEmbedding::None,
             _ => PositionEmbedding::Rope,
         }),
         tied_embeddings: tied_embeddings(config),
@@ -184,8 +193,8 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         sliding_window,
         mtp_layers,
         mtp_shared_weights: false,
-        hybrid_pattern: None,
-        mamba: None,
+        hybrid_pattern,
+        mamba,
     })
 }
 
@@ -232,9 +241,10 @@ const GATED_FAMILIES: [&str; 22] = [
     "cohere",
 ];
 
-/// Architectures whose MLP is plain (two matrices): GPT-2-style models and Nemotron's squared ReLU.
-const PLAIN_FAMILIES: [&str; 7] =
-    ["gpt2", "gpt_neox", "gptj", "bloom", "opt", "falcon", "nemotron"];
+/// Architectures whose MLP is plain (two matrices): GPT-2-style models and Nemotron's and
+/// Nemotron-H's squared ReLU.
+const PLAIN_FAMILIES: [&str; 8] =
+    ["gpt2", "gpt_neox", "gptj", "bloom", "opt", "falcon", "nemotron", "nemotron_h"];
 
 /// The keys that name the MLP's activation, the one transformers reads first: Gemma 2 and 3
 /// write `hidden_activation` (Gemma 1 beside a legacy `hidden_act`), GPT-2-style configs
@@ -301,7 +311,11 @@ fn tied_embeddings(config: &mut Config) -> bool {
 
 /// `attention_bias` (Llama, GPT-OSS) or `bias` (GPT-NeoX-style); GPT-2-style models have biases.
 fn linear_bias(config: &mut Config, gpt_style: bool) -> bool {
-    config.flag("attention_bias").or_else(|| config.flag("bias")).unwrap_or(gpt_style)
+    config
+        .flag("attention_bias")
+        .or_else(|| config.flag("bias"))
+        .or_else(|| config.flag("use_bias"))
+        .unwrap_or(gpt_style)
 }
 
 #[cfg(test)]

@@ -12,6 +12,8 @@ const MIXTRAL_8X7B: &str = include_str!("../../../tests/fixtures/hf/mixtral-8x7b
 const GPT_OSS_120B: &str = include_str!("../../../tests/fixtures/hf/gpt-oss-120b.json");
 const LLAMA_405B: &str = include_str!("../../../tests/fixtures/hf/llama3.1-405b.json");
 const QWEN2_VL_7B: &str = include_str!("../../../tests/fixtures/hf/qwen2-vl-7b-instruct.json");
+const NEMOTRON_3_NANO: &str =
+    include_str!("../../../tests/fixtures/hf/nemotron-3-nano-30b-a3b.json");
 
 fn model(text: &str, name: &str) -> Model {
     let spec = from_hf_config(text, name).unwrap_or_else(|e| panic!("{name}: {e}"));
@@ -308,4 +310,39 @@ fn gemma_3_names_its_activation_hidden_activation_and_every_activation_key_is_ch
     assert_eq!(problem_fields(&both), ["config.hidden_act"]);
     let number = with(gemma3, "hidden_act", 3.into());
     assert_eq!(problem_fields(&number), ["config.hidden_act"]);
+}
+
+#[test]
+fn nemotron_h_configs_read_their_pattern_mamba_mixer_and_experts() {
+    let (read, preset) = (model(NEMOTRON_3_NANO, "nemotron-3-nano"), preset("nemotron-3-nano"));
+    assert_eq!(read.hybrid(), preset.hybrid());
+    assert_eq!(read.moe(), preset.moe());
+    assert_eq!(read.position_embedding(), PositionEmbedding::None);
+    assert_eq!(read.total_params(), preset.total_params());
+    assert_eq!(read.active_params(), preset.active_params());
+    assert_eq!(read.training_flops_per_token(8192), preset.training_flops_per_token(8192));
+    assert_near("nemotron-3-nano", "total", read.total_params(), 31.6e9, 0.01);
+    // transformers >= 5 lists the layers by name instead of the pattern; the same model.
+    let mut config: serde_json::Value = serde_json::from_str(NEMOTRON_3_NANO).unwrap();
+    let object = config.as_object_mut().unwrap();
+    let pattern = object.remove("hybrid_override_pattern").unwrap();
+    let names: Vec<&str> = pattern
+        .as_str()
+        .unwrap()
+        .chars()
+        .map(|symbol| match symbol {
+            'M' => "mamba",
+            '*' => "attention",
+            _ => "moe",
+        })
+        .collect();
+    object.insert("layers_block_type".into(), serde_json::json!(names));
+    object.insert("mtp_layers_block_type".into(), serde_json::json!(["attention", "moe"]));
+    object.insert("num_nextn_predict_layers".into(), serde_json::json!(1));
+    let listed = model(&config.to_string(), "lightning");
+    assert_eq!(listed.hybrid(), preset.hybrid());
+    assert_eq!(listed.mtp_layers(), 1);
+    // A layout meshplan does not price is a problem naming its key.
+    config["mtp_layers_block_type"] = serde_json::json!(["mamba"]);
+    assert_eq!(problem_fields(&config.to_string()), ["config.mtp_layers_block_type"]);
 }

@@ -1,0 +1,112 @@
+//! The hybrid fields of a `config.json` (Nemotron-H and Nemotron 3, `model_type` `nemotron_h`):
+//! the layer pattern `hybrid_override_pattern` and the Mamba-2 mixer (`mamba_num_heads`,
+//! `mamba_head_dim`, `ssm_state_size`, `n_groups`, `conv_kernel`, `chunk_size`; without
+//! `mamba_num_heads`, `expand x hidden_size / mamba_head_dim` heads, as transformers builds them).
+
+use super::Config;
+use crate::model::MambaSpec;
+
+/// The pattern and the Mamba-2 sizes, or `(None, None)` for a model without a pattern.
+pub(super) fn hybrid(
+    config: &mut Config,
+    hidden: Option<i64>,
+) -> (Option<String>, Option<MambaSpec>) {
+    let Some(pattern) = pattern(config) else { return (None, None) };
+    let mtp = match config.get("mtp_layers_block_type") {
+        Some(list) => Some(block_types(list).unwrap_or_default()),
+        None => {
+            config.get("mtp_hybrid_override_pattern").map(|v| v.as_str().unwrap_or("").to_owned())
+        }
+    };
+    if let Some(mtp) = mtp
+        && mtp != "*E"
+    {
+        let key = if config.get("mtp_layers_block_type").is_some() {
+            "mtp_layers_block_type"
+        } else {
+            "mtp_hybrid_override_pattern"
+        };
+        config.problem(
+            key,
+            format!("\"{mtp}\""),
+            "is a multi-token-prediction layout meshplan does not price",
+            "meshplan prices MTP modules of one attention and one expert layer, \"*E\"",
+        );
+    }
+    if !pattern.contains('M') {
+        return (Some(pattern), None);
+    }
+    let head_dim = config.int(&["mamba_head_dim"]).unwrap_or(64);
+    let num_heads = match config.int(&["mamba_num_heads"]) {
+        Some(heads) => Some(heads),
+        None => {
+            let expand = config.int(&["expand"]).unwrap_or(2);
+            hidden.map(|hidden| expand * hidden / head_dim.max(1))
+        }
+    };
+    let state_size = config.required(&["ssm_state_size"], " with Mamba-2 layers");
+    let mamba = match (num_heads, state_size) {
+        (Some(num_heads), Some(state_size)) => Some(MambaSpec {
+            num_heads,
+            head_dim,
+            state_size,
+            num_groups: config.int(&["n_groups"]),
+            conv_kernel: config.int(&["conv_kernel"]),
+            chunk_size: config.int(&["chunk_size"]),
+        }),
+        _ => None,
+    };
+    (Some(pattern), mamba)
+}
+
+/// The pattern: `hybrid_override_pattern`, or transformers' `layers_block_type` list
+/// (`mamba`, `attention`, `mlp`, `moe`) spelled as one.
+fn pattern(config: &mut Config) -> Option<String> {
+    if let Some(value) = config.get("hybrid_override_pattern") {
+        let text = value.as_str().map(str::to_owned);
+        if text.is_none() {
+            config.problem(
+                "hybrid_override_pattern",
+                value,
+                "must be the layer pattern as text",
+                "as in the published config, e.g. \"M-M*-\"",
+            );
+        }
+        return text;
+    }
+    let list = config.get("layers_block_type")?;
+    let text = block_types(list);
+    if text.is_none() {
+        config.problem(
+            "layers_block_type",
+            list,
+            "must list mamba, attention, mlp or moe per layer",
+            "as in the published config",
+        );
+    }
+    text
+}
+
+/// A `layers_block_type` list as pattern symbols (`None` if an entry is unknown).
+fn block_types(list: &serde_json::Value) -> Option<String> {
+    list.as_array()?
+        .iter()
+        .map(|kind| match kind.as_str()? {
+            "mamba" => Some('M'),
+            "attention" | "full_attention" => Some('*'),
+            "mlp" => Some('-'),
+            "moe" => Some('E'),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether `value` is a hybrid config's `model_type`.
+pub(super) fn is_hybrid_type(model_type: &str) -> bool {
+    model_type == "nemotron_h"
+}
+
+/// The latent width of a LatentMoE config (`moe_latent_size`; Nemotron 3 Super and Ultra).
+pub(super) fn latent_size(config: &mut Config) -> Option<i64> {
+    config.int(&["moe_latent_size"]).filter(|&size| size > 0)
+}
