@@ -95,6 +95,25 @@ fn layout(run: &Run) -> String {
     stages.join("|")
 }
 
+/// A hybrid model's pattern, with Megatron-Core 0.17's `|` stage boundaries between the chunks
+/// of a balanced split (each chunk's layers in path order).
+fn hybrid_pattern(run: &Run, hybrid: &crate::model::Hybrid) -> String {
+    let plan = run.plan();
+    let text = hybrid.pattern_text();
+    let positions = plan.pp() * plan.vp();
+    if plan.pipeline_split() != PipelineSplit::Balanced || positions == 1 {
+        return text;
+    }
+    let mut chunks = Vec::new();
+    let mut first = 0;
+    for count in run.path_layers(positions) {
+        let end = (first + count as usize).min(text.len());
+        chunks.push(&text[first..end]);
+        first = end;
+    }
+    chunks.join("|")
+}
+
 /// The arguments, one per line.
 pub fn arguments(run: &Run) -> String {
     let (model, plan, training) = (run.model(), run.plan(), run.training());
@@ -119,7 +138,7 @@ pub fn arguments(run: &Run) -> String {
     }
     if let Some(hybrid) = model.hybrid() {
         // Megatron-LM's hybrid stack (pretrain_mamba.py): one pattern symbol per layer.
-        args.push(format!("--hybrid-override-pattern \"{}\"", hybrid.pattern_text()));
+        args.push(format!("--hybrid-override-pattern \"{}\"", hybrid_pattern(run, hybrid)));
         if let Some(mamba) = hybrid.mamba {
             args.push(format!("--mamba-num-heads {}", mamba.num_heads));
             args.push(format!("--mamba-head-dim {}", mamba.head_dim));
@@ -177,6 +196,8 @@ pub fn arguments(run: &Run) -> String {
             args.push("--account-for-embedding-in-pipeline-split".into());
             args.push("--account-for-loss-in-pipeline-split".into());
         }
+        // A hybrid model's chunks are the `|` boundaries of its pattern.
+        PipelineSplit::Balanced if model.hybrid().is_some() => {}
         PipelineSplit::Balanced => {
             args.push(format!("--pipeline-model-parallel-layout \"{}\"", layout(run)));
         }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod hybrid_split;
 mod parts;
 mod rules;
 
@@ -225,6 +226,9 @@ impl Run {
     /// through the pipeline (`pp x vp` chunks; DualPipe's `2 pp`), by the plan's split.
     pub fn path_layers(&self, positions: u64) -> Vec<u64> {
         let mtp = self.model.mtp_layers();
+        if self.plan.pipeline_split == PipelineSplit::Balanced && self.model.hybrid().is_some() {
+            return hybrid_split::weighted_chunks(&self.model, self.training.seq_len, positions);
+        }
         path_layers(self.model.num_layers(), mtp, self.plan.pipeline_split, positions)
     }
 

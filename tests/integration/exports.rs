@@ -271,4 +271,18 @@ fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
         let err = export(engine, &nemotronh).unwrap_err().to_string();
         assert!(err.contains("builds no hybrid"), "{engine:?}: {err}");
     }
+    // A balanced split over three stages cuts the pattern where the work balances, written as
+    // Megatron-Core's `|` stage boundaries instead of a GPT layout.
+    let balanced = PlanSpec {
+        pp: Some(3),
+        pipeline_split: Some(PipelineSplit::Balanced),
+        ..PlanSpec::default()
+    };
+    let args =
+        export(Engine::Megatron, &run("nemotronh-8b", 48, 48, Precision::Bf16, balanced)).unwrap();
+    let line = args.lines().find(|l| l.starts_with("--hybrid-override-pattern")).unwrap();
+    let pattern = line.split('"').nth(1).unwrap();
+    assert_eq!(pattern.matches('|').count(), 2, "{pattern}");
+    assert_eq!(pattern.chars().filter(|c| "M*-".contains(*c)).count(), 52, "{pattern}");
+    assert!(!args.contains("--pipeline-model-parallel-layout"), "{args}");
 }
