@@ -5,6 +5,7 @@
 //! The attention, MLP and expert tables are the transformer layer's own blocks (`layer.rs`), so
 //! an attention table plus an MLP table is a transformer layer's table row for row.
 
+use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::scan_time;
 use crate::cost::layer::{Ctx, LAYER_ROWS, attention_block, mlp_block};
 use crate::cost::op_table::{OpKind, OpTable, Phase, Rows};
@@ -79,11 +80,36 @@ fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
         let time = scan_time(gpu, flops, bytes);
         table.push("ssd-scan", phase, OpKind::Attention, flops, bytes, time);
     }
+    if run.plan().cp() > 1 {
+        mamba_context_parallel(ctx, table, mamba);
+    }
     // The gated RMSNorm: y and z in, the normalized product out.
     ctx.streaming(table, "gated-norm", 3.0 * inner * act);
     ctx.gemm(table, "out-proj", h, inner);
     ctx.streaming(table, "residual", 3.0 * h * act / sp);
     ctx.quantize(table, h + inner, h + mamba.in_projection() as f64 / tp);
+}
+
+/// Context parallelism of a Mamba-2 layer as Megatron-Core's `MambaContextParallel` runs it:
+/// all-to-alls over the CP group trade the sequence shard for a head shard before the
+/// convolution and scan (z, x, B, C and dt) and back after them (y), so each rank scans the whole
+/// sequence for `1 / cp` of its heads; no state passes between ranks. B and C are copied to every
+/// CP rank that has no group of its own (`cp` above the rank's groups). The backward moves the
+/// same volume again.
+fn mamba_context_parallel(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
+    let run = ctx.run;
+    let plan = run.plan();
+    let (tp, cp) = (plan.tp(), plan.cp());
+    let local_groups = (mamba.num_groups / tp).max(1);
+    let replicated = (cp as f64 / local_groups as f64).max(1.0);
+    let width =
+        3.0 * mamba.inner() as f64 + mamba.bc() as f64 * replicated + mamba.num_heads as f64;
+    let bytes = Bytes::new(ctx.tokens * width / tp as f64 * Precision::ACTIVATION_BYTES);
+    let group = Group { size: cp, stride: tp };
+    let time = collective_time(run.cluster().interconnect(), Collective::AllToAll, group, bytes);
+    for phase in [Phase::Forward, Phase::Backward] {
+        table.push("cp-mamba-all-to-all", phase, OpKind::CpAllToAll, Flops::ZERO, bytes, time);
+    }
 }
 
 #[cfg(test)]
@@ -144,5 +170,34 @@ mod tests {
         assert_eq!(in_proj.flops.value(), 2.0 * 8192.0 * 2688.0 * 10304.0);
         let scan: Vec<_> = table.ops.iter().filter(|op| op.name == "ssd-scan").collect();
         assert!(scan[1].time > scan[0].time * 2.0, "the backward does 2.6x the forward's work");
+    }
+
+    #[test]
+    fn context_parallel_mamba_layers_trade_the_sequence_for_heads_by_all_to_all() {
+        let nano = crate::presets::model("nemotron-3-nano").unwrap();
+        let plan = |cp| PlanSpec { cp: Some(cp), ep: Some(8), ..PlanSpec::default() };
+        let (one, two) = (run(nano.clone(), plan(1)), run(nano.clone(), plan(2)));
+        let a2a = |run: &Run| {
+            let table = sublayer(run, Sublayer::Mamba, Rows::Keep);
+            table
+                .ops
+                .iter()
+                .filter(|op| op.name == "cp-mamba-all-to-all")
+                .map(|op| op.bytes)
+                .collect::<Vec<_>>()
+        };
+        assert!(a2a(&one).is_empty());
+        // Per rank and pass: 4096 tokens x (3 x 4096 + 2 x 8 x 128 + 64) bf16 values.
+        let bytes = 4096.0 * (3.0 * 4096.0 + 2048.0 + 64.0) * 2.0;
+        assert_eq!(a2a(&two).iter().map(|b| b.value()).collect::<Vec<_>>(), [bytes, bytes]);
+        // Each CP rank needs whole heads: 64 heads do not split over cp 3.
+        let spec = test_spec("llama3.1-8b", 24, 8192, 48, 1, plan(3));
+        let refused = Run::from_spec(&crate::run::RunSpec { model: nano, ..spec }).unwrap_err();
+        assert!(
+            refused
+                .list()
+                .iter()
+                .any(|v| v.field == "plan.cp" && v.message.contains("Mamba-2 heads"))
+        );
     }
 }

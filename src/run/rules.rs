@@ -205,12 +205,14 @@ pub(super) fn validate_plan(
         // Megatron-Core's MambaMixer splits its heads and its B/C groups across TP ranks.
         check_divides(collector, "plan.tp", tp, "mamba.num_heads", mamba.num_heads);
         check_divides(collector, "plan.tp", tp, "mamba.num_groups", mamba.num_groups);
-        if cp > 1 {
+        // MambaContextParallel gives each CP rank whole heads of each TP rank's share.
+        let heads = mamba.num_heads / tp.max(1);
+        if tp_ok && cp_ok && mamba.num_heads.is_multiple_of(tp) && !heads.is_multiple_of(cp) {
             collector.add(
                 "plan.cp",
                 cp,
-                "context parallelism over Mamba-2 layers is not modelled",
-                "set --cp 1 for a model with M layers",
+                format!("does not divide the {heads} Mamba-2 heads of a tensor-parallel rank"),
+                format!("pick a cp that divides {heads}"),
             );
         }
     }
