@@ -70,6 +70,7 @@ pub const MODELS: &[PresetFile] = presets!("models":
     "nemotronh-8b",
     "qwen3-235b-a22b",
     "qwen3-30b-a3b",
+    "qwen3-next-80b-a3b",
 );
 
 /// Every built-in GPU preset.
@@ -504,6 +505,9 @@ mod tests {
             ("nemotron-3-ultra", 550e9),
             ("nemotronh-8b", 8.1e9),
             ("nemotronh-56b", 56e9),
+            // Qwen3-Next-80B-A3B: the 79,674,391,296 parameters of Qwen3-Coder-Next's published
+            // safetensors (gated DeltaNet and gated attention, 512 experts).
+            ("qwen3-next-80b-a3b", 79.674e9),
         ] {
             let actual = total_params(name);
             let error = (actual - expected).abs() / expected;
@@ -533,6 +537,9 @@ mod tests {
             ("nemotron-3-nano", 3.6e9, false),
             ("nemotron-3-super", 12.7e9, false),
             ("nemotron-3-ultra", 55e9, false),
+            // Qwen3-Next-80B-A3B: 3,874,929,408 active (Qwen3-Coder-Next's published tensors
+            // less the inactive experts').
+            ("qwen3-next-80b-a3b", 3.875e9, false),
         ];
         for &(name, expected, without_lookup) in published {
             let model = preset_model(name);

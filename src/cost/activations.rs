@@ -4,7 +4,7 @@
 
 use crate::cost::layer::padded_vocab;
 use crate::cost::work::Segment;
-use crate::model::Sublayer;
+use crate::model::{SUBLAYER_KINDS, Sublayer};
 use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules};
 use crate::run::Run;
 use crate::units::Bytes;
@@ -125,6 +125,18 @@ fn sublayer_activation_bytes(run: &Run, kind: Sublayer, modules: RecomputeModule
                 norm + shared_input + mlp(shared, RecomputeModule::SharedExperts) + masks;
             return Bytes::new(per_token * tokens) + routed_activation_bytes(run, modules);
         }
+        // Gated DeltaNet keeps its projections' outputs (q, k, v, z, beta, the decay), the
+        // convolution's output (flash-linear-attention's kernels read it in the backward), the
+        // kernel's output, the gated norm's input and the output projection's input.
+        Sublayer::GatedDeltaNet => match model.hybrid_linear_attention() {
+            Some(l) => {
+                norm + norm_output
+                    + (l.in_projection() + l.conv_channels() + 2 * l.value_width()) as f64 * act
+                        / tp
+                    + l.value_width() as f64 * gemm_in / tp
+            }
+            None => 0.0,
+        },
         Sublayer::Mamba => match model.hybrid_mamba() {
             Some(m) => {
                 // The convolution's output and the scan's chunk states are rebuilt inside the
@@ -229,7 +241,9 @@ fn attention_activation_width(run: &Run) -> f64 {
     let model = run.model();
     let tp = run.plan().tp() as f64;
     let latent = model.mla().map_or(0.0, |mla| (mla.q_lora_rank + mla.kv_lora_rank) as f64 * tp);
-    (model.query_width() + 2 * model.kv_width()) as f64 + latent
+    // An output gate keeps the gate's input for the backward.
+    let gate = if model.attention_output_gate() { model.query_width() } else { 0 };
+    (model.query_width() + gate + 2 * model.kv_width()) as f64 + latent
 }
 
 /// Bytes per token of one layer's saved GEMM inputs that a split backward keeps for the weight
@@ -304,7 +318,7 @@ pub struct ActivationBytes {
     pub logits: Bytes,
     /// A hybrid model's layers by kind, with the plan's selective recompute (`None` for other
     /// models).
-    sublayers: Option<[Bytes; 4]>,
+    sublayers: Option<[Bytes; SUBLAYER_KINDS]>,
 }
 
 impl ActivationBytes {

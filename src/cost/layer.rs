@@ -233,6 +233,11 @@ pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable) {
     table.enter(Some(RecomputeModule::CoreAttn));
     attention(ctx, table);
     table.enter(None);
+    if model.attention_output_gate() {
+        // The sigmoid gate times the attention output: both read, the product written.
+        let width = model.attention_output_width() as f64;
+        ctx.streaming(table, "output-gate", 3.0 * width * act / tp);
+    }
     ctx.gemm(table, projection.name, h, projection.input as f64 / tp);
     ctx.streaming(table, "residual", 3.0 * h * act / sp);
 }

@@ -18,7 +18,7 @@ use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::layer::padded_vocab;
 use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
-use crate::model::{PositionEmbedding, Sublayer};
+use crate::model::{PositionEmbedding, SUBLAYER_KINDS, Sublayer};
 use crate::plan::Sharding;
 use crate::run::Run;
 use crate::units::Bytes;
@@ -127,7 +127,7 @@ pub struct LayerParams {
     moe_layer: Params,
     vocab_rows: f64,
     /// A hybrid model's layers by kind (zero for other models).
-    sublayers: [Params; 4],
+    sublayers: [Params; SUBLAYER_KINDS],
 }
 
 impl LayerParams {
@@ -142,7 +142,7 @@ impl LayerParams {
             vocab_rows: padded_vocab(run) / tp * h,
             sublayers: match run.model().hybrid() {
                 Some(_) => Sublayer::ALL.map(|kind| sublayer_params(run, kind, attention)),
-                None => [Params::default(); 4],
+                None => [Params::default(); SUBLAYER_KINDS],
             },
         }
     }
@@ -163,6 +163,13 @@ fn sublayer_params(run: &Run, kind: Sublayer, attention: f64) -> Params {
             expert: 0.0,
         },
         Sublayer::Attention => Params { dense: attention + norm, expert: 0.0 },
+        Sublayer::GatedDeltaNet => Params {
+            dense: norm
+                + model
+                    .hybrid_linear_attention()
+                    .map_or(0.0, |l| l.params(model.hidden_size()) as f64 / tp),
+            expert: 0.0,
+        },
         Sublayer::Mlp => {
             Params { dense: dense_layer_params(run, 0.0) - without_norms + norm, expert: 0.0 }
         }

@@ -9,7 +9,7 @@ use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::scan_time;
 use crate::cost::layer::{Ctx, LAYER_ROWS, attention_block, mlp_block};
 use crate::cost::op_table::{OpKind, OpTable, Phase, Rows};
-use crate::model::{Mamba, Sublayer};
+use crate::model::{LinearAttention, Mamba, Sublayer};
 use crate::plan::{Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops};
@@ -37,6 +37,11 @@ pub fn sublayer(run: &Run, kind: Sublayer, rows: Rows) -> OpTable {
         Sublayer::Mamba => {
             if let Some(mamba) = model.hybrid_mamba() {
                 mamba_block(&ctx, &mut table, mamba);
+            }
+        }
+        Sublayer::GatedDeltaNet => {
+            if let Some(linear) = model.hybrid_linear_attention() {
+                gated_delta_net_block(&ctx, &mut table, linear);
             }
         }
     }
@@ -88,6 +93,60 @@ fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
     ctx.gemm(table, "out-proj", h, inner);
     ctx.streaming(table, "residual", 3.0 * h * act / sp);
     ctx.quantize(table, h + inner, h + mamba.in_projection() as f64 / tp);
+}
+
+/// A gated DeltaNet block (Qwen3-Next, Megatron-Core 0.17's `G` layer): TP collectives,
+/// pre-norm, the input projections to q, k, v, the output gate z, beta and the decay, the causal
+/// convolution over q, k and v, the chunked gated delta rule (priced as the chunked scan of
+/// `kernels::scan_time`: flash-linear-attention's Triton kernels, like mamba_ssm's, run chunked
+/// matmuls and element-wise decay), the gated norm, the output projection and the residual.
+/// Tensor parallelism splits the key and value heads. Under context parallelism each rank runs
+/// its chunk and LASP-2's one all-gather of the ranks' recurrent states (forward, and of their
+/// gradients in the backward) overlaps the kernel, as a ring step overlaps attention.
+fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttention) {
+    let run = ctx.run;
+    let gpu = run.cluster().gpu();
+    let plan = run.plan();
+    let h = run.model().hidden_size() as f64;
+    let (tp, sp) = (ctx.tp, ctx.sp);
+    let act = Precision::ACTIVATION_BYTES;
+    let values = linear.value_width() as f64 / tp;
+    let channels = linear.conv_channels() as f64 / tp;
+    ctx.tp_block_comm(table, "tp-linear-attention");
+    table.enter(Some(RecomputeModule::Layernorm));
+    ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
+    table.enter(None);
+    ctx.gemm(table, "in-proj", linear.in_projection() as f64 / tp, h);
+    ctx.streaming(table, "conv1d", 2.0 * channels * act);
+    let tokens = ctx.tokens;
+    let heads = linear.num_value_heads as f64 / tp;
+    let forward_flops = Flops::new(linear.scan_flops_per_token() / tp * tokens);
+    let backward_flops = Flops::new(linear.scan_backward_flops_per_token() / tp * tokens);
+    // q, k, v, beta and the decay in, the output out; the chunk states through HBM in FP32.
+    let states = heads * (linear.key_head_dim * linear.value_head_dim) as f64 * 4.0 * 2.0
+        / linear.chunk_size as f64;
+    let forward_bytes = Bytes::new(tokens * ((channels + values + 2.0 * heads) * act + states));
+    for (phase, flops, bytes) in [
+        (Phase::Forward, forward_flops, forward_bytes),
+        (Phase::Backward, backward_flops, forward_bytes * 2.0),
+    ] {
+        let time = scan_time(gpu, flops, bytes);
+        table.push("gated-delta-rule", phase, OpKind::Attention, flops, bytes, time);
+    }
+    if plan.cp() > 1 {
+        let sequences = run.training().micro_batch() as f64;
+        let state = Bytes::new(linear.state_bytes() / tp * sequences);
+        let group = Group { size: plan.cp(), stride: plan.tp() };
+        let links = run.cluster().interconnect();
+        let time = collective_time(links, Collective::AllGather, group, state * plan.cp() as f64);
+        for phase in [Phase::Forward, Phase::Backward] {
+            table.push("cp-state-all-gather", phase, OpKind::CpComm, Flops::ZERO, state, time);
+        }
+    }
+    ctx.streaming(table, "gated-norm", 3.0 * values * act);
+    ctx.gemm(table, "out-proj", h, values);
+    ctx.streaming(table, "residual", 3.0 * h * act / sp);
+    ctx.quantize(table, h + values, h + linear.in_projection() as f64 / tp);
 }
 
 /// Context parallelism of a Mamba-2 layer as Megatron-Core's `MambaContextParallel` runs it:
@@ -199,5 +258,35 @@ mod tests {
                 .iter()
                 .any(|v| v.field == "plan.cp" && v.message.contains("Mamba-2 heads"))
         );
+    }
+
+    #[test]
+    fn a_gated_delta_net_layer_gathers_its_states_across_context_parallel_ranks() {
+        let qwen = crate::presets::model("qwen3-next-80b-a3b").unwrap();
+        let plan = |cp| PlanSpec { cp: Some(cp), ep: Some(8), ..PlanSpec::default() };
+        let table =
+            |cp| sublayer(&run(qwen.clone(), plan(cp)), Sublayer::GatedDeltaNet, Rows::Keep);
+        let names: Vec<&str> =
+            table(1).ops.iter().filter(|op| op.phase == Phase::Forward).map(|op| op.name).collect();
+        assert_eq!(
+            names,
+            [
+                "input-norm",
+                "in-proj",
+                "conv1d",
+                "gated-delta-rule",
+                "gated-norm",
+                "out-proj",
+                "residual"
+            ]
+        );
+        // LASP-2: one all-gather of each rank's 32 x 128 x 128 FP32 state, forward and backward.
+        let gathers: Vec<f64> = table(2)
+            .ops
+            .iter()
+            .filter(|op| op.name == "cp-state-all-gather")
+            .map(|op| op.bytes.value())
+            .collect();
+        assert_eq!(gathers, [32.0 * 128.0 * 128.0 * 4.0; 2]);
     }
 }

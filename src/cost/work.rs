@@ -6,7 +6,7 @@ use arrayvec::ArrayVec;
 
 use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
 use crate::cost::sublayer::sublayer;
-use crate::model::{Sublayer, SublayerCounts};
+use crate::model::{SUBLAYER_KINDS, Sublayer, SublayerCounts};
 use crate::plan::RecomputeKind;
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
@@ -36,7 +36,7 @@ pub struct Tables {
     /// and the `2h -> h` projection.
     pub mtp: OpTotals,
     /// A hybrid model's layers by kind ([`Sublayer::index`]); `None` for other models.
-    pub sublayers: Option<Box<[OpTotals; 4]>>,
+    pub sublayers: Option<Box<[OpTotals; SUBLAYER_KINDS]>>,
 }
 
 /// One table a segment runs, how many times one micro-batch runs it, and whether it is a
@@ -75,7 +75,11 @@ impl Tables {
 
     /// Every table a segment runs, with how many times one micro-batch runs it (absent tables
     /// count zero times): a transformer's six parts, then a hybrid model's four layer kinds.
-    pub fn parts(&self, run: &Run, segment: &Segment) -> ArrayVec<Part<'_>, 10> {
+    pub fn parts(
+        &self,
+        run: &Run,
+        segment: &Segment,
+    ) -> ArrayVec<Part<'_>, { 6 + SUBLAYER_KINDS }> {
         let mtp = if segment.last { run.model().mtp_layers() as f64 } else { 0.0 };
         // A hybrid segment's layers are all counted by kind: no transformer layer is left.
         let transformer = match &self.sublayers {

@@ -178,6 +178,10 @@ impl Engine {
 /// One reason an engine cannot run a plan.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refusal {
+    /// Gated DeltaNet layers, whose Megatron-LM flags meshplan does not write: an export's
+    /// refusal only (`export::export`), since Megatron-Core 0.17 runs them and the search still
+    /// prices their plans for it.
+    LinearAttentionLayers,
     /// The model has a hybrid layer pattern the engine does not build.
     HybridLayers {
         /// The engine.
@@ -292,6 +296,9 @@ fn sharding_flag(sharding: Sharding) -> &'static str {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Refusal::LinearAttentionLayers => f.write_str(
+                "meshplan does not write the flags of gated DeltaNet (G) layers yet; price the plan with estimate or search, and write those flags by hand",
+            ),
             Refusal::HybridLayers { engine } => write!(
                 f,
                 "{} builds no hybrid (Mamba-2 / layer-pattern) model; export it for Megatron-LM (--engine megatron)",

@@ -88,6 +88,9 @@ pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
 /// The plan of a run as the engine's launch configuration.
 pub fn export(engine: Engine, run: &Run) -> Result<String, Unsupported> {
     check(engine, run)?;
+    if engine == Engine::Megatron && run.model().hybrid_linear_attention().is_some() {
+        return Err(Unsupported { engine, refusals: vec![Refusal::LinearAttentionLayers] });
+    }
     Ok(match engine {
         Engine::Megatron => megatron::arguments(run),
         Engine::Torchtitan => torchtitan::job_config(run),

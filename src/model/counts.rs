@@ -80,7 +80,10 @@ impl Model {
         let mut gemms = ArrayVec::new();
         match self.mla() {
             None => {
-                gemms.push(gemm("qkv", h, self.query_width() + 2 * self.kv_width(), true, true))
+                // An output gate is computed by the query projection beside the queries.
+                let gate = if self.attention_output_gate() { self.query_width() } else { 0 };
+                let width = self.query_width() + gate + 2 * self.kv_width();
+                gemms.push(gemm("qkv", h, width, true, true))
             }
             Some(mla) => {
                 if mla.q_lora_rank > 0 {
@@ -334,6 +337,9 @@ impl Model {
                     + self.mlp_bias_params(self.ffn_hidden_size())
             }
             Sublayer::Moe => self.moe_block_params(false) + norm,
+            Sublayer::GatedDeltaNet => {
+                norm + self.hybrid_linear_attention().map_or(0, |l| l.params(self.hidden_size()))
+            }
         }
     }
 
@@ -360,6 +366,11 @@ impl Model {
             + experts * (self.expert_params() + self.expert_bias_params())
     }
 
+    /// The gated DeltaNet blocks of a hybrid model.
+    pub fn hybrid_linear_attention(&self) -> Option<&super::LinearAttention> {
+        self.hybrid().and_then(|hybrid| hybrid.linear_attention.as_ref())
+    }
+
     /// The Mamba-2 mixer of a hybrid model.
     pub fn hybrid_mamba(&self) -> Option<&super::Mamba> {
         self.hybrid().and_then(|hybrid| hybrid.mamba.as_ref())
@@ -379,6 +390,9 @@ impl Model {
                     + self.latent_projection_params()
                     + moe.top_k * self.expert_params()
             }),
+            Sublayer::GatedDeltaNet => self
+                .hybrid_linear_attention()
+                .map_or(0, |l| (l.in_projection() + l.value_width()) * self.hidden_size()),
         };
         2.0 * matrices as f64
     }
@@ -391,6 +405,9 @@ impl Model {
                 .hybrid_mamba()
                 .map_or(0.0, |m| m.scan_flops_per_token() + m.conv_flops_per_token()),
             Sublayer::Attention => self.layer_attention_flops_per_token(seq_len),
+            Sublayer::GatedDeltaNet => self.hybrid_linear_attention().map_or(0.0, |l| {
+                l.scan_flops_per_token() + 2.0 * (l.conv_channels() * l.conv_kernel) as f64
+            }),
             Sublayer::Mlp | Sublayer::Moe => 0.0,
         }
     }

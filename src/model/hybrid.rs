@@ -22,12 +22,22 @@ pub enum Sublayer {
     Mlp,
     /// A mixture of experts (`E`).
     Moe,
+    /// A gated DeltaNet linear-attention block (`G`; Qwen3-Next, Megatron-Core 0.17).
+    GatedDeltaNet,
 }
+
+/// Layer kinds a hybrid pattern has.
+pub const SUBLAYER_KINDS: usize = 5;
 
 impl Sublayer {
     /// Every kind, in the order counts are kept.
-    pub const ALL: [Sublayer; 4] =
-        [Sublayer::Mamba, Sublayer::Attention, Sublayer::Mlp, Sublayer::Moe];
+    pub const ALL: [Sublayer; SUBLAYER_KINDS] = [
+        Sublayer::Mamba,
+        Sublayer::Attention,
+        Sublayer::Mlp,
+        Sublayer::Moe,
+        Sublayer::GatedDeltaNet,
+    ];
 
     /// Position in [`Sublayer::ALL`] and in every per-kind count.
     pub fn index(self) -> usize {
@@ -41,6 +51,7 @@ impl Sublayer {
             Sublayer::Attention => '*',
             Sublayer::Mlp => '-',
             Sublayer::Moe => 'E',
+            Sublayer::GatedDeltaNet => 'G',
         }
     }
 
@@ -51,7 +62,7 @@ impl Sublayer {
 
 /// Layers of each kind in a run of consecutive layers, indexed by [`Sublayer::index`] (each at
 /// most the pattern's length, which `limits::LAYERS` bounds far below `u16::MAX`).
-pub type SublayerCounts = [u16; 4];
+pub type SublayerCounts = [u16; SUBLAYER_KINDS];
 
 /// The Mamba-2 mixer as written in a file (Megatron-LM `--mamba-num-heads`, `--mamba-head-dim`,
 /// `--mamba-state-dim`, `--mamba-num-groups`; Hugging Face `mamba_num_heads`, `mamba_head_dim`,
@@ -152,6 +163,105 @@ impl Mamba {
     }
 }
 
+/// Gated DeltaNet linear attention as written in a file (Hugging Face Qwen3-Next
+/// `linear_num_key_heads`, `linear_num_value_heads`, `linear_key_head_dim`,
+/// `linear_value_head_dim`, `linear_conv_kernel_dim`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinearAttentionSpec {
+    /// Query and key heads.
+    pub num_key_heads: i64,
+    /// Value heads (a multiple of the key heads, which each serve a group of them).
+    pub num_value_heads: i64,
+    /// Width of one query or key head.
+    pub key_head_dim: i64,
+    /// Width of one value head.
+    pub value_head_dim: i64,
+    /// Width of the causal depthwise convolution over queries, keys and values (default 4).
+    #[serde(default)]
+    pub conv_kernel: Option<i64>,
+    /// Chunk length of the chunked delta-rule kernel (default 64, flash-linear-attention's).
+    #[serde(default)]
+    pub chunk_size: Option<i64>,
+}
+
+/// Validated gated DeltaNet sizes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LinearAttention {
+    /// Query and key heads.
+    pub num_key_heads: u64,
+    /// Value heads.
+    pub num_value_heads: u64,
+    /// Query or key head width.
+    pub key_head_dim: u64,
+    /// Value head width.
+    pub value_head_dim: u64,
+    /// Convolution width.
+    pub conv_kernel: u64,
+    /// Kernel chunk length.
+    pub chunk_size: u64,
+}
+
+impl LinearAttention {
+    /// Width of the queries (or the keys).
+    pub fn key_width(&self) -> u64 {
+        self.num_key_heads * self.key_head_dim
+    }
+
+    /// Width of the values (and of the output gate z and the block's output).
+    pub fn value_width(&self) -> u64 {
+        self.num_value_heads * self.value_head_dim
+    }
+
+    /// Output width of the input projections: q, k, v, the output gate z, and per value head
+    /// the write strength beta and the decay's input (transformers' `in_proj_qkvz` and
+    /// `in_proj_ba`).
+    pub fn in_projection(&self) -> u64 {
+        2 * self.key_width() + 2 * self.value_width() + 2 * self.num_value_heads
+    }
+
+    /// Channels the convolution runs over: q, k and v.
+    pub fn conv_channels(&self) -> u64 {
+        2 * self.key_width() + self.value_width()
+    }
+
+    /// Parameters of one block besides its pre-norm: the input projections, the convolution
+    /// (no bias), the decay's A and dt bias per value head, the gated norm over one value head
+    /// and the output projection (transformers `Qwen3NextGatedDeltaNet`).
+    pub fn params(&self, hidden: u64) -> u64 {
+        hidden * self.in_projection()
+            + self.conv_channels() * self.conv_kernel
+            + 2 * self.num_value_heads
+            + self.value_head_dim
+            + self.value_width() * hidden
+    }
+
+    /// Forward FLOPs per token of the chunked gated delta rule (Yang et al. 2024's WY form, as
+    /// flash-linear-attention's `chunk_gated_delta_rule` runs it), per value head: `K K^T`
+    /// within a chunk (`2 C dk`), the triangular solve (`C^2 / 3`), the WY factors `W` and `U`
+    /// (`2 C dk + 2 C dv`), the state's read by `W` and its update by `K^T U` (`2 dk dv` each),
+    /// and the output from the state and within the chunk (`2 dk dv + 2 C dk + 2 C dv`).
+    pub fn scan_flops_per_token(&self) -> f64 {
+        let (c, dk, dv) =
+            (self.chunk_size as f64, self.key_head_dim as f64, self.value_head_dim as f64);
+        let per_head = 6.0 * c * dk + 4.0 * c * dv + c * c / 3.0 + 6.0 * dk * dv;
+        self.num_value_heads as f64 * per_head
+    }
+
+    /// Backward FLOPs per token of the chunked delta rule, taken at the chunked scan's ratio,
+    /// 2.6 times the forward (`Mamba::scan_backward_flops_per_token`: the kernel recomputes the
+    /// states and forms the gradients of q, k, v, beta and the decay from them).
+    pub fn scan_backward_flops_per_token(&self) -> f64 {
+        2.6 * self.scan_flops_per_token()
+    }
+
+    /// Bytes of one block's recurrent state per sequence (FP32, `dk x dv` per value head): what
+    /// LASP-2 gathers across the context-parallel ranks.
+    pub fn state_bytes(&self) -> f64 {
+        (self.num_value_heads * self.key_head_dim * self.value_head_dim) as f64 * 4.0
+    }
+}
+
 /// A validated hybrid layout.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hybrid {
@@ -159,12 +269,14 @@ pub struct Hybrid {
     pub pattern: Vec<Sublayer>,
     /// The Mamba-2 mixer (`None` when the pattern has no `M`).
     pub mamba: Option<Mamba>,
+    /// The gated DeltaNet blocks (`None` when the pattern has no `G`).
+    pub linear_attention: Option<LinearAttention>,
 }
 
 impl Hybrid {
     /// Layers of each kind among `count` layers from layer `first`.
     pub fn counts_in(&self, first: u64, count: u64) -> SublayerCounts {
-        let mut counts = [0; 4];
+        let mut counts = [0; SUBLAYER_KINDS];
         let start = (first as usize).min(self.pattern.len());
         let end = (first.saturating_add(count) as usize).min(self.pattern.len());
         for kind in &self.pattern[start..end] {
@@ -199,6 +311,7 @@ pub(super) fn validate(
     pattern: &str,
     num_layers: i64,
     mamba: Option<&MambaSpec>,
+    linear: Option<&LinearAttentionSpec>,
     has_moe: bool,
 ) -> Layout {
     let mut kinds = Vec::with_capacity(pattern.len().min(crate::limits::LAYERS as usize));
@@ -221,7 +334,7 @@ pub(super) fn validate(
                 "model.hybrid_pattern",
                 pattern,
                 format!("has the unknown symbol `{symbol}` at layer {position}"),
-                "use M (Mamba-2), * (attention), - (MLP) and E (mixture of experts); drop the `|` pipeline separators",
+                "use M (Mamba-2), G (gated DeltaNet), * (attention), - (MLP) and E (mixture of experts); drop the `|` pipeline separators",
             ),
         }
     }
@@ -258,6 +371,21 @@ pub(super) fn validate(
         ),
         _ => {}
     }
+    match (has(Sublayer::GatedDeltaNet), linear) {
+        (true, None) => collector.add(
+            "model.linear_attention",
+            "(unset)",
+            "is required by the pattern's G layers",
+            "add a [linear_attention] table with the key and value heads and their widths",
+        ),
+        (false, Some(_)) => collector.add(
+            "model.linear_attention",
+            "(set)",
+            "is unused: the pattern has no G layer",
+            "remove the [linear_attention] table or add G layers to the pattern",
+        ),
+        _ => {}
+    }
     if has(Sublayer::Moe) != has_moe {
         let (value, message, hint) = if has_moe {
             ("(set)", "is unused: the pattern has no E layer", "remove [moe] or add E layers")
@@ -267,6 +395,7 @@ pub(super) fn validate(
         collector.add("model.moe", value, message, hint);
     }
     let mamba = mamba.map(|spec| validate_mamba(collector, spec));
+    let linear_attention = linear.map(|spec| validate_linear(collector, spec));
     let pairs = kinds.len() % 2 == 0
         && kinds.chunks(2).all(|pair| {
             pair[0] == Sublayer::Attention
@@ -275,7 +404,35 @@ pub(super) fn validate(
     if pairs && !kinds.is_empty() {
         return Layout::Transformer { layers: kinds.len() as u64 / 2 };
     }
-    Layout::Hybrid(Hybrid { pattern: kinds, mamba })
+    Layout::Hybrid(Hybrid { pattern: kinds, mamba, linear_attention })
+}
+
+fn validate_linear(collector: &mut Collector, spec: &LinearAttentionSpec) -> LinearAttention {
+    let field = |collector: &mut Collector, name: &str, value: i64| {
+        super::positive(collector, &format!("linear_attention.{name}"), value)
+    };
+    let num_key_heads = field(collector, "num_key_heads", spec.num_key_heads);
+    let num_value_heads = field(collector, "num_value_heads", spec.num_value_heads);
+    let key_head_dim = field(collector, "key_head_dim", spec.key_head_dim);
+    let value_head_dim = field(collector, "value_head_dim", spec.value_head_dim);
+    let conv_kernel = field(collector, "conv_kernel", spec.conv_kernel.unwrap_or(4));
+    let chunk_size = field(collector, "chunk_size", spec.chunk_size.unwrap_or(64));
+    if spec.num_key_heads > 0 && !num_value_heads.is_multiple_of(num_key_heads) {
+        collector.add(
+            "model.linear_attention.num_value_heads",
+            num_value_heads,
+            format!("is not a multiple of num_key_heads {num_key_heads}"),
+            "each key head serves a whole number of value heads",
+        );
+    }
+    LinearAttention {
+        num_key_heads,
+        num_value_heads,
+        key_head_dim,
+        value_head_dim,
+        conv_kernel,
+        chunk_size,
+    }
 }
 
 fn validate_mamba(collector: &mut Collector, spec: &MambaSpec) -> Mamba {
@@ -357,7 +514,7 @@ mod tests {
         let reordered =
             ModelSpec { hybrid_pattern: Some("**".to_owned() + &"-*".repeat(30) + "--"), ..paired };
         let hybrid = Model::from_spec(&reordered).unwrap();
-        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0]);
+        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0]);
         assert_eq!(hybrid.num_layers(), 64);
     }
 
@@ -390,5 +547,19 @@ mod tests {
         let mut spec = nano();
         spec.moe = Some(MoeSpec { latent_size: Some(0), ..spec.moe.unwrap() });
         assert!(problems(&spec).iter().any(|f| f.starts_with("model.moe.latent_size = 0")));
+    }
+
+    #[test]
+    fn gated_delta_net_layers_need_their_table_and_whole_key_heads() {
+        let mut qwen = presets::model("qwen3-next-80b-a3b").unwrap();
+        let model = Model::from_spec(&qwen).unwrap();
+        let linear = model.hybrid_linear_attention().unwrap();
+        // 2 x 2048 (q, k) + 2 x 4096 (v, z) + 2 x 32 (beta, decay) out of 2048.
+        assert_eq!(linear.in_projection(), 12352);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36]);
+        qwen.linear_attention.as_mut().unwrap().num_value_heads = 24;
+        assert!(problems(&qwen).iter().any(|f| f.contains("not a multiple of num_key_heads 16")));
+        qwen.linear_attention = None;
+        assert!(problems(&qwen).iter().any(|f| f.starts_with("model.linear_attention = (unset)")));
     }
 }

@@ -15,7 +15,10 @@ use crate::violation::{Collector, Violations};
 
 pub use counts::AttentionGemm;
 pub use hf::from_hf_config;
-pub use hybrid::{Hybrid, Mamba, MambaSpec, Sublayer, SublayerCounts};
+pub use hybrid::{
+    Hybrid, LinearAttention, LinearAttentionSpec, Mamba, MambaSpec, SUBLAYER_KINDS, Sublayer,
+    SublayerCounts,
+};
 
 /// The MLP block's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -123,6 +126,13 @@ pub struct ModelSpec {
     /// The Mamba-2 mixer of the pattern's `M` layers.
     #[serde(default)]
     pub mamba: Option<MambaSpec>,
+    /// The gated DeltaNet blocks of the pattern's `G` layers.
+    #[serde(default)]
+    pub linear_attention: Option<LinearAttentionSpec>,
+    /// Whether attention multiplies its output by a sigmoid gate computed from the layer input
+    /// (Qwen3-Next's `attn_output_gate`: the query projection is twice as wide; default false).
+    #[serde(default)]
+    pub attention_output_gate: bool,
 }
 
 /// Mixture-of-experts MLPs as written in a file (Megatron-LM `--num-experts`, `--moe-router-topk`,
@@ -248,6 +258,7 @@ pub struct Model {
     sliding_window: Option<SlidingWindow>,
     mtp_layers: u64,
     mtp_shared_weights: bool,
+    attention_output_gate: bool,
     hybrid: Option<Hybrid>,
     /// The attention block's weight matrices, derived once from the fields above.
     attention_gemms: ArrayVec<AttentionGemm, 5>,
@@ -331,9 +342,18 @@ impl Model {
                 pattern,
                 spec.num_layers,
                 spec.mamba.as_ref(),
+                spec.linear_attention.as_ref(),
                 spec.moe.is_some(),
             )),
             None => {
+                if spec.linear_attention.is_some() {
+                    collector.add(
+                        "model.linear_attention",
+                        "(set)",
+                        "needs a hybrid_pattern placing its G layers",
+                        "add hybrid_pattern, e.g. \"GEGE*E\", or remove [linear_attention]",
+                    );
+                }
                 if spec.mamba.is_some() {
                     collector.add(
                         "model.mamba",
@@ -438,6 +458,7 @@ impl Model {
             sliding_window,
             mtp_layers,
             mtp_shared_weights: spec.mtp_shared_weights,
+            attention_output_gate: spec.attention_output_gate,
             hybrid,
             attention_gemms: ArrayVec::new(),
         };
@@ -529,6 +550,10 @@ impl Model {
     /// theirs, else every module.
     pub fn mtp_weight_sets(&self) -> u64 {
         if self.mtp_shared_weights { self.mtp_layers.min(1) } else { self.mtp_layers }
+    }
+    /// Whether attention gates its output (the query projection also produces the gate).
+    pub fn attention_output_gate(&self) -> bool {
+        self.attention_output_gate
     }
     /// The hybrid layout (`None` when every layer is attention plus MLP or experts).
     pub fn hybrid(&self) -> Option<&Hybrid> {
@@ -644,6 +669,8 @@ mod tests {
             mtp_shared_weights: false,
             hybrid_pattern: None,
             mamba: None,
+            linear_attention: None,
+            attention_output_gate: false,
         }
     }
 

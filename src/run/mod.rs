@@ -219,7 +219,9 @@ impl Run {
     /// A hybrid model's layers of each kind among the `count` layers from layer `first` (all
     /// zero for a model without a pattern).
     pub fn sublayers_in(&self, first: u64, count: u64) -> crate::model::SublayerCounts {
-        self.model.hybrid().map_or([0; 4], |hybrid| hybrid.counts_in(first, count))
+        self.model
+            .hybrid()
+            .map_or([0; crate::model::SUBLAYER_KINDS], |hybrid| hybrid.counts_in(first, count))
     }
 
     /// Transformer layers of each of `positions` consecutive chunks along a micro-batch's path
@@ -445,10 +447,14 @@ mod tests {
                             let sum: u64 = stage.sublayers.iter().map(|&n| u64::from(n)).sum();
                             assert_eq!(sum, stage.layers);
                         }
-                        let kinds = run.stage_layer_counts().iter().fold([0; 4], |mut sum, s| {
-                            (0..4).for_each(|k| sum[k] += s.sublayers[k]);
-                            sum
-                        });
+                        let kinds = run.stage_layer_counts().iter().fold(
+                            [0; crate::model::SUBLAYER_KINDS],
+                            |mut sum, s| {
+                                (0..crate::model::SUBLAYER_KINDS)
+                                    .for_each(|k| sum[k] += s.sublayers[k]);
+                                sum
+                            },
+                        );
                         if total == layers {
                             assert_eq!(kinds, run.model().hybrid().unwrap().counts());
                         }

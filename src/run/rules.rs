@@ -201,6 +201,23 @@ pub(super) fn validate_plan(
     }
     check_divides(collector, "plan.tp", tp, "num_attention_heads", model.num_attention_heads());
     check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
+    if let Some(linear) = model.hybrid_linear_attention() {
+        // Gated DeltaNet splits its key and value heads across TP ranks.
+        check_divides(
+            collector,
+            "plan.tp",
+            tp,
+            "linear_attention.num_key_heads",
+            linear.num_key_heads,
+        );
+        check_divides(
+            collector,
+            "plan.tp",
+            tp,
+            "linear_attention.num_value_heads",
+            linear.num_value_heads,
+        );
+    }
     if let Some(mamba) = model.hybrid_mamba() {
         // Megatron-Core's MambaMixer splits its heads and its B/C groups across TP ranks.
         check_divides(collector, "plan.tp", tp, "mamba.num_heads", mamba.num_heads);

@@ -451,6 +451,8 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         mtp_shared_weights: false,
         hybrid_pattern: None,
         mamba: None,
+        linear_attention: None,
+        attention_output_gate: false,
     })
 }
 

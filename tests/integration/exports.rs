@@ -285,4 +285,14 @@ fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
     assert_eq!(pattern.matches('|').count(), 2, "{pattern}");
     assert_eq!(pattern.chars().filter(|c| "M*-".contains(*c)).count(), 52, "{pattern}");
     assert!(!args.contains("--pipeline-model-parallel-layout"), "{args}");
+    // Megatron-Core 0.17 runs gated DeltaNet layers, but meshplan writes none of their flags.
+    let qwen = run(
+        "qwen3-next-80b-a3b",
+        64,
+        64,
+        Precision::Bf16,
+        PlanSpec { ep: Some(8), ..PlanSpec::default() },
+    );
+    let err = export(Engine::Megatron, &qwen).unwrap_err().to_string();
+    assert!(err.contains("gated DeltaNet"), "{err}");
 }

@@ -195,6 +195,8 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         mtp_shared_weights: false,
         hybrid_pattern,
         mamba,
+        linear_attention: None,
+        attention_output_gate: false,
     })
 }
 
