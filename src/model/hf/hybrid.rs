@@ -1,10 +1,11 @@
-//! The hybrid fields of a `config.json` (Nemotron-H and Nemotron 3, `model_type` `nemotron_h`):
+//! The hybrid fields of a `config.json`: Nemotron-H and Nemotron 3 (`model_type` `nemotron_h`),
 //! the layer pattern `hybrid_override_pattern` and the Mamba-2 mixer (`mamba_num_heads`,
 //! `mamba_head_dim`, `ssm_state_size`, `n_groups`, `conv_kernel`, `chunk_size`; without
-//! `mamba_num_heads`, `expand x hidden_size / mamba_head_dim` heads, as transformers builds them).
+//! `mamba_num_heads`, `expand x hidden_size / mamba_head_dim` heads, as transformers builds them);
+//! and Qwen3-Next's gated DeltaNet layers (`linear_*`, `layer_types`, `full_attention_interval`).
 
 use super::Config;
-use crate::model::MambaSpec;
+use crate::model::{LinearAttentionSpec, MambaSpec, MoeSpec};
 
 /// The pattern and the Mamba-2 sizes, or `(None, None)` for a model without a pattern.
 pub(super) fn hybrid(
@@ -99,6 +100,69 @@ fn block_types(list: &serde_json::Value) -> Option<String> {
             _ => None,
         })
         .collect()
+}
+
+/// A linear-attention hybrid (Qwen3-Next: `linear_num_value_heads` and the other `linear_*`
+/// keys): its pattern, each layer's token mixer (`G` where `layer_types` says
+/// `linear_attention`, or every layer but each `full_attention_interval`-th) followed by its MLP
+/// (`E` with experts, `-` for the leading dense layers), and the gated DeltaNet sizes.
+pub(super) fn linear_attention(
+    config: &mut Config,
+    layers: Option<i64>,
+    moe: Option<&mut MoeSpec>,
+) -> Option<(String, LinearAttentionSpec)> {
+    config.get("linear_num_value_heads")?;
+    let why = " with linear attention";
+    let spec = LinearAttentionSpec {
+        num_key_heads: config.required(&["linear_num_key_heads"], why)?,
+        num_value_heads: config.required(&["linear_num_value_heads"], why)?,
+        key_head_dim: config.required(&["linear_key_head_dim"], why)?,
+        value_head_dim: config.required(&["linear_value_head_dim"], why)?,
+        conv_kernel: config.int(&["linear_conv_kernel_dim"]),
+        chunk_size: None,
+    };
+    let layers = usize::try_from(layers?).ok().filter(|&n| n as u64 <= crate::limits::LAYERS)?;
+    let full: Vec<bool> = match config.get("layer_types") {
+        Some(list) => {
+            let kinds: Option<Vec<bool>> = list.as_array().and_then(|list| {
+                list.iter()
+                    .map(|kind| match kind.as_str()? {
+                        "linear_attention" => Some(false),
+                        "full_attention" => Some(true),
+                        _ => None,
+                    })
+                    .collect()
+            });
+            match kinds {
+                Some(kinds) if kinds.len() == layers => kinds,
+                _ => {
+                    config.problem(
+                        "layer_types",
+                        list,
+                        format!("must name linear_attention or full_attention for each of the {layers} layers"),
+                        "as in the published config",
+                    );
+                    return None;
+                }
+            }
+        }
+        None => {
+            let every = config.int(&["full_attention_interval"]).unwrap_or(4).max(1) as usize;
+            (0..layers).map(|i| (i + 1) % every == 0).collect()
+        }
+    };
+    // Leading dense layers keep a dense MLP; the pattern places them, so the experts' count of
+    // them is dropped.
+    let dense = match moe {
+        Some(moe) => moe.dense_layers.take().unwrap_or(0).max(0) as usize,
+        None => layers,
+    };
+    let pattern = full
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &full)| [if full { '*' } else { 'G' }, if i < dense { '-' } else { 'E' }])
+        .collect();
+    Some((pattern, spec))
 }
 
 /// Whether `value` is a hybrid config's `model_type`.

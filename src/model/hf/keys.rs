@@ -162,4 +162,12 @@ pub(super) const MAPPED: &[&str] = &[
     "moe_shared_expert_intermediate_size",
     "moe_latent_size",
     "use_bias",
+    // Linear-attention hybrids (Qwen3-Next): gated DeltaNet and which layers have it.
+    "linear_num_key_heads",
+    "linear_num_value_heads",
+    "linear_key_head_dim",
+    "linear_value_head_dim",
+    "linear_conv_kernel_dim",
+    "full_attention_interval",
+    "attn_output_gate",
 ];

@@ -4,7 +4,8 @@
 //! Qwen3 names, GPT-2 (`n_layer`, `n_embd`, ...) and GPT-NeoX names, the mixture-of-experts,
 //! latent-attention and multi-token-prediction fields of Mixtral, Qwen2/3-MoE, DeepSeek-V3,
 //! Kimi-K2 and GPT-OSS (`experts.rs`), sliding windows and `layer_types` (`window.rs`), the
-//! hybrid pattern and Mamba-2 mixer of Nemotron-H and Nemotron 3 (`hybrid.rs`), with the
+//! hybrid pattern and Mamba-2 mixer of Nemotron-H and Nemotron 3 and the gated DeltaNet layers
+//! of Qwen3-Next (`hybrid.rs`), with the
 //! text model of a vision-language config read from `text_config`. Every key is either mapped,
 //! known not to change the architecture (`keys.rs`), or an error naming it; so is a mapped value
 //! whose layout the spec cannot represent (experts on every other layer, an irregular mix of
@@ -150,13 +151,22 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     if let Some(moe) = moe.as_mut() {
         moe.latent_size = hybrid::latent_size(config);
     }
-    let (hybrid_pattern, mamba) = hybrid::hybrid(config, hidden);
+    let (mut hybrid_pattern, mamba) = hybrid::hybrid(config, hidden);
+    let linear = hybrid::linear_attention(config, layers, moe.as_mut());
+    let attention_output_gate = linear.is_some()
+        && (model_type == "qwen3_next" || config.flag("attn_output_gate").unwrap_or(false));
+    let linear_attention = linear.map(|(pattern, spec)| {
+        hybrid_pattern = Some(pattern);
+        spec
+    });
     let mla = experts::mla(config);
     let mtp_layers = experts::mtp_layers(config);
     let sliding_window = window::sliding_window(config, layers);
     let gpt_style = matches!(model_type.as_str(), "gpt2" | "gpt_neox" | "gptj" | "bloom");
     let mlp = mlp_kind(config, &model_type, gpt_style);
     let (layers, hidden, heads, vocab, mlp) = (layers?, hidden?, heads?, vocab?, mlp?);
+    // Megatron-LM's pattern counts each mixer and each MLP as a layer.
+    let layers = hybrid_pattern.as_ref().map_or(layers, |pattern| pattern.chars().count() as i64);
     Some(ModelSpec {
         name: name.to_owned(),
         display_name: Some(name.to_owned()),
@@ -195,8 +205,8 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         mtp_shared_weights: false,
         hybrid_pattern,
         mamba,
-        linear_attention: None,
-        attention_output_gate: false,
+        linear_attention,
+        attention_output_gate,
     })
 }
 

@@ -346,3 +346,32 @@ fn nemotron_h_configs_read_their_pattern_mamba_mixer_and_experts() {
     config["mtp_layers_block_type"] = serde_json::json!(["mamba"]);
     assert_eq!(problem_fields(&config.to_string()), ["config.mtp_layers_block_type"]);
 }
+
+#[test]
+fn qwen3_next_configs_read_gated_deltanet_layers_between_full_attention() {
+    // The fields of Qwen/Qwen3-Coder-Next's config.json (Qwen3-Next-80B-A3B's architecture) as
+    // a parser test transcribes them, with the keys every Qwen3-Next config states.
+    let config = r#"{"model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48,
+        "vocab_size": 151936, "head_dim": 256, "num_attention_heads": 16, "num_key_value_heads": 2,
+        "intermediate_size": 5120, "num_experts": 512, "num_experts_per_tok": 10,
+        "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512,
+        "decoder_sparse_step": 1, "mlp_only_layers": [], "norm_topk_prob": true,
+        "linear_num_key_heads": 16, "linear_key_head_dim": 128, "linear_num_value_heads": 32,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "full_attention_interval": 4,
+        "hidden_act": "silu", "max_position_embeddings": 262144, "partial_rotary_factor": 0.25,
+        "rope_theta": 10000000, "rms_norm_eps": 1e-06, "tie_word_embeddings": false}"#;
+    let (read, preset) = (model(config, "qwen3-next"), preset("qwen3-next-80b-a3b"));
+    assert_eq!(read.hybrid(), preset.hybrid());
+    assert!(read.attention_output_gate());
+    assert_eq!(read.total_params(), preset.total_params());
+    assert_eq!(read.active_params(), preset.active_params());
+    assert_eq!(read.training_flops_per_token(4096), preset.training_flops_per_token(4096));
+    // transformers' per-layer list gives the same layers; a mixer it does not know is a problem.
+    let listed: Vec<&str> =
+        (0..48).map(|i| if i % 4 == 3 { "full_attention" } else { "linear_attention" }).collect();
+    let mut value: serde_json::Value = serde_json::from_str(config).unwrap();
+    value["layer_types"] = serde_json::json!(listed);
+    assert_eq!(model(&value.to_string(), "listed").hybrid(), preset.hybrid());
+    value["layer_types"][0] = serde_json::json!("sliding_attention");
+    assert_eq!(problem_fields(&value.to_string()), ["config.layer_types"]);
+}

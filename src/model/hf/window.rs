@@ -18,6 +18,10 @@ pub(super) fn sliding_window(
     layers: Option<i64>,
 ) -> Option<SlidingWindowSpec> {
     let window = config.int(&["sliding_window"]);
+    // A linear-attention hybrid's `layer_types` names its token mixers (`hybrid.rs`).
+    if config.get("linear_num_value_heads").is_some() {
+        return None;
+    }
     // A layer count past its bound is reported by the model's validation; no list that long is
     // built here.
     let layers = usize::try_from(layers?).ok().filter(|&n| n as u64 <= crate::limits::LAYERS)?;
