@@ -138,10 +138,10 @@ impl Mamba {
     }
 
     /// Forward FLOPs per token of the chunked scan's matmuls (SSD, Dao and Gu 2024, section 6,
-    /// counted kernel by kernel over mamba_ssm's `_mamba_chunk_scan_combined_fwd`): per head
-    /// each chunk's state `B^T x` and its read by `C` (`2 P N` each), the next chunk's read of
-    /// the passed state (`2 P N`) less the causal half of the `Q x Q` scan against x (`Q P`);
-    /// per group the full `C B^T` block (`2 Q N`).
+    /// counted kernel by kernel over mamba_ssm's `_mamba_chunk_scan_combined_fwd`): per head the
+    /// chunk's state `B^T x` (`2 P N`), the output's read of the state passed in by `C`
+    /// (`2 P N`) and the causal half of the chunk's `Q x Q` scores against x (`Q P`); per group
+    /// the full `C B^T` block (`2 Q N`).
     pub fn scan_flops_per_token(&self) -> f64 {
         let (q, n, p) = (self.chunk_size as f64, self.state_size as f64, self.head_dim as f64);
         let (heads, groups) = (self.num_heads as f64, self.num_groups as f64);
