@@ -110,3 +110,21 @@ fn link_and_gpu_figures_outside_their_physical_range_are_refused() {
         );
     }
 }
+
+#[test]
+fn a_pattern_of_attention_and_mlp_pairs_prices_exactly_as_the_plain_model() {
+    // Megatron-LM's hybrid pattern counts attention and MLP as two layers: 32 `*-` pairs are
+    // Llama 3.1 8B's 32 layers, and the estimate is the preset's, byte for byte.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("llama-as-pattern.toml");
+    let preset = read_repo_file("presets/models/llama3.1-8b.toml");
+    let text = preset.replace("num_layers = 32", "num_layers = 64")
+        + &format!("hybrid_pattern = \"{}\"\n", "*-".repeat(32));
+    assert_ne!(text, preset);
+    std::fs::write(&file, text).unwrap();
+    let line = "estimate --gpus 16 --tp 2 --pp 2 --seq-len 8192 --global-batch 64 --format json";
+    let from_pattern = run(&[words(line), vec!["--model", file.to_str().unwrap()]].concat());
+    let from_preset = run(&[words(line), vec!["--model", "llama3.1-8b"]].concat());
+    assert_eq!(from_pattern.code, 0, "{}", from_pattern.stderr);
+    assert_eq!(from_pattern.stdout, from_preset.stdout);
+}
