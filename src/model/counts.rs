@@ -214,18 +214,35 @@ impl Model {
     /// Parameters of one MoE layer that are not routed experts: attention, router, shared
     /// experts, norms and their biases.
     pub fn moe_layer_dense_params(&self) -> u64 {
+        if self.moe().is_none() {
+            return 0;
+        }
+        self.attention_matmul_params()
+            + self.moe_block_dense_params()
+            + self.attention_bias_params()
+            + self.layer_norm_params()
+    }
+
+    /// Parameters of an MoE block that every token uses: the router (and its biases), the
+    /// shared experts and a LatentMoE layer's projections (0 without experts).
+    fn moe_block_dense_params(&self) -> u64 {
         let Some(moe) = self.moe() else { return 0 };
         let router = self.hidden_size() * moe.num_experts;
         let router_bias = if self.linear_bias() { moe.num_experts } else { 0 };
         let shared = self.mlp_matmul_params(moe.shared_ffn_hidden_size)
             + self.mlp_bias_params(moe.shared_ffn_hidden_size);
-        self.attention_matmul_params()
-            + router
-            + router_bias
-            + shared
-            + self.latent_projection_params()
-            + self.attention_bias_params()
-            + self.layer_norm_params()
+        router + router_bias + shared + self.latent_projection_params()
+    }
+
+    /// Weight-matrix parameters of an MoE block a token multiplies by: the router, the shared
+    /// experts, a LatentMoE layer's projections and its top-k routed experts.
+    fn moe_block_active_matrices(&self) -> u64 {
+        self.moe().map_or(0, |moe| {
+            self.hidden_size() * moe.num_experts
+                + self.mlp_matmul_params(moe.shared_ffn_hidden_size)
+                + self.latent_projection_params()
+                + moe.top_k * self.expert_params()
+        })
     }
 
     /// All parameters of one MoE layer.
@@ -354,16 +371,8 @@ impl Model {
     /// Router, shared experts and routed experts (all, or the `top_k` a token uses).
     fn moe_block_params(&self, active: bool) -> u64 {
         let Some(moe) = self.moe() else { return 0 };
-        let router = self.hidden_size() * moe.num_experts;
-        let router_bias = if self.linear_bias() { moe.num_experts } else { 0 };
-        let shared = self.mlp_matmul_params(moe.shared_ffn_hidden_size)
-            + self.mlp_bias_params(moe.shared_ffn_hidden_size);
         let experts = if active { moe.top_k } else { moe.num_experts };
-        router
-            + router_bias
-            + shared
-            + self.latent_projection_params()
-            + experts * (self.expert_params() + self.expert_bias_params())
+        self.moe_block_dense_params() + experts * (self.expert_params() + self.expert_bias_params())
     }
 
     /// The gated DeltaNet blocks of a hybrid model.
@@ -384,12 +393,7 @@ impl Model {
                 .map_or(0, |m| (m.in_projection() + m.inner()) * self.hidden_size()),
             Sublayer::Attention => self.attention_matmul_params(),
             Sublayer::Mlp => self.mlp_matmul_params(self.ffn_hidden_size()),
-            Sublayer::Moe => self.moe().map_or(0, |moe| {
-                self.hidden_size() * moe.num_experts
-                    + self.mlp_matmul_params(moe.shared_ffn_hidden_size)
-                    + self.latent_projection_params()
-                    + moe.top_k * self.expert_params()
-            }),
+            Sublayer::Moe => self.moe_block_active_matrices(),
             Sublayer::GatedDeltaNet => self
                 .hybrid_linear_attention()
                 .map_or(0, |l| (l.in_projection() + l.value_width()) * self.hidden_size()),
@@ -450,12 +454,10 @@ impl Model {
     /// Forward FLOPs per token of one MoE layer's weight GEMMs: attention, router, shared
     /// experts and the top-k routed experts.
     pub fn moe_layer_gemm_flops_per_token(&self) -> f64 {
-        let Some(moe) = self.moe() else { return self.dense_layer_gemm_flops_per_token() };
-        let matrices = self.attention_matmul_params()
-            + self.hidden_size() * moe.num_experts
-            + self.mlp_matmul_params(moe.shared_ffn_hidden_size)
-            + self.latent_projection_params()
-            + moe.top_k * self.expert_params();
+        if self.moe().is_none() {
+            return self.dense_layer_gemm_flops_per_token();
+        }
+        let matrices = self.attention_matmul_params() + self.moe_block_active_matrices();
         2.0 * matrices as f64
     }
 
