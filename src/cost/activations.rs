@@ -42,8 +42,7 @@ fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeMod
     let masks = if model.dropout() { 2.0 * h / sp } else { 0.0 };
     let mlp_width = dense_mlp_width(run, dense_mlp);
     let mlp = if mlp_width > 0 {
-        h * gemm_in / sp
-            + (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp
+        h * gemm_in / sp + mlp_inner_width(run, mlp_width, gemm_in)
     } else {
         0.0
     };
@@ -105,7 +104,7 @@ fn sublayer_activation_bytes(run: &Run, kind: Sublayer, modules: RecomputeModule
         if width == 0 || modules.contains(module) {
             0.0
         } else {
-            (model.up_width(width) as f64 * act + width as f64 * gemm_in) / tp
+            mlp_inner_width(run, width, gemm_in)
         }
     };
     let per_token = match kind {
@@ -181,12 +180,21 @@ fn selective_freed_width(
     }
     let mlp_module = if dense_mlp { RecomputeModule::Mlp } else { RecomputeModule::SharedExperts };
     if mlp_width > 0 && modules.contains(mlp_module) {
-        freed += (model.up_width(mlp_width) as f64 * act + mlp_width as f64 * gemm_in) / tp;
+        freed += mlp_inner_width(run, mlp_width, gemm_in);
     }
     if model.mla().is_some() && modules.contains(RecomputeModule::MlaUpProj) {
         freed += (model.query_width() + 2 * model.kv_width()) as f64 * act / tp;
     }
     freed
+}
+
+/// Bytes per token a dense MLP of intermediate width `width` keeps inside itself on one GPU (split
+/// by TP): its FC1 output, and its FC2 input in the recipe's saved precision; what recomputing
+/// the MLP frees.
+fn mlp_inner_width(run: &Run, width: u64, gemm_in: f64) -> f64 {
+    let act = Precision::ACTIVATION_BYTES;
+    let tp = run.plan().tp() as f64;
+    (run.model().up_width(width) as f64 * act + width as f64 * gemm_in) / tp
 }
 
 /// Width of a layer's dense MLP: the model's FFN, or an MoE layer's shared experts (0 without).
