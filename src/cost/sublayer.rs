@@ -48,105 +48,137 @@ pub fn sublayer(run: &Run, kind: Sublayer, rows: Rows) -> OpTable {
     table
 }
 
-/// A Mamba-2 layer: TP collectives, pre-norm, the input projection to z, x, B, C and dt, the
-/// causal depthwise convolution over x, B and C, the chunked scan, the gated norm, the output
-/// projection and the residual add. Tensor parallelism splits the heads and groups (Megatron-Core
-/// `MambaMixer`); sequence parallelism the element-wise work outside them.
-fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
-    let run = ctx.run;
-    let gpu = run.cluster().gpu();
-    let h = run.model().hidden_size() as f64;
-    let (tp, sp) = (ctx.tp, ctx.sp);
-    let act = Precision::ACTIVATION_BYTES;
-    let inner = mamba.inner() as f64 / tp;
-    let channels = mamba.conv_channels() as f64 / tp;
-    ctx.tp_block_comm(table, "tp-mamba");
-    table.enter(Some(RecomputeModule::Layernorm));
-    ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
-    table.enter(None);
-    ctx.gemm(table, "in-proj", mamba.in_projection() as f64 / tp, h);
-    // The causal convolution with its SiLU reads and writes x, B and C.
-    ctx.streaming(table, "conv1d", 2.0 * channels * act);
-    let tokens = ctx.tokens;
-    let heads = mamba.num_heads as f64 / tp;
-    let forward_flops = Flops::new(mamba.scan_flops_per_token() / tp * tokens);
-    let backward_flops = Flops::new(mamba.scan_backward_flops_per_token() / tp * tokens);
-    // The scan reads x, B, C and dt and writes y; the states between chunks go through HBM in
-    // FP32 (written by the chunk-state pass, read by the chunk scan). The backward reads them
-    // again with y's gradient and writes the gradients of x, B, C and dt.
-    let states_per_token =
-        heads * (mamba.head_dim * mamba.state_size) as f64 * 4.0 * 2.0 / mamba.chunk_size as f64;
-    let forward_bytes = Bytes::new(tokens * ((channels + inner + heads) * act + states_per_token));
-    let backward_bytes = forward_bytes * 2.0;
-    for (phase, flops, bytes) in [
-        (Phase::Forward, forward_flops, forward_bytes),
-        (Phase::Backward, backward_flops, backward_bytes),
-    ] {
-        let time = scan_time(gpu, flops, bytes);
-        table.push("ssd-scan", phase, OpKind::Attention, flops, bytes, time);
-    }
-    if run.plan().cp() > 1 {
-        mamba_context_parallel(ctx, table, mamba);
-    }
-    // The gated RMSNorm: y and z in, the normalized product out.
-    ctx.streaming(table, "gated-norm", 3.0 * inner * act);
-    ctx.gemm(table, "out-proj", h, inner);
-    ctx.streaming(table, "residual", 3.0 * h * act / sp);
-    ctx.quantize(table, h + inner, h + mamba.in_projection() as f64 / tp);
+/// What tells a chunked recurrent mixer (Mamba-2's scan, gated DeltaNet's delta rule) from the
+/// other: its widths, its kernel's work and its context-parallel exchange.
+struct RecurrentMixer {
+    /// Name of its TP collectives' rows.
+    tp_comm: &'static str,
+    /// Name of its kernel's rows.
+    kernel: &'static str,
+    /// Output width of the input projection.
+    in_projection: u64,
+    /// Channels the causal convolution runs over.
+    conv_channels: u64,
+    /// Width of the kernel's output (the gated norm's and the output projection's input).
+    output: u64,
+    /// Heads of the recurrence, and the per-head inputs besides the convolved ones (Mamba-2's dt;
+    /// gated DeltaNet's beta and decay).
+    heads: u64,
+    per_head_inputs: f64,
+    /// Elements of one head's recurrent state, and the chunk length it is passed between.
+    state: u64,
+    chunk: u64,
+    /// The kernel's FLOPs per token, forward and backward.
+    flops_per_token: (f64, f64),
 }
 
-/// A gated DeltaNet block (Qwen3-Next, Megatron-Core 0.17's `G` layer): TP collectives,
-/// pre-norm, the input projections to q, k, v, the output gate z, beta and the decay, the causal
-/// convolution over q, k and v, the chunked gated delta rule (priced as the chunked scan of
-/// `kernels::scan_time`: flash-linear-attention's Triton kernels, like mamba_ssm's, run chunked
-/// matmuls and element-wise decay), the gated norm, the output projection and the residual.
-/// Tensor parallelism splits the key and value heads. Under context parallelism each rank runs
-/// its chunk and LASP-2's one all-gather of the ranks' recurrent states (forward, and of their
-/// gradients in the backward) overlaps the kernel, as a ring step overlaps attention.
-fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttention) {
+/// A chunked recurrent mixer layer: TP collectives, pre-norm, the input projection, the causal
+/// depthwise convolution (with its SiLU, reading and writing its channels), the chunked kernel,
+/// the exchange `context_parallel` adds under CP, the gated norm, the output projection and the
+/// residual add. Tensor parallelism splits the heads; sequence parallelism the element-wise work
+/// outside them. The kernel reads the convolved channels and the per-head inputs and writes its
+/// output; the states between chunks go through HBM in FP32 (written by the chunk-state pass,
+/// read by the chunk scan); the backward reads them again with the output's gradient and writes
+/// the inputs' gradients.
+fn recurrent_mixer(
+    ctx: &Ctx,
+    table: &mut OpTable,
+    mixer: &RecurrentMixer,
+    context_parallel: impl Fn(&Ctx, &mut OpTable),
+) {
     let run = ctx.run;
     let gpu = run.cluster().gpu();
-    let plan = run.plan();
     let h = run.model().hidden_size() as f64;
     let (tp, sp) = (ctx.tp, ctx.sp);
     let act = Precision::ACTIVATION_BYTES;
-    let values = linear.value_width() as f64 / tp;
-    let channels = linear.conv_channels() as f64 / tp;
-    ctx.tp_block_comm(table, "tp-linear-attention");
+    let output = mixer.output as f64 / tp;
+    let channels = mixer.conv_channels as f64 / tp;
+    ctx.tp_block_comm(table, mixer.tp_comm);
     table.enter(Some(RecomputeModule::Layernorm));
     ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
     table.enter(None);
-    ctx.gemm(table, "in-proj", linear.in_projection() as f64 / tp, h);
+    ctx.gemm(table, "in-proj", mixer.in_projection as f64 / tp, h);
     ctx.streaming(table, "conv1d", 2.0 * channels * act);
     let tokens = ctx.tokens;
-    let heads = linear.num_value_heads as f64 / tp;
-    let forward_flops = Flops::new(linear.scan_flops_per_token() / tp * tokens);
-    let backward_flops = Flops::new(linear.scan_backward_flops_per_token() / tp * tokens);
-    // q, k, v, beta and the decay in, the output out; the chunk states through HBM in FP32.
-    let states = heads * (linear.key_head_dim * linear.value_head_dim) as f64 * 4.0 * 2.0
-        / linear.chunk_size as f64;
-    let forward_bytes = Bytes::new(tokens * ((channels + values + 2.0 * heads) * act + states));
+    let heads = mixer.heads as f64 / tp;
+    let (forward, backward) = mixer.flops_per_token;
+    let forward_flops = Flops::new(forward / tp * tokens);
+    let backward_flops = Flops::new(backward / tp * tokens);
+    let states = heads * mixer.state as f64 * 4.0 * 2.0 / mixer.chunk as f64;
+    let inputs = channels + output + mixer.per_head_inputs * heads;
+    let forward_bytes = Bytes::new(tokens * (inputs * act + states));
     for (phase, flops, bytes) in [
         (Phase::Forward, forward_flops, forward_bytes),
         (Phase::Backward, backward_flops, forward_bytes * 2.0),
     ] {
         let time = scan_time(gpu, flops, bytes);
-        table.push("gated-delta-rule", phase, OpKind::Attention, flops, bytes, time);
+        table.push(mixer.kernel, phase, OpKind::Attention, flops, bytes, time);
     }
-    if plan.cp() > 1 {
-        let sequences = run.training().micro_batch() as f64;
-        let state = Bytes::new(linear.state_bytes() / tp * sequences);
-        let group = Group { size: plan.cp(), stride: plan.tp() };
-        let links = run.cluster().interconnect();
-        let time = collective_time(links, Collective::AllGather, group, state * plan.cp() as f64);
-        for phase in [Phase::Forward, Phase::Backward] {
-            table.push("cp-state-all-gather", phase, OpKind::CpComm, Flops::ZERO, state, time);
-        }
+    if run.plan().cp() > 1 {
+        context_parallel(ctx, table);
     }
-    ctx.streaming(table, "gated-norm", 3.0 * values * act);
-    ctx.gemm(table, "out-proj", h, values);
+    // The gated RMSNorm: the output and the gate z in, the normalized product out.
+    ctx.streaming(table, "gated-norm", 3.0 * output * act);
+    ctx.gemm(table, "out-proj", h, output);
     ctx.streaming(table, "residual", 3.0 * h * act / sp);
-    ctx.quantize(table, h + values, h + linear.in_projection() as f64 / tp);
+    ctx.quantize(table, h + output, h + mixer.in_projection as f64 / tp);
+}
+
+/// A Mamba-2 layer (Megatron-Core `MambaMixer`): the input projection to z, x, B, C and dt, the
+/// convolution over x, B and C, the chunked scan; tensor parallelism splits heads and groups.
+fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
+    let mixer = RecurrentMixer {
+        tp_comm: "tp-mamba",
+        kernel: "ssd-scan",
+        in_projection: mamba.in_projection(),
+        conv_channels: mamba.conv_channels(),
+        output: mamba.inner(),
+        heads: mamba.num_heads,
+        per_head_inputs: 1.0,
+        state: mamba.head_dim * mamba.state_size,
+        chunk: mamba.chunk_size,
+        flops_per_token: (mamba.scan_flops_per_token(), mamba.scan_backward_flops_per_token()),
+    };
+    recurrent_mixer(ctx, table, &mixer, |ctx, table| mamba_context_parallel(ctx, table, mamba));
+}
+
+/// A gated DeltaNet block (Qwen3-Next, Megatron-Core 0.17's `G` layer): the input projections
+/// to q, k, v, the output gate z, beta and the decay, the convolution over q, k and v, and the
+/// chunked gated delta rule (priced as the chunked scan of `kernels::scan_time`:
+/// flash-linear-attention's Triton kernels, like mamba_ssm's, run chunked matmuls and
+/// element-wise decay). Tensor parallelism splits the key and value heads. Under context
+/// parallelism each rank runs its chunk and LASP-2's one all-gather of the ranks' recurrent
+/// states (forward, and of their gradients in the backward) overlaps the kernel, as a ring step
+/// overlaps attention.
+fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttention) {
+    let mixer = RecurrentMixer {
+        tp_comm: "tp-linear-attention",
+        kernel: "gated-delta-rule",
+        in_projection: linear.in_projection(),
+        conv_channels: linear.conv_channels(),
+        output: linear.value_width(),
+        heads: linear.num_value_heads,
+        per_head_inputs: 2.0,
+        state: linear.key_head_dim * linear.value_head_dim,
+        chunk: linear.chunk_size,
+        flops_per_token: (linear.scan_flops_per_token(), linear.scan_backward_flops_per_token()),
+    };
+    recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, linear));
+}
+
+/// LASP-2's exchange of a gated DeltaNet layer: each CP rank's FP32 recurrent state of every
+/// sequence, all-gathered over the CP group.
+fn state_all_gather(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttention) {
+    let run = ctx.run;
+    let plan = run.plan();
+    let sequences = run.training().micro_batch() as f64;
+    let state = Bytes::new(linear.state_bytes() / ctx.tp * sequences);
+    let group = Group { size: plan.cp(), stride: plan.tp() };
+    let links = run.cluster().interconnect();
+    let time = collective_time(links, Collective::AllGather, group, state * plan.cp() as f64);
+    for phase in [Phase::Forward, Phase::Backward] {
+        table.push("cp-state-all-gather", phase, OpKind::CpComm, Flops::ZERO, state, time);
+    }
 }
 
 /// Context parallelism of a Mamba-2 layer as Megatron-Core's `MambaContextParallel` runs it:
