@@ -4,32 +4,15 @@
 //! (`simulate --trace`, issue #14 target: 50 ms), and one estimate through the command-line layer
 //! that the Python package calls (issue #18).
 
+mod cases;
+
 use criterion::{Criterion, criterion_group, criterion_main};
-use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{PipelineSplit, PlanSpec, Precision, TrainingSpec};
 use meshplan::sim::trace::chrome_trace;
 use meshplan::sim::{SimOptions, simulate, simulate_with};
-use meshplan::{Run, RunSpec, closed_form, presets};
+use meshplan::{Run, closed_form};
 
 fn llama_405b_on_16k_h100() -> Run {
-    Run::from_spec(&RunSpec {
-        model: presets::model("llama3.1-405b").unwrap(),
-        cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 16384 },
-        training: TrainingSpec {
-            seq_len: 8192,
-            global_batch: 2048,
-            micro_batch: Some(1),
-            precision: Some(Precision::Bf16),
-        },
-        plan: PlanSpec {
-            tp: Some(8),
-            pp: Some(16),
-            vp: Some(8),
-            pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
-            ..PlanSpec::default()
-        },
-    })
-    .unwrap()
+    Run::from_spec(&cases::llama_405b_on_16k_h100().unwrap()).unwrap()
 }
 
 fn bench_estimate(c: &mut Criterion) {

@@ -3,33 +3,18 @@
 //! too noisy: `valgrind --tool=callgrind target/release/examples/estimate_loop 2001` minus the
 //! same with `1`, divided by 2,000, is the instructions of one estimate.
 
-use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{PipelineSplit, PlanSpec, Precision, TrainingSpec};
-use meshplan::{Run, RunSpec, closed_form, presets};
+#[path = "../benches/cases/mod.rs"]
+mod cases;
+
+use meshplan::{Run, closed_form};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let count: usize = match std::env::args().nth(1) {
         Some(text) => text.parse()?,
         None => 100_000,
     };
-    let run = Run::from_spec(&RunSpec {
-        model: presets::model("llama3.1-405b")?,
-        cluster: ClusterSpec { gpu: presets::gpu("h100-sxm")?, num_gpus: 16384 },
-        training: TrainingSpec {
-            seq_len: 8192,
-            global_batch: 2048,
-            micro_batch: Some(1),
-            precision: Some(Precision::Bf16),
-        },
-        plan: PlanSpec {
-            tp: Some(8),
-            pp: Some(16),
-            vp: Some(8),
-            pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
-            ..PlanSpec::default()
-        },
-    })
-    .map_err(|violations| violations.to_string())?;
+    let run = Run::from_spec(&cases::llama_405b_on_16k_h100()?)
+        .map_err(|violations| violations.to_string())?;
     let mut sum = 0.0;
     for _ in 0..count {
         sum += closed_form(std::hint::black_box(&run)).throughput.tokens_per_sec_per_gpu;
