@@ -26,7 +26,7 @@ pub struct Tables {
     /// One transformer layer: an MoE layer when the model has experts.
     pub layer: OpTotals,
     /// One dense-MLP layer of an MoE model (its leading dense layers); `None` for dense models,
-    /// whose `layer` is already dense.
+    /// whose `layer` is already dense, and for hybrid models, whose pattern places dense MLPs.
     pub dense_layer: Option<OpTotals>,
     /// The input embedding (first stage).
     pub embedding: OpTotals,
@@ -58,7 +58,9 @@ impl Tables {
         let priced = |table: OpTable| table.totals;
         Tables {
             layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
-            dense_layer: moe.then(|| priced(layer::transformer_layer(run, true, Rows::TotalsOnly))),
+            // A hybrid model places its dense MLPs in its pattern: no dense transformer layer.
+            dense_layer: (moe && run.model().hybrid().is_none())
+                .then(|| priced(layer::transformer_layer(run, true, Rows::TotalsOnly))),
             embedding: priced(layer::embedding(run, Rows::TotalsOnly)),
             head: priced(layer::head(run, Rows::TotalsOnly)),
             // A model without MTP modules runs the table zero times: it is not built.

@@ -262,11 +262,14 @@ impl LinearAttention {
     }
 }
 
-/// A validated hybrid layout.
+/// A validated hybrid layout. Obtainable only through validation (`counts` is private).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Hybrid {
     /// One kind per layer, first to last.
     pub pattern: Vec<Sublayer>,
+    /// Layers of each kind in the whole pattern, counted once at validation (the cost model
+    /// reads them for every estimate).
+    counts: SublayerCounts,
     /// The Mamba-2 mixer (`None` when the pattern has no `M`).
     pub mamba: Option<Mamba>,
     /// The gated DeltaNet blocks (`None` when the pattern has no `G`).
@@ -276,24 +279,29 @@ pub struct Hybrid {
 impl Hybrid {
     /// Layers of each kind among `count` layers from layer `first`.
     pub fn counts_in(&self, first: u64, count: u64) -> SublayerCounts {
-        let mut counts = [0; SUBLAYER_KINDS];
         let start = (first as usize).min(self.pattern.len());
         let end = (first.saturating_add(count) as usize).min(self.pattern.len());
-        for kind in &self.pattern[start..end] {
-            counts[kind.index()] += 1;
-        }
-        counts
+        count_kinds(&self.pattern[start..end])
     }
 
     /// Layers of each kind in the whole model.
     pub fn counts(&self) -> SublayerCounts {
-        self.counts_in(0, self.pattern.len() as u64)
+        self.counts
     }
 
     /// The pattern as Megatron-LM writes it.
     pub fn pattern_text(&self) -> String {
         self.pattern.iter().map(|kind| kind.symbol()).collect()
     }
+}
+
+/// Layers of each kind among `kinds`.
+fn count_kinds(kinds: &[Sublayer]) -> SublayerCounts {
+    let mut counts = [0; SUBLAYER_KINDS];
+    for kind in kinds {
+        counts[kind.index()] += 1;
+    }
+    counts
 }
 
 /// What validating a pattern gives: a hybrid layout, or the plain transformer it spells.
@@ -404,7 +412,8 @@ pub(super) fn validate(
     if pairs && !kinds.is_empty() {
         return Layout::Transformer { layers: kinds.len() as u64 / 2 };
     }
-    Layout::Hybrid(Hybrid { pattern: kinds, mamba, linear_attention })
+    let counts = count_kinds(&kinds);
+    Layout::Hybrid(Hybrid { pattern: kinds, counts, mamba, linear_attention })
 }
 
 fn validate_linear(collector: &mut Collector, spec: &LinearAttentionSpec) -> LinearAttention {
