@@ -19,6 +19,7 @@ fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> S
             cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: gpus },
             training: TrainingSpec { seq_len, global_batch, micro_batch: None, precision: None },
             plan: Default::default(),
+            data: None,
         },
         constraints: Constraints::default(),
         memory_headroom: 0.05,

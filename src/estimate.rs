@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use crate::cost;
 pub use crate::cost::breakdown::{MemoryBreakdown, StageMemory, Throughput, TimeBreakdown};
+use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::priced::PricedRun;
 use crate::run::Run;
 use crate::sim::{SimError, SimOptions, Simulation, simulate_from};
@@ -41,6 +42,10 @@ pub struct Estimate {
     pub time: TimeBreakdown,
     /// Throughput figures.
     pub throughput: Throughput,
+    /// How unequal the data's sequences make the replicas and micro-batches; absent when every
+    /// sequence is one document of the run's length.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_balance: Option<DataImbalance>,
 }
 
 impl Estimate {
@@ -136,8 +141,15 @@ pub fn closed_form_from(priced: &PricedRun) -> Estimate {
         stages,
         memory_capacity: run.cluster().gpu().memory(),
         throughput: cost::step::throughput(run, &time),
+        data_balance: balance(priced, time.pipeline_bubble),
         time,
     }
+}
+
+/// The data's imbalance figures of a priced run whose pipeline fills and drains in `bubble`.
+fn balance(priced: &PricedRun, bubble: crate::units::Seconds) -> Option<DataImbalance> {
+    priced.run().data()?;
+    data_imbalance(priced, &priced.critical_stage().0, bubble)
 }
 
 /// Prices one run with the step simulated under its pipeline schedule: the step time and each
@@ -176,6 +188,7 @@ pub fn estimate_simulated_from(
         stages,
         memory_capacity: run.cluster().gpu().memory(),
         throughput: cost::step::throughput(run, &time),
+        data_balance: balance(priced, time.pipeline_bubble),
         time,
     };
     Ok((estimate, simulation))

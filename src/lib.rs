@@ -17,6 +17,7 @@
 //!     cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 64 },
 //!     training: TrainingSpec { seq_len: 8192, global_batch: 128, micro_batch: Some(1), precision: None },
 //!     plan: PlanSpec { tp: Some(8), pp: Some(4), vp: Some(5), ..PlanSpec::default() },
+//!     data: None,
 //! };
 //! let run = Run::from_spec(&spec).unwrap();
 //! let estimate = closed_form(&run);
@@ -28,6 +29,7 @@
 
 pub mod cli;
 pub mod cost;
+pub mod data;
 pub mod estimate;
 pub mod export;
 pub mod goodput;

@@ -21,6 +21,11 @@ pub const VOCAB: u64 = 1 << 24;
 pub const EXPERTS: u64 = 1 << 16;
 /// Tokens per sequence (and position embeddings): 2^24, above the 10M-token contexts published.
 pub const SEQ_LEN: u64 = 1 << 24;
+/// Entries of a document-length sample or histogram (`--lengths`): 2^24, a sample far larger
+/// than any distribution needs (a million documents describe one to a percent).
+pub const LENGTH_ENTRIES: u64 = 1 << 24;
+/// Documents a histogram counts in all: 2^50, so that the counts add up within u64.
+pub const DOCUMENTS: u64 = 1 << 50;
 /// Sequences per optimizer step.
 pub const GLOBAL_BATCH: u64 = 1 << 24;
 /// Tasks of one simulated step (micro-batches x pipeline stages x virtual chunks x 2 phases):

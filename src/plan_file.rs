@@ -17,6 +17,8 @@ use crate::run::{Run, RunSpec};
 #[serde(deny_unknown_fields)]
 struct PlanFile {
     training: TrainingSpec,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    data: Option<crate::data::DataSpec>,
     plan: PlanSpec,
     model: ModelSpec,
     cluster: ClusterSpec,
@@ -46,6 +48,7 @@ pub fn resolved_spec(base: &RunSpec, run: &Run) -> RunSpec {
         cluster: base.cluster.clone(),
         training: run.training().to_spec(),
         plan: PlanSpec { stack: Some(run.stack().id().to_owned()), ..run.plan().to_spec() },
+        data: run.data().map(|data| data.data.to_spec()),
     }
 }
 
@@ -53,6 +56,7 @@ pub fn resolved_spec(base: &RunSpec, run: &Run) -> RunSpec {
 pub fn to_toml(spec: &RunSpec) -> Result<String, PlanFileError> {
     let file = PlanFile {
         training: spec.training.clone(),
+        data: spec.data.clone(),
         plan: spec.plan.clone(),
         model: spec.model.clone(),
         cluster: spec.cluster.clone(),
@@ -76,6 +80,7 @@ pub fn from_toml(text: &str) -> Result<RunSpec, PlanFileError> {
         cluster: file.cluster,
         training: file.training,
         plan: file.plan,
+        data: file.data,
     })
 }
 
@@ -95,6 +100,7 @@ mod tests {
                 precision: None,
             },
             plan,
+            data: None,
         }
     }
 

@@ -180,6 +180,15 @@ const GPU_ALIASES: [(&str, &str); 6] = [
     ("h200-sxm", "h200"),
 ];
 
+/// Every built-in document length distribution (`--lengths NAME`).
+pub const LENGTHS: &[PresetFile] = presets!("lengths": "wikipedia");
+
+/// The length distribution preset of that name: a data spec with its source and lengths.
+pub fn lengths(name: &str) -> Result<crate::data::DataSpec, PresetError> {
+    let file = find(LENGTHS, "length distribution", name)?;
+    toml::from_str(file.text).map_err(|err| malformed("length distribution", file.name, err))
+}
+
 /// The preset a short GPU name means, if it is one of [`GPU_ALIASES`].
 fn gpu_alias(name: &str) -> Option<&'static str> {
     let wanted = name.trim().to_ascii_lowercase();

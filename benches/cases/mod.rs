@@ -25,5 +25,6 @@ pub fn llama_405b_on_16k_h100() -> Result<RunSpec, PresetError> {
             pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
             ..PlanSpec::default()
         },
+        data: None,
     })
 }

@@ -213,6 +213,7 @@ fn spec(input: &Input) -> RunSpec {
             engine: input.engine.map(|i| pick(&Engine::ALL, i)),
             stack: input.stack.map(|i| pick(presets::STACKS, i).name.to_owned()),
         },
+        data: None,
     }
 }
 

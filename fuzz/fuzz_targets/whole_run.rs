@@ -20,6 +20,7 @@ fuzz_target!(|data: &[u8]| {
         cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 64 },
         training: TrainingSpec { seq_len: 4096, global_batch: 64, micro_batch: None, precision: None },
         plan: PlanSpec::default(),
+        data: None,
     })
     .expect("the fixed run validates");
     let Ok(outlook) = outlook(&run, Seconds::new(1.5), &goodput) else { return };

@@ -314,6 +314,16 @@ pub struct RunArgs {
     /// fp8-delayed). [default: bf16]
     #[arg(long, value_name = "NAME", help_heading = "Training")]
     pub precision: Option<String>,
+    /// Document lengths of the data: a built-in distribution (`meshplan presets`), or a file of
+    /// lengths (CSV with a `length` column, or a histogram with `min`, `max` and `count`
+    /// columns; JSON or TOML with a `lengths` list or a `histogram` of those bins). [default:
+    /// every sequence one document of --seq-len tokens]
+    #[arg(long, value_name = "NAME|FILE", help_heading = "Training")]
+    pub lengths: Option<String>,
+    /// How documents become sequences: pack (cut into --seq-len sequences, each document
+    /// attending to itself) or pad (one document per sequence). [default: pack]
+    #[arg(long, value_enum, value_name = "HOW", help_heading = "Training")]
+    pub batching: Option<crate::data::Batching>,
 
     /// The parallel plan: one flag per plan option.
     #[command(flatten)]

@@ -17,6 +17,7 @@ use crate::violation::{Collector, Violations, toml_error_line};
 use crate::{Run, RunSpec};
 
 use super::args::RunArgs;
+pub use super::read::{MAX_INPUT_FILE_BYTES, read_bounded};
 
 /// The built-in example's model preset, used when `--model` is not given.
 pub const EXAMPLE_MODEL: &str = "llama3.1-70b";
@@ -111,7 +112,21 @@ fn build_spec(problems: &mut Collector, args: &RunArgs, with_base_plan: bool) ->
         (None, false) => PlanSpec::default(),
     };
     let plan = base.overridden_by(&args.plan_options);
-    Some(RunSpec { model: model?, cluster: ClusterSpec { gpu: gpu?, num_gpus }, training, plan })
+    let data = super::lengths_file::data_spec(
+        problems,
+        args.lengths.as_deref(),
+        args.batching,
+        file.as_ref().and_then(|f| f.data.as_ref()),
+    );
+    let data_failed = args.lengths.is_some() && data.is_none();
+    let spec = RunSpec {
+        model: model?,
+        cluster: ClusterSpec { gpu: gpu?, num_gpus },
+        training,
+        plan,
+        data,
+    };
+    (!data_failed).then_some(spec)
 }
 
 /// A plan file's plan without what the flags beside it make stale, so that the flags can switch
@@ -187,26 +202,6 @@ fn plan_file(problems: &mut Collector, path: &Path) -> Option<RunSpec> {
             None
         }
     }
-}
-
-/// The largest model, GPU or plan file read, in bytes.
-pub const MAX_INPUT_FILE_BYTES: u64 = 1 << 20;
-
-/// A file's text, refused past [`MAX_INPUT_FILE_BYTES`] (1 MiB: a model, GPU or plan file is a
-/// few KiB, a Hugging Face config.json tens of KiB) so that a device or a huge file is not read
-/// into memory.
-pub fn read_bounded(path: &Path, limit: u64) -> Result<String, String> {
-    use std::io::Read as _;
-    let shown = path.display();
-    let file = std::fs::File::open(path).map_err(|err| format!("cannot read {shown}: {err}"))?;
-    let mut text = String::new();
-    file.take(limit.saturating_add(1))
-        .read_to_string(&mut text)
-        .map_err(|err| format!("cannot read {shown}: {err}"))?;
-    if text.len() as u64 > limit {
-        return Err(format!("{shown} is larger than the {limit} bytes read at most"));
-    }
-    Ok(text)
 }
 
 /// Whether a `--model` value names a file rather than a preset.

@@ -1,4 +1,5 @@
-//! `meshplan presets`: every built-in model and GPU with its key numbers and source.
+//! `meshplan presets`: every built-in model, GPU, software stack and document length
+//! distribution with its key numbers and source.
 
 use crate::hardware::{Cluster, ClusterSpec, LinkTier};
 use crate::model::Model;
@@ -62,10 +63,34 @@ struct StackRow {
 }
 
 #[derive(Serialize)]
+struct LengthsRow {
+    name: String,
+    documents: u64,
+    mean_tokens: f64,
+    longest_tokens: u64,
+    source: String,
+}
+
+#[derive(Serialize)]
 struct Catalogue {
     models: Vec<ModelRow>,
     gpus: Vec<GpuRow>,
     stacks: Vec<StackRow>,
+    lengths: Vec<LengthsRow>,
+}
+
+fn lengths_row(name: &str) -> anyhow::Result<LengthsRow> {
+    let spec = presets::lengths(name)?;
+    let data =
+        crate::data::Data::from_spec(&spec, Some(name)).map_err(|v| anyhow::anyhow!("{v}"))?;
+    let distribution = data.distribution();
+    Ok(LengthsRow {
+        name: name.to_owned(),
+        documents: distribution.documents(),
+        mean_tokens: distribution.mean_length(),
+        longest_tokens: distribution.max_length(),
+        source: spec.source.unwrap_or_default(),
+    })
 }
 
 fn model_row(name: &str) -> anyhow::Result<ModelRow> {
@@ -126,7 +151,9 @@ fn catalogue() -> anyhow::Result<Catalogue> {
             sources: stack.sources().clone(),
         })
         .collect();
-    Ok(Catalogue { models, gpus, stacks })
+    let lengths =
+        presets::LENGTHS.iter().map(|file| lengths_row(file.name)).collect::<Result<_, _>>()?;
+    Ok(Catalogue { models, gpus, stacks, lengths })
 }
 
 /// Lists the presets.
@@ -208,6 +235,16 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
             stack.code.clone(),
         ]);
     }
+    let mut lengths = render::table(&["lengths", "documents", "mean tokens", "longest"]);
+    for row in &catalogue.lengths {
+        lengths.add_row([
+            row.name.clone(),
+            row.documents.to_string(),
+            format!("{:.0}", row.mean_tokens),
+            row.longest_tokens.to_string(),
+        ]);
+    }
+    render::align_numbers(&mut lengths, 1);
     let mut sources = String::new();
     for m in &catalogue.models {
         sources.push_str(&format!("- {}: {}\n", m.name, m.source));
@@ -220,7 +257,10 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
             stack.sources.iter().map(|(field, source)| format!("{field}: {source}")).collect();
         sources.push_str(&format!("- {}: {}\n", stack.id, fields.join("; ")));
     }
+    for row in &catalogue.lengths {
+        sources.push_str(&format!("- {}: {}\n", row.name, row.source));
+    }
     Ok(format!(
-        "Models\n{models}\n\nGPUs (* achievable per GPU and direction, after link efficiency)\n{gpus}\n\nSoftware stacks (--stack)\n{stacks}\n\nSources\n{sources}"
+        "Models\n{models}\n\nGPUs (* achievable per GPU and direction, after link efficiency)\n{gpus}\n\nSoftware stacks (--stack)\n{stacks}\n\nDocument length distributions (--lengths)\n{lengths}\n\nSources\n{sources}"
     ))
 }

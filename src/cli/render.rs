@@ -120,6 +120,9 @@ pub fn run_header(inputs: &Inputs) -> String {
         recompute_label(plan, run.stage_layers(0)),
         plan.schedule().name(),
     );
+    if let Some(data) = run.data() {
+        let _ = writeln!(out, "Data: {}", data_label(data, training.seq_len()));
+    }
     if inputs.example {
         let _ = writeln!(
             out,
@@ -127,6 +130,33 @@ pub fn run_header(inputs: &Inputs) -> String {
         );
     }
     out
+}
+
+/// What a run's data is and how it is batched, in one line.
+fn data_label(data: &crate::run::RunData, seq_len: u64) -> String {
+    let name = match (data.data.preset(), data.data.source()) {
+        (Some(preset), _) => preset.to_owned(),
+        (None, Some(source)) => source.to_owned(),
+        (None, None) => "given lengths".to_owned(),
+    };
+    let distribution = data.data.distribution();
+    let batching = match data.data.batching() {
+        crate::data::Batching::Pack => format!(
+            "packed into {seq_len}-token sequences ({:.1} document pieces each on average)",
+            data.loads.pieces_per_sequence
+        ),
+        crate::data::Batching::Pad => format!(
+            "one document per {seq_len}-token sequence, padded ({:.1} % of tokens trained)",
+            data.loads.trained_fraction * 100.0
+        ),
+    };
+    format!(
+        "{name}, mean document {:.0} tokens, longest {}; {batching}; {} sequences sampled, seed {}",
+        distribution.mean_length(),
+        distribution.max_length(),
+        data.loads.sequences,
+        data.data.seed()
+    )
 }
 
 /// The run as (label, value) rows, for the header of an HTML report.
@@ -158,7 +188,8 @@ pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
         ("Sharding", sharding_label(plan)),
         ("Recompute", recompute_label(plan, run.stage_layers(0))),
     ];
-    rows.into_iter().map(|(name, value)| (name.to_owned(), value)).collect()
+    let data = run.data().map(|data| ("Data", data_label(data, training.seq_len())));
+    rows.into_iter().chain(data).map(|(name, value)| (name.to_owned(), value)).collect()
 }
 
 /// The text report of one estimate.
@@ -222,6 +253,18 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     for (name, value) in lines {
         let _ = writeln!(out, "{name:<22} {value}");
     }
+    if let Some(balance) = &estimate.data_balance {
+        let _ = writeln!(
+            out,
+            "{:<22} slowest of {} replicas x{:.3} the mean replica's work; largest of {} \
+             micro-batches x{:.3} the mean (WLB-LLM's imbalance degree)",
+            "Data imbalance",
+            inputs.run.plan().dp(),
+            balance.replicas,
+            inputs.run.plan().num_microbatches(),
+            balance.microbatches,
+        );
+    }
     match crate::validate::run_band(&inputs.run) {
         Some(band) => {
             let (low, high) = band.throughput_range(throughput.tokens_per_sec_per_gpu);
@@ -266,6 +309,55 @@ struct EstimateJson<'a, W: Serialize> {
     /// The whole run, when a training length was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     whole_run: Option<W>,
+    /// The data's lengths and the imbalance they cause, when a length distribution was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    data: Option<DataJson>,
+}
+
+/// A run's data and what its unequal sequences cost.
+#[derive(Serialize)]
+struct DataJson {
+    /// The built-in distribution's name, or the lengths' source.
+    lengths: String,
+    batching: &'static str,
+    mean_document_tokens: f64,
+    longest_document_tokens: u64,
+    pieces_per_sequence: f64,
+    /// Tokens trained over tokens computed (below 1 when padding).
+    trained_fraction: f64,
+    sequences_sampled: u64,
+    seed: u64,
+    /// The slowest data-parallel replica's work over the mean replica's.
+    slowest_replica_over_mean: f64,
+    /// A replica's largest micro-batch's work over the mean micro-batch's.
+    largest_microbatch_over_mean: f64,
+    /// What the imbalance adds to the step (the time breakdown's `data_imbalance`).
+    imbalance_s: f64,
+}
+
+impl DataJson {
+    fn of(run: &crate::Run, estimate: &Estimate) -> Option<DataJson> {
+        let (data, balance) = (run.data()?, estimate.data_balance?);
+        let distribution = data.data.distribution();
+        Some(DataJson {
+            lengths: data
+                .data
+                .preset()
+                .or(data.data.source())
+                .unwrap_or("given lengths")
+                .to_owned(),
+            batching: data.data.batching().name(),
+            mean_document_tokens: distribution.mean_length(),
+            longest_document_tokens: distribution.max_length(),
+            pieces_per_sequence: data.loads.pieces_per_sequence,
+            trained_fraction: data.loads.trained_fraction,
+            sequences_sampled: data.loads.sequences,
+            seed: data.data.seed(),
+            slowest_replica_over_mean: balance.replicas,
+            largest_microbatch_over_mean: balance.microbatches,
+            imbalance_s: estimate.time.data_imbalance.value(),
+        })
+    }
 }
 
 /// An estimate's 80 % error band: the signed-error band, the ranges it gives, and its basis.
@@ -537,6 +629,7 @@ pub fn estimate_json<W: Serialize>(
         error_band: crate::validate::run_band(run).map(|band| BandJson::of(estimate, band)),
         fit_suggestions: suggestions.iter().map(FitJson::from).collect(),
         whole_run,
+        data: DataJson::of(run, estimate),
     };
     serde_json::to_string_pretty(&json)
 }

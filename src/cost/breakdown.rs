@@ -150,11 +150,18 @@ pub struct TimeBreakdown {
     pub dp_exposed: Seconds,
     /// Pipeline fill and drain (bubble).
     pub pipeline_bubble: Seconds,
+    /// What the slowest data-parallel replica's sequences add over the mean replica's, and the
+    /// larger fill and drain of its largest micro-batch (documents of unequal lengths; zero
+    /// without a length distribution).
+    pub data_imbalance: Seconds,
     /// Optimizer step and gradient-norm work.
     pub optimizer: Seconds,
 }
 
 impl TimeBreakdown {
+    /// How many parts a step's time is broken into.
+    pub const PARTS: usize = 11;
+
     /// The step time: the sum of the parts.
     pub fn step_time(&self) -> Seconds {
         self.forward
@@ -166,11 +173,12 @@ impl TimeBreakdown {
             + self.pp_exposed
             + self.dp_exposed
             + self.pipeline_bubble
+            + self.data_imbalance
             + self.optimizer
     }
 
     /// The parts with their report names, in display order.
-    pub fn parts(&self) -> [(&'static str, Seconds); 10] {
+    pub fn parts(&self) -> [(&'static str, Seconds); TimeBreakdown::PARTS] {
         [
             ("forward compute", self.forward),
             ("backward compute", self.backward),
@@ -181,6 +189,7 @@ impl TimeBreakdown {
             ("PP comm (exposed)", self.pp_exposed),
             ("DP comm (exposed)", self.dp_exposed),
             ("pipeline bubble", self.pipeline_bubble),
+            ("data imbalance", self.data_imbalance),
             ("optimizer step", self.optimizer),
         ]
     }

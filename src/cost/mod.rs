@@ -11,6 +11,8 @@ pub mod activations;
 pub mod breakdown;
 pub mod collective;
 pub mod dispatch;
+pub mod document_attention;
+pub mod imbalance;
 pub mod kernels;
 pub mod layer;
 pub mod memory;

@@ -62,6 +62,8 @@ pub struct Op {
 pub struct Rerun {
     /// GEMMs, attention and memory-bound kernels.
     pub compute: Seconds,
+    /// Fused attention within `compute`.
+    pub attention: Seconds,
     /// Tensor-parallel collectives.
     pub tp: Seconds,
     /// Expert-parallel dispatch and combine.
@@ -73,8 +75,10 @@ impl Rerun {
     /// (context-parallel exchanges are not counted in a rerun).
     pub fn add(&mut self, kind: OpKind, time: Seconds) {
         match kind {
-            OpKind::Gemm | OpKind::WeightGradient | OpKind::Attention | OpKind::Memory => {
-                self.compute += time
+            OpKind::Gemm | OpKind::WeightGradient | OpKind::Memory => self.compute += time,
+            OpKind::Attention => {
+                self.compute += time;
+                self.attention += time;
             }
             OpKind::TpComm => self.tp += time,
             OpKind::EpComm => self.ep += time,
@@ -134,6 +138,13 @@ impl PhaseTimes {
         }
     }
 
+    /// The totals with the fused attention's time scaled by `scale` (what documents shorter
+    /// than the sequence leave of it).
+    fn with_attention_scale(self, scale: f64) -> PhaseTimes {
+        let attention = self.attention * scale;
+        PhaseTimes { compute: self.compute - self.attention + attention, attention, ..self }
+    }
+
     /// The total of one kind of row.
     pub fn of(&self, kind: OpKind) -> Seconds {
         match kind {
@@ -185,6 +196,22 @@ impl OpTotals {
         }
     }
 
+    /// The totals with the fused attention's time scaled, `forward` in the forward rows (and
+    /// every module's rerun of them) and `backward` in the backward rows; FLOPs are left as the
+    /// rows count them.
+    pub fn with_attention_scale(&self, forward: f64, backward: f64) -> OpTotals {
+        let rerun = |rerun: Rerun| {
+            let attention = rerun.attention * forward;
+            Rerun { compute: rerun.compute - rerun.attention + attention, attention, ..rerun }
+        };
+        OpTotals {
+            forward: self.forward.with_attention_scale(forward),
+            backward: self.backward.with_attention_scale(backward),
+            module_rerun: self.module_rerun.map(rerun),
+            ..*self
+        }
+    }
+
     /// The totals of one phase.
     pub fn phase(&self, phase: Phase) -> &PhaseTimes {
         match phase {
@@ -214,6 +241,7 @@ impl OpTotals {
             .filter(|(module, _)| reruns(**module))
             .fold(Rerun::default(), |sum, (_, rerun)| Rerun {
                 compute: sum.compute + rerun.compute,
+                attention: sum.attention + rerun.attention,
                 tp: sum.tp + rerun.tp,
                 ep: sum.ep + rerun.ep,
             })

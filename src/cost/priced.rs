@@ -222,6 +222,22 @@ impl<'a> PricedRun<'a> {
         self.shared.stages.get_or_init(|| self.price_each(stage_segments(self.run), &[]))
     }
 
+    /// The slowest stage's work per micro-batch (the last of equal ones) and the sum over all
+    /// stages of their work per micro-batch: what the pipeline runs at and fills with.
+    pub fn critical_stage(&self) -> (Work, Seconds) {
+        let mut critical = Work::default();
+        let mut slowest = f64::NEG_INFINITY;
+        let mut all_stages = Seconds::ZERO;
+        for stage in self.stages() {
+            let total = stage.work.total();
+            all_stages += total;
+            if total.value().total_cmp(&slowest).is_ge() {
+                (critical, slowest) = (stage.work, total.value());
+            }
+        }
+        (critical, all_stages)
+    }
+
     /// The data-parallel collectives of the first stage's parameters.
     pub fn first_stage_collectives(&self) -> DataParallelCollectives {
         *self.first_collectives.get_or_init(|| {

@@ -13,6 +13,7 @@
 //! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
 use crate::cost::breakdown::{Throughput, TimeBreakdown};
+use crate::cost::imbalance::data_imbalance;
 use crate::cost::priced::PricedRun;
 use crate::cost::step_terms::DataParallelCollectives;
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work};
@@ -36,20 +37,10 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
     let run = priced.run();
     let plan = run.plan();
     let stages = priced.stages();
-    // The slowest stage (the last of equal ones, as `max_by` takes) and the sum over stages,
-    // each stage's total taken once.
-    let mut critical = Work::default();
-    let mut slowest = f64::NEG_INFINITY;
-    let mut all_stages = Seconds::ZERO;
-    for stage in stages {
-        let total = stage.work.total();
-        all_stages += total;
-        if total.value().total_cmp(&slowest).is_ge() {
-            (critical, slowest) = (stage.work, total.value());
-        }
-    }
+    let (critical, all_stages) = priced.critical_stage();
     let m = plan.num_microbatches() as f64;
     let first = stages.first().map(|stage| stage.work).unwrap_or_default();
+    let pipeline_bubble = (all_stages - critical.total()) / plan.vp() as f64;
     TimeBreakdown {
         forward: critical.forward * m,
         backward: critical.backward * m,
@@ -59,7 +50,9 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
         ep_exposed: (critical.forward_ep + critical.backward_ep) * m,
         pp_exposed: pipeline_comm(priced),
         dp_exposed: data_parallel_comm(priced, &first),
-        pipeline_bubble: (all_stages - critical.total()) / plan.vp() as f64,
+        pipeline_bubble,
+        data_imbalance: data_imbalance(priced, &critical, pipeline_bubble)
+            .map_or(Seconds::ZERO, |imbalance| imbalance.extra),
         // The slowest optimizer step, each distinct stage priced once (the middle ones are equal).
         optimizer: stages
             .iter()
@@ -140,15 +133,24 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     let plan = run.plan();
     let step = time.step_time();
     let gpus = run.cluster().num_gpus() as f64;
-    let tokens = training.tokens_per_step() as f64;
+    // Padded sequences train only their documents' tokens.
+    let trained = run.data().map_or(1.0, |data| data.loads.trained_fraction);
+    let tokens = training.tokens_per_step() as f64 * trained;
     let seq = training.seq_len();
-    let model_flops = model.training_flops_per_token(seq) * tokens;
+    // Under a document mask attention does the FLOPs of the document pieces: the mean
+    // sequence's share of a full one's.
+    let attention_share = run.data().map_or(1.0, |data| data.loads.mean[0]);
+    let attention_per_token =
+        model.attention_layers() as f64 * model.layer_attention_flops_per_token(seq);
+    let masked_away = match run.data() {
+        Some(_) => 3.0 * attention_per_token * (1.0 - attention_share),
+        None => 0.0,
+    };
+    let model_flops = (model.training_flops_per_token(seq) - masked_away) * tokens;
     let layer_forward = model.layer_forward_flops_per_token(seq);
     let recompute_per_token = match plan.recompute() {
         RecomputeKind::None => 0.0,
-        RecomputeKind::Selective => {
-            model.attention_layers() as f64 * model.layer_attention_flops_per_token(seq)
-        }
+        RecomputeKind::Selective => attention_per_token * attention_share,
         RecomputeKind::Full => (plan.recompute_num_layers() * plan.pp()) as f64 * layer_forward,
         RecomputeKind::Op => model.num_layers() as f64 * 0.5 * model.layer_gemm_flops_per_token(),
     };

@@ -52,10 +52,15 @@ pub struct Part<'a> {
 }
 
 impl Tables {
-    /// Builds the tables of a run.
+    /// Builds the tables of a run: with a length distribution, attention as the mean sequence
+    /// of its documents costs it ([`crate::cost::document_attention::attention_scale`]).
     pub fn new(run: &Run) -> Tables {
         let moe = run.model().moe().is_some();
-        let priced = |table: OpTable| table.totals;
+        let scale = crate::cost::document_attention::attention_scale(run);
+        let priced = |table: OpTable| match scale {
+            Some(scale) => table.totals.with_attention_scale(scale.forward, scale.backward),
+            None => table.totals,
+        };
         Tables {
             layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
             // A hybrid model places its dense MLPs in its pattern: no dense transformer layer.
@@ -154,6 +159,10 @@ pub struct Work {
     pub backward_cp: Seconds,
     /// Exposed expert-parallel all-to-all of the backward and of the recomputed forward.
     pub backward_ep: Seconds,
+    /// Fused attention within `forward` and `recompute` (forward kernels).
+    pub forward_attention: Seconds,
+    /// Fused attention within `backward`.
+    pub backward_attention: Seconds,
 }
 
 impl Work {
@@ -210,8 +219,8 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
         0.0
     };
     let zero = Seconds::ZERO;
-    let (recompute, recompute_tp, recompute_ep) = match plan.recompute() {
-        RecomputeKind::None => (zero, zero, zero),
+    let (recompute, recompute_tp, recompute_ep, recompute_attention) = match plan.recompute() {
+        RecomputeKind::None => (zero, zero, zero, zero),
         RecomputeKind::Selective => {
             let modules = plan.recompute_modules();
             let rerun = |pick: &dyn Fn(&Rerun) -> Seconds| -> Seconds {
@@ -228,17 +237,21 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
                     r.ep
                 }
             };
-            (rerun(&|r| r.compute), rerun(&|r| r.tp), rerun(&ep))
+            (rerun(&|r| r.compute), rerun(&|r| r.tp), rerun(&ep), rerun(&|r| r.attention))
         }
         // Half the matmuls and every element-wise op; collective outputs are among what the
         // policy stores, so no communication is rerun.
-        RecomputeKind::Op => {
-            (layers_only(&|t| (t.compute - t.attention - t.memory) * 0.5 + t.memory), zero, zero)
-        }
+        RecomputeKind::Op => (
+            layers_only(&|t| (t.compute - t.attention - t.memory) * 0.5 + t.memory),
+            zero,
+            zero,
+            zero,
+        ),
         RecomputeKind::Full => (
             layers_only(&|t| t.compute) * share,
             layers_only(&|t| t.tp) * share,
             layers_only(&|t| exposed_ep(run, t)) * share,
+            layers_only(&|t| t.attention) * share,
         ),
     };
     let tp = |phase: Phase| exposed_tp(run, sum(phase, &|t| t.tp));
@@ -254,6 +267,8 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
         backward_tp: tp(Phase::Backward) + exposed_tp(run, recompute_tp),
         backward_cp: sum(Phase::Backward, &exposed_cp),
         backward_ep: ep(Phase::Backward) + recompute_ep,
+        forward_attention: sum(Phase::Forward, &|t| t.attention) + recompute_attention,
+        backward_attention: sum(Phase::Backward, &|t| t.attention),
     }
 }
 

@@ -562,6 +562,7 @@ mod tests {
                 precision: Some(precision),
             },
             plan,
+            data: None,
         })
         .unwrap()
     }

@@ -131,6 +131,7 @@ mod tests {
                 pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
                 ..PlanSpec::default()
             },
+            data: None,
         })
         .unwrap()
     }

@@ -229,9 +229,9 @@ pub(super) fn memory(stages: &[StageMemory], capacity: Bytes) -> Result<String, 
 }
 
 /// The parts of a step, in the order of `TimeBreakdown::parts`, with their colours.
-const TIME_COLORS: [u32; 10] = [
+const TIME_COLORS: [u32; TimeBreakdown::PARTS] = [
     0x4e_79a7, 0xf2_8e2b, 0xed_c948, 0xe1_5759, 0xff_9da7, 0xb0_7aa1, 0x59_a14f, 0x76_b7b2,
-    0xba_b0ac, 0x9c_755f,
+    0xba_b0ac, 0xd3_7295, 0x9c_755f,
 ];
 
 /// One row of a horizontal bar chart: its name on the axis, where its bar starts and ends, its

@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod data;
 mod hybrid_split;
 mod parts;
 mod rules;
 
+use crate::data::DataSpec;
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{Engine, PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
@@ -19,6 +21,7 @@ use crate::presets;
 use crate::stack::{GradReduce, Stack};
 use crate::violation::{Collector, Violation, Violations};
 
+pub use data::RunData;
 pub use parts::RunParts;
 use rules::{Accepted, validate_plan};
 pub(crate) use rules::{check_plan_fields, validate_training};
@@ -35,6 +38,10 @@ pub struct RunSpec {
     pub training: TrainingSpec,
     /// The parallel plan.
     pub plan: PlanSpec,
+    /// The documents' lengths and how they are batched; without it every sequence is one
+    /// document of `seq_len` tokens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<DataSpec>,
 }
 
 /// The layers one GPU of a pipeline stage holds ([`Run::stage_layer_counts`]).
@@ -58,6 +65,7 @@ pub struct Run {
     training: Training,
     plan: Plan,
     stack: Arc<Stack>,
+    data: Option<Arc<RunData>>,
 }
 
 impl Run {
@@ -123,9 +131,11 @@ impl Run {
                 accepted,
             )
         });
+        let seq_len = training_accepted.then_some(training.seq_len);
+        let data = data::validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), seq_len);
         let ((model, cluster), plan) =
             collector.finish_with(model.zip(cluster).zip(plan), "run")?;
-        Ok(Run { model: Arc::new(model), cluster: Arc::new(cluster), training, plan, stack })
+        Ok(Run { model: Arc::new(model), cluster: Arc::new(cluster), training, plan, stack, data })
     }
 
     /// The software stack the run is priced with.
@@ -148,6 +158,11 @@ impl Run {
     /// The plan.
     pub fn plan(&self) -> &Plan {
         &self.plan
+    }
+    /// The data's lengths and the sample of sequences they pack into; `None` when every
+    /// sequence is one document of the run's length.
+    pub fn data(&self) -> Option<&RunData> {
+        self.data.as_deref()
     }
 
     /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
@@ -347,6 +362,7 @@ pub(crate) fn test_spec(
             precision: None,
         },
         plan,
+        data: None,
     }
 }
 

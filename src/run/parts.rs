@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::data::{RunData, validate_data};
 use super::{
     Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_defaults,
 };
@@ -22,6 +23,7 @@ pub struct RunParts {
     /// The training setup validated, with the spec's micro-batch.
     training: Training,
     stack: Arc<Stack>,
+    data: Option<Arc<RunData>>,
 }
 
 impl RunParts {
@@ -31,7 +33,10 @@ impl RunParts {
         let mut collector = Collector::default();
         let model = collector.take(Model::from_spec(&spec.model));
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
+        let before = collector.len();
         let training = validate_training(&mut collector, &spec.training);
+        let seq_len = (collector.len() == before).then_some(training.seq_len);
+        let data = validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), seq_len);
         let (model, cluster) = collector.finish_with(model.zip(cluster), "model and cluster")?;
         Ok(RunParts {
             model: Arc::new(model),
@@ -39,6 +44,7 @@ impl RunParts {
             training_spec: spec.training.clone(),
             training,
             stack,
+            data,
         })
     }
 
@@ -81,6 +87,7 @@ impl RunParts {
             training,
             plan,
             stack: Arc::clone(&self.stack),
+            data: self.data.clone(),
         })
     }
 }

@@ -614,6 +614,7 @@ mod tests {
                     precision: None,
                 },
                 plan: Default::default(),
+                data: None,
             },
             constraints: Constraints::default(),
             memory_headroom: 0.0,

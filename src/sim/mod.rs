@@ -21,6 +21,7 @@ pub mod trace;
 use serde::Serialize;
 
 use crate::cost::breakdown::{MemoryBreakdown, TimeBreakdown};
+use crate::cost::imbalance::data_imbalance;
 use crate::cost::memory::{Params, with_fragmentation};
 use crate::cost::priced::{PricedRun, PricedSegment};
 use crate::cost::step_terms::DataParallelCollectives;
@@ -288,6 +289,12 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         })
         .collect();
     let mut simulation = summarize(&program, &states, outcome);
+    // The simulated pipeline runs the mean replica's micro-batches; what the slowest replica and
+    // its largest micro-batch add is the cost model's expectation over the data.
+    let (critical, _) = priced.critical_stage();
+    if let Some(imbalance) = data_imbalance(priced, &critical, simulation.time.pipeline_bubble) {
+        simulation.time.data_imbalance = imbalance.extra;
+    }
     simulation.positions = info;
     simulation.transfer_bytes = priced.transfer_bytes();
     simulation.gradient_bytes_per_param = if plan.grad_reduce_in_fp32() { 4.0 } else { 2.0 };
@@ -375,6 +382,7 @@ fn summarize(
         pp_exposed: times.pp,
         dp_exposed: times.dp,
         pipeline_bubble: times.bubble,
+        data_imbalance: Seconds::ZERO,
         optimizer: times.optimizer,
     };
     let ranks = outcome

@@ -298,6 +298,7 @@ pub(super) fn map_row(
             precision: Some(precision),
         },
         plan: PlanSpec { stack: Some(stack.id().to_owned()), ..plan },
+        data: None,
     };
     Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape, least_recompute })
 }

@@ -64,7 +64,7 @@ fn json_estimate_is_consistent() {
     assert!(tokens > 0.0, "tokens/s per GPU = {tokens}");
     let step = value["time"]["step_time_s"].as_f64().expect("a number");
     let parts = value["time"]["breakdown_s"].as_object().expect("an object");
-    assert_eq!(parts.len(), 10, "{parts:?}");
+    assert_eq!(parts.len(), 11, "{parts:?}");
     let sum: f64 = parts.values().map(|v| v.as_f64().expect("a number")).sum();
     assert!(step > 0.0 && ((sum - step) / step).abs() <= 1e-9, "parts sum {sum} vs step {step}");
     assert_eq!(value["run"]["plan"]["tp"], 8);

@@ -6,6 +6,7 @@
 
 mod cli;
 mod command_line_words;
+mod data_lengths;
 mod experts_and_context;
 mod exports;
 mod fuzz_regressions;

@@ -51,6 +51,7 @@ pub fn spec(
         cluster: ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: gpus },
         training,
         plan,
+        data: None,
     }
 }
 

@@ -1,0 +1,259 @@
+//! A document length distribution: a histogram of bins (a sample of lengths is a histogram of
+//! one-length bins), validated bin by bin, drawn from with a seeded generator.
+
+use rand::{Rng, RngExt};
+use serde::{Deserialize, Serialize};
+
+use crate::limits;
+use crate::violation::{Collector, Violations};
+
+/// One bin of a histogram as written.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LengthBinSpec {
+    /// Shortest document length of the bin, in tokens.
+    pub min: i64,
+    /// Longest document length of the bin, in tokens (inclusive).
+    pub max: i64,
+    /// Documents in the bin.
+    pub count: i64,
+}
+
+/// A validated bin.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Bin {
+    min: u64,
+    max: u64,
+    count: u64,
+}
+
+/// A validated length distribution: non-empty bins with their cumulative document counts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LengthDistribution {
+    bins: Vec<Bin>,
+    /// Documents up to and including each bin.
+    cumulative: Vec<u64>,
+}
+
+impl LengthDistribution {
+    /// A sample of document lengths (`field` names it in errors), as one bin per distinct length.
+    pub fn from_lengths(field: &str, lengths: &[i64]) -> Result<LengthDistribution, Violations> {
+        let mut problems = Collector::default();
+        check_entries(&mut problems, field, lengths.len());
+        for (index, &length) in lengths.iter().enumerate() {
+            check_length(&mut problems, &format!("{field}[{index}]"), length);
+            if problems.len() >= MAX_REPORTED {
+                break;
+            }
+        }
+        problems.finish()?;
+        let mut sorted: Vec<u64> = lengths.iter().map(|&length| length as u64).collect();
+        sorted.sort_unstable();
+        let mut bins: Vec<Bin> = Vec::new();
+        for length in sorted {
+            match bins.last_mut() {
+                Some(bin) if bin.min == length => bin.count += 1,
+                _ => bins.push(Bin { min: length, max: length, count: 1 }),
+            }
+        }
+        Ok(LengthDistribution::from_bins(bins))
+    }
+
+    /// A histogram (`field` names it in errors): every bin's range and count checked.
+    pub fn from_histogram(
+        field: &str,
+        bins: &[LengthBinSpec],
+    ) -> Result<LengthDistribution, Violations> {
+        let mut problems = Collector::default();
+        check_entries(&mut problems, field, bins.len());
+        let mut total: u64 = 0;
+        for (index, bin) in bins.iter().enumerate() {
+            let at = format!("{field}[{index}]");
+            let before = problems.len();
+            check_length(&mut problems, &format!("{at}.min"), bin.min);
+            check_length(&mut problems, &format!("{at}.max"), bin.max);
+            if problems.len() == before && bin.max < bin.min {
+                problems.add(
+                    format!("{at}.max"),
+                    bin.max,
+                    format!("is below the bin's min ({})", bin.min),
+                    "give each bin's shortest length as `min` and its longest as `max`",
+                );
+            }
+            if !(0..=limits::DOCUMENTS as i64).contains(&bin.count) {
+                problems.add(
+                    format!("{at}.count"),
+                    bin.count,
+                    "is not a document count",
+                    format!("give 0 to {} documents", limits::DOCUMENTS),
+                );
+            } else {
+                total = total.saturating_add(bin.count as u64);
+            }
+            if problems.len() >= MAX_REPORTED {
+                break;
+            }
+        }
+        if problems.is_empty() && total == 0 {
+            problems.add(field, "0 documents", "counts no document", "give a bin a positive count");
+        }
+        if problems.is_empty() && total > limits::DOCUMENTS {
+            problems.add(
+                field,
+                format!("{total} documents"),
+                "counts more documents than meshplan draws from",
+                format!("scale the counts down to at most {} in all", limits::DOCUMENTS),
+            );
+        }
+        problems.finish()?;
+        let bins = bins
+            .iter()
+            .filter(|bin| bin.count > 0)
+            .map(|bin| Bin { min: bin.min as u64, max: bin.max as u64, count: bin.count as u64 })
+            .collect();
+        Ok(LengthDistribution::from_bins(bins))
+    }
+
+    fn from_bins(bins: Vec<Bin>) -> LengthDistribution {
+        let cumulative = bins
+            .iter()
+            .scan(0u64, |sum, bin| {
+                *sum += bin.count;
+                Some(*sum)
+            })
+            .collect();
+        LengthDistribution { bins, cumulative }
+    }
+
+    /// Documents counted in all.
+    pub fn documents(&self) -> u64 {
+        self.cumulative.last().copied().unwrap_or(0)
+    }
+
+    /// The longest length the distribution can draw.
+    pub fn max_length(&self) -> u64 {
+        self.bins.iter().map(|bin| bin.max).max().unwrap_or(0)
+    }
+
+    /// The mean of `f(length)` over the distribution (lengths spread evenly inside each bin,
+    /// `f` taken at a bin's midpoint).
+    pub fn mean_of(&self, f: impl Fn(f64) -> f64) -> f64 {
+        let total = self.documents() as f64;
+        self.bins
+            .iter()
+            .map(|bin| bin.count as f64 * f((bin.min + bin.max) as f64 / 2.0))
+            .sum::<f64>()
+            / total
+    }
+
+    /// The mean document length, in tokens.
+    pub fn mean_length(&self) -> f64 {
+        self.mean_of(|length| length)
+    }
+
+    /// One document length drawn at random: a bin with probability its share of the documents,
+    /// then a length evenly inside it.
+    pub fn draw(&self, rng: &mut impl Rng) -> u64 {
+        let pick = rng.random_range(0..self.documents());
+        let index = self.cumulative.partition_point(|&upto| upto <= pick);
+        let bin = self.bins[index.min(self.bins.len() - 1)];
+        if bin.min == bin.max { bin.min } else { rng.random_range(bin.min..=bin.max) }
+    }
+
+    /// The distribution as histogram bins.
+    pub fn to_histogram(&self) -> Vec<LengthBinSpec> {
+        self.bins
+            .iter()
+            .map(|bin| LengthBinSpec {
+                min: bin.min as i64,
+                max: bin.max as i64,
+                count: bin.count as i64,
+            })
+            .collect()
+    }
+}
+
+/// Problems reported for one list before the rest are left unchecked: a file of a million bad
+/// lengths is not a million lines of errors.
+const MAX_REPORTED: usize = 20;
+
+fn check_entries(problems: &mut Collector, field: &str, entries: usize) {
+    if entries == 0 {
+        problems.add(field, "[]", "is empty", "give at least one document length");
+    } else if entries as u64 > limits::LENGTH_ENTRIES {
+        problems.add(
+            field,
+            format!("{entries} entries"),
+            "has more entries than meshplan reads",
+            format!(
+                "give at most {} entries, or a histogram of the lengths",
+                limits::LENGTH_ENTRIES
+            ),
+        );
+    }
+}
+
+fn check_length(problems: &mut Collector, field: &str, length: i64) {
+    if !(1..=limits::SEQ_LEN as i64).contains(&length) {
+        problems.add(
+            field,
+            length,
+            "is not a document length",
+            format!("give a length of 1 to {} tokens", limits::SEQ_LEN),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+    use rand::rngs::StdRng;
+
+    #[test]
+    fn a_sample_becomes_one_bin_per_distinct_length() {
+        let distribution = LengthDistribution::from_lengths("lengths", &[8, 2, 8, 8]).unwrap();
+        let bins = distribution.to_histogram();
+        assert_eq!(bins.len(), 2);
+        assert_eq!((bins[0].min, bins[0].count), (2, 1));
+        assert_eq!((bins[1].min, bins[1].max, bins[1].count), (8, 8, 3));
+        assert_eq!(distribution.mean_length(), 6.5);
+    }
+
+    #[test]
+    fn draws_follow_the_bins_shares_and_stay_inside_them() {
+        let bins = [
+            LengthBinSpec { min: 1, max: 10, count: 3 },
+            LengthBinSpec { min: 1000, max: 1000, count: 1 },
+        ];
+        let distribution = LengthDistribution::from_histogram("h", &bins).unwrap();
+        let mut rng = StdRng::seed_from_u64(7);
+        let draws: Vec<u64> = (0..40_000).map(|_| distribution.draw(&mut rng)).collect();
+        assert!(draws.iter().all(|&d| (1..=10).contains(&d) || d == 1000));
+        let long = draws.iter().filter(|&&d| d == 1000).count() as f64 / draws.len() as f64;
+        assert!((long - 0.25).abs() < 0.01, "{long}");
+    }
+
+    #[test]
+    fn every_bad_bin_is_reported_at_once() {
+        let bins = [
+            LengthBinSpec { min: 0, max: 10, count: 3 },
+            LengthBinSpec { min: 20, max: 10, count: 1 },
+            LengthBinSpec { min: 1, max: 1, count: -1 },
+        ];
+        let problems = LengthDistribution::from_histogram("data.histogram", &bins).unwrap_err();
+        let fields: Vec<&str> = problems.list().iter().map(|v| v.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            ["data.histogram[0].min", "data.histogram[1].max", "data.histogram[2].count"]
+        );
+    }
+
+    #[test]
+    fn an_empty_or_all_zero_histogram_is_refused() {
+        assert!(LengthDistribution::from_histogram("h", &[]).is_err());
+        let zero = [LengthBinSpec { min: 5, max: 5, count: 0 }];
+        let problems = LengthDistribution::from_histogram("h", &zero).unwrap_err();
+        assert!(problems.list()[0].message.contains("no document"));
+    }
+}

@@ -1,0 +1,231 @@
+//! The attention work of sequences drawn from a length distribution, relative to one document
+//! filling the sequence: a seeded sample of sequences packed (or padded) as the data says,
+//! summarised by the moments the cost model needs per plan.
+//!
+//! A document piece of `s` tokens attends causally to itself only, so its attention costs
+//! `F(s)` FLOPs, and a fused kernel over `s` keys runs at `s / (s + h)` of its full rate (the
+//! GPU preset's ramp, `h` tokens at half rate). The kernel time of a sequence of pieces,
+//! relative to one piece filling it (`F(S)` at `S`), is then `(a + y b) / (1 + y)` with
+//! `a = sum F(s) / F(S)`, `b = sum (F(s) / s) / (F(S) / S)` and `y = h / S'` (`S'` the kernel's
+//! keys per sequence, `S` scaled by the CP split): each sequence is summarised by `(a, b)`,
+//! and any plan's ratio by the sample's moments of `a` and `b`.
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::{Batching, Data};
+
+/// Draws of document lengths one sample makes at most: about 0.1 s.
+const DRAW_BUDGET: u64 = 1 << 22;
+/// Sequences a sample holds at most, and at least (a sample of very long sequences of very short
+/// documents is small, but each of its sequences averages many documents).
+const SEQUENCES: (u64, u64) = (8, 4096);
+
+/// The attention work of a sample of sequences, relative to full-length documents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceLoads {
+    /// Sequences sampled.
+    pub sequences: u64,
+    /// Document pieces per sequence, on average.
+    pub pieces_per_sequence: f64,
+    /// Tokens trained over tokens computed: 1 for packed sequences, below 1 for padded ones.
+    pub trained_fraction: f64,
+    /// Means of `a` and `b`.
+    pub mean: [f64; 2],
+    /// Variance of `a`, covariance of `a` and `b`, variance of `b`.
+    pub covariance: [f64; 3],
+    /// Third central moments: `a a a`, `a a b`, `a b b`, `b b b`.
+    pub third: [f64; 4],
+    /// Largest `a` and largest `b` drawn.
+    pub max: [f64; 2],
+}
+
+/// What a sample needs of the model: the forward attention FLOPs of one causal document of
+/// `s` tokens in one layer.
+pub struct AttentionWork<'a> {
+    /// `F(s)`.
+    pub flops: &'a dyn Fn(u64) -> f64,
+}
+
+/// Draws the sample of sequences of `seq_len` tokens that `data` makes, with its seed.
+pub fn sample_sequences(data: &Data, seq_len: u64, work: &AttentionWork<'_>) -> SequenceLoads {
+    let distribution = data.distribution();
+    let mut rng = StdRng::seed_from_u64(data.seed());
+    let full = (work.flops)(seq_len);
+    let per_token_full = full / seq_len as f64;
+    let pieces = match data.batching() {
+        Batching::Pack => seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0,
+        Batching::Pad => 1.0,
+    };
+    let sequences = ((DRAW_BUDGET as f64 / pieces) as u64).clamp(SEQUENCES.0, SEQUENCES.1);
+    let mut values: Vec<[f64; 2]> = Vec::with_capacity(sequences as usize);
+    let (mut trained, mut pieces_total) = (0u64, 0u64);
+    let mut carried = 0u64;
+    for _ in 0..sequences {
+        match data.batching() {
+            Batching::Pad => {
+                // Padded attention runs over the whole sequence whatever the document's length.
+                let length = distribution.draw(&mut rng).min(seq_len);
+                trained += length;
+                pieces_total += 1;
+                values.push([1.0, 1.0]);
+            }
+            Batching::Pack => {
+                let (mut room, mut a, mut b) = (seq_len, 0.0, 0.0);
+                while room > 0 {
+                    // The rest of a document cut at the last sequence's end comes first.
+                    let length = if carried > 0 {
+                        std::mem::take(&mut carried)
+                    } else {
+                        distribution.draw(&mut rng)
+                    };
+                    let piece = length.min(room);
+                    carried = length - piece;
+                    room -= piece;
+                    pieces_total += 1;
+                    if full > 0.0 {
+                        let flops = (work.flops)(piece);
+                        a += flops / full;
+                        b += flops / piece as f64 / per_token_full;
+                    }
+                }
+                trained += seq_len;
+                values.push(if full > 0.0 { [a, b] } else { [1.0, 1.0] });
+            }
+        }
+    }
+    summarise(&values, trained as f64 / (sequences * seq_len) as f64, pieces_total, sequences)
+}
+
+fn summarise(
+    values: &[[f64; 2]],
+    trained_fraction: f64,
+    pieces: u64,
+    sequences: u64,
+) -> SequenceLoads {
+    let n = values.len() as f64;
+    let mean = [0, 1].map(|i| values.iter().map(|v| v[i]).sum::<f64>() / n);
+    let central = |powers: [i32; 2]| {
+        values
+            .iter()
+            .map(|v| (v[0] - mean[0]).powi(powers[0]) * (v[1] - mean[1]).powi(powers[1]))
+            .sum::<f64>()
+            / n
+    };
+    SequenceLoads {
+        sequences,
+        pieces_per_sequence: pieces as f64 / sequences as f64,
+        trained_fraction,
+        mean,
+        covariance: [central([2, 0]), central([1, 1]), central([0, 2])],
+        third: [central([3, 0]), central([2, 1]), central([1, 2]), central([0, 3])],
+        max: [0, 1].map(|i| values.iter().map(|v| v[i]).fold(f64::NEG_INFINITY, f64::max)),
+    }
+}
+
+impl SequenceLoads {
+    /// The mean kernel-time ratio of a sequence at `y` (the ramp's half-rate keys over the
+    /// kernel's keys per sequence).
+    pub fn mean_ratio(&self, y: f64) -> f64 {
+        (self.mean[0] + y * self.mean[1]) / (1.0 + y)
+    }
+
+    /// Mean, variance and third central moment of `u a + v b` over the sample's sequences.
+    pub fn moments_of(&self, u: f64, v: f64) -> [f64; 3] {
+        let [aa, ab, bb] = self.covariance;
+        let [aaa, aab, abb, bbb] = self.third;
+        [
+            u * self.mean[0] + v * self.mean[1],
+            u * u * aa + 2.0 * u * v * ab + v * v * bb,
+            u.powi(3) * aaa + 3.0 * u * u * v * aab + 3.0 * u * v * v * abb + v.powi(3) * bbb,
+        ]
+    }
+
+    /// The largest `u a + v b` of one sequence (`u`, `v` not negative): no sum of sequences
+    /// exceeds its count times this.
+    pub fn max_of(&self, u: f64, v: f64) -> f64 {
+        u * self.max[0] + v * self.max[1]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::DataSpec;
+
+    fn causal(s: u64) -> f64 {
+        (s as f64) * (s as f64 + 1.0) / 2.0
+    }
+
+    fn data(lengths: Vec<i64>, batching: Batching) -> Data {
+        let spec =
+            DataSpec { lengths: Some(lengths), batching: Some(batching), ..DataSpec::default() };
+        Data::from_spec(&spec, None).unwrap()
+    }
+
+    #[test]
+    fn documents_as_long_as_the_sequence_are_one_full_sequence_each() {
+        let loads = sample_sequences(
+            &data(vec![4096], Batching::Pack),
+            4096,
+            &AttentionWork { flops: &causal },
+        );
+        assert_eq!(loads.mean, [1.0, 1.0]);
+        assert_eq!(loads.covariance, [0.0; 3]);
+        assert_eq!(loads.mean_ratio(0.3), 1.0);
+        assert_eq!(loads.trained_fraction, 1.0);
+    }
+
+    #[test]
+    fn two_documents_of_half_the_sequence_do_a_quarter_of_its_attention_each() {
+        let loads = sample_sequences(
+            &data(vec![2048], Batching::Pack),
+            4096,
+            &AttentionWork { flops: &|s| (s * s) as f64 },
+        );
+        assert_eq!(loads.mean[0], 0.5);
+        // Per-token kernel overhead is per token: the same for any split.
+        assert_eq!(loads.mean[1], 1.0);
+        assert!(loads.covariance.iter().all(|&c| c == 0.0));
+    }
+
+    #[test]
+    fn documents_longer_than_the_sequence_are_cut_and_carried_into_the_next() {
+        // 6144-token documents in 4096-token sequences: every three sequences hold two
+        // documents as [4096], [2048 | 2048], [4096], so a is 1, 1/2, 1.
+        let loads = sample_sequences(
+            &data(vec![6144], Batching::Pack),
+            4096,
+            &AttentionWork { flops: &|s| (s * s) as f64 },
+        );
+        assert!((loads.mean[0] - 5.0 / 6.0).abs() < 0.01, "{:?}", loads.mean);
+        assert!(loads.covariance[0] > 0.0);
+        assert_eq!(loads.max[0], 1.0);
+    }
+
+    #[test]
+    fn padded_sequences_compute_in_full_and_train_their_documents_tokens_only() {
+        let loads = sample_sequences(
+            &data(vec![1024, 3072], Batching::Pad),
+            4096,
+            &AttentionWork { flops: &causal },
+        );
+        assert_eq!(loads.mean, [1.0, 1.0]);
+        assert!((loads.trained_fraction - 0.5).abs() < 0.03, "{}", loads.trained_fraction);
+    }
+
+    #[test]
+    fn the_same_seed_draws_the_same_sample_and_another_seed_another() {
+        let spec = |seed| DataSpec {
+            histogram: Some(vec![crate::data::LengthBinSpec { min: 1, max: 8000, count: 1 }]),
+            seed: Some(seed),
+            ..DataSpec::default()
+        };
+        let draw = |seed| {
+            let data = Data::from_spec(&spec(seed), None).unwrap();
+            sample_sequences(&data, 8192, &AttentionWork { flops: &causal })
+        };
+        assert_eq!(draw(1), draw(1));
+        assert_ne!(draw(1).mean, draw(2).mean);
+    }
+}

@@ -1,0 +1,171 @@
+//! The training data's document lengths and how they become sequences: `DataSpec` mirrors the
+//! `[data]` table of a plan file (and the `--lengths` / `--batching` flags), `Data` is reachable
+//! only by validating it, and `SequenceLoads` summarises the attention work of the sequences a
+//! seeded sample of the distribution packs, which the cost model prices per plan.
+//!
+//! Without data every sequence is one document exactly `seq_len` tokens long, as meshplan priced
+//! runs before: a distribution whose documents all have that length gives the same prediction.
+
+mod distribution;
+mod loads;
+
+pub use distribution::{LengthBinSpec, LengthDistribution};
+pub use loads::{AttentionWork, SequenceLoads, sample_sequences};
+
+use serde::{Deserialize, Serialize};
+
+use crate::violation::{Collector, Violations};
+
+/// How documents become the fixed-length sequences of a batch.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Serialize,
+    Deserialize,
+    clap::ValueEnum,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum Batching {
+    /// Documents are concatenated and cut into sequences of `seq_len` tokens, each document
+    /// attending only to itself (a document mask: Megatron-LM's `--reset-attention-mask`,
+    /// Transformer Engine's THD layout): every token is trained on, and attention work follows the
+    /// squares of the document pieces.
+    #[default]
+    Pack,
+    /// One document per sequence, cut at `seq_len` and padded to it: every sequence costs a full
+    /// one, and only the document's tokens count as trained.
+    Pad,
+}
+
+impl Batching {
+    /// Its name in files and on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Batching::Pack => "pack",
+            Batching::Pad => "pad",
+        }
+    }
+}
+
+/// The data as written: a built-in distribution, a sample of document lengths or a histogram
+/// (exactly one), and how documents are batched.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpec {
+    /// A built-in length distribution (`meshplan presets` lists them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Where the lengths come from, shown with the prediction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
+    /// Document lengths in tokens, one entry per document of a sample of the data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lengths: Option<Vec<i64>>,
+    /// A histogram of document lengths: bins of `min` to `max` tokens (inclusive) with their
+    /// document counts; lengths inside a bin are taken as evenly spread.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histogram: Option<Vec<LengthBinSpec>>,
+    /// How documents become sequences. [default: pack]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batching: Option<Batching>,
+    /// Seed of the sample of sequences drawn from the distribution. [default: 0]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+}
+
+/// Validated data: a length distribution and its batching.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Data {
+    distribution: LengthDistribution,
+    batching: Batching,
+    seed: u64,
+    source: Option<String>,
+    preset: Option<String>,
+}
+
+impl Data {
+    /// Validates a spec whose `preset` has been replaced by the preset's own lengths (`preset`
+    /// names it; the run resolves built-in names, which live a layer above). Every problem is
+    /// reported at once, under `data.*`.
+    pub fn from_spec(spec: &DataSpec, preset: Option<&str>) -> Result<Data, Violations> {
+        let mut problems = Collector::default();
+        let distribution = match (&spec.lengths, &spec.histogram) {
+            (Some(lengths), None) => {
+                problems.take(LengthDistribution::from_lengths("data.lengths", lengths))
+            }
+            (None, Some(bins)) => {
+                problems.take(LengthDistribution::from_histogram("data.histogram", bins))
+            }
+            (Some(_), Some(_)) => {
+                problems.add(
+                    "data",
+                    "lengths and histogram",
+                    "gives document lengths twice",
+                    "keep one of `lengths` (one entry per document) and `histogram`",
+                );
+                None
+            }
+            (None, None) => {
+                problems.add(
+                    "data",
+                    "(no lengths)",
+                    "gives no document lengths",
+                    "name a built-in distribution (`preset`, `meshplan presets`), or give \
+                     `lengths` or `histogram`",
+                );
+                None
+            }
+        };
+        let distribution = problems.finish_with(distribution, "data")?;
+        Ok(Data {
+            distribution,
+            batching: spec.batching.unwrap_or_default(),
+            seed: spec.seed.unwrap_or(0),
+            source: spec.source.clone(),
+            preset: preset.map(str::to_owned),
+        })
+    }
+
+    /// The document length distribution.
+    pub fn distribution(&self) -> &LengthDistribution {
+        &self.distribution
+    }
+    /// How documents become sequences.
+    pub fn batching(&self) -> Batching {
+        self.batching
+    }
+    /// Seed of the sample of sequences.
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+    /// Where the lengths come from, when the spec says.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+    /// The built-in distribution's name, when it is one.
+    pub fn preset(&self) -> Option<&str> {
+        self.preset.as_deref()
+    }
+
+    /// The spec this data validates from, with every default explicit and a preset's lengths
+    /// left to its name.
+    pub fn to_spec(&self) -> DataSpec {
+        let (lengths, histogram) = match &self.preset {
+            Some(_) => (None, None),
+            None => (None, Some(self.distribution.to_histogram())),
+        };
+        DataSpec {
+            preset: self.preset.clone(),
+            source: if self.preset.is_some() { None } else { self.source.clone() },
+            lengths,
+            histogram,
+            batching: Some(self.batching),
+            seed: Some(self.seed),
+        }
+    }
+}

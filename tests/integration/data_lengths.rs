@@ -1,0 +1,242 @@
+//! Document length distributions (issue 16): documents that fill their sequences price exactly
+//! as no data at all, unequal documents add a non-negative imbalance that grows with the number
+//! of replicas it is the slowest of, and `--lengths` / `--batching` work end to end (presets,
+//! files, errors naming the field, plan files that carry the data).
+
+use meshplan::data::{Batching, DataSpec, LengthBinSpec};
+use meshplan::estimate::estimate_simulated_with;
+use meshplan::plan::{PlanSpec, RecomputeKind};
+use meshplan::sim::SimOptions;
+use meshplan::{Run, RunSpec, closed_form, presets};
+use proptest::prelude::*;
+use proptest::test_runner::RngSeed;
+
+use crate::support::{json, run, spec, training};
+
+fn llama_spec(gpus: i64, seq: i64, global_batch: i64, plan: PlanSpec) -> RunSpec {
+    spec(
+        presets::model("llama3.1-8b").unwrap(),
+        "h100-sxm",
+        gpus,
+        training(seq, global_batch, 1, None),
+        plan,
+    )
+}
+
+fn with_lengths(mut spec: RunSpec, lengths: Vec<i64>) -> RunSpec {
+    spec.data = Some(DataSpec { lengths: Some(lengths), ..DataSpec::default() });
+    spec
+}
+
+fn fixed_seed() -> ProptestConfig {
+    ProptestConfig {
+        cases: 48,
+        rng_seed: RngSeed::Fixed(0x6c65_6e67),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(fixed_seed())]
+    /// Documents of the sequence's length (or whole multiples of it, cut into full sequences)
+    /// give exactly the prediction of a run without data, closed form and simulated.
+    #[test]
+    fn documents_that_fill_their_sequences_price_exactly_as_no_data(
+        tp in 0u32..3, pp in 0u32..3, cp in 0u32..2, m in 1i64..4, multiple in 1i64..4,
+        recompute in 0usize..3,
+    ) {
+        let (tp, pp, cp) = (1i64 << tp, 1i64 << pp, 1i64 << cp);
+        let plan = PlanSpec {
+            tp: Some(tp),
+            pp: Some(pp),
+            cp: Some(cp),
+            recompute: Some([RecomputeKind::None, RecomputeKind::Selective, RecomputeKind::Full][recompute]),
+            ..PlanSpec::default()
+        };
+        let base = llama_spec(tp * pp * cp * 2, 4096, 2 * m, plan);
+        let plain = Run::from_spec(&base).unwrap();
+        let filled = Run::from_spec(&with_lengths(base, vec![4096 * multiple])).unwrap();
+        let (a, b) = (closed_form(&plain), closed_form(&filled));
+        prop_assert_eq!(a.time, b.time);
+        prop_assert_eq!(a.throughput, b.throughput);
+        prop_assert_eq!(a.stages, b.stages);
+        prop_assert_eq!(b.data_balance.map(|d| (d.replicas, d.microbatches)), Some((1.0, 1.0)));
+        let options = SimOptions { timeline: false };
+        let (a, _) = estimate_simulated_with(&plain, options).unwrap();
+        let (b, _) = estimate_simulated_with(&filled, options).unwrap();
+        prop_assert_eq!(a.time, b.time);
+        prop_assert_eq!(a.throughput, b.throughput);
+    }
+
+    /// With a spread of lengths every figure stays finite, the breakdown adds up and the data's
+    /// imbalance is never negative.
+    #[test]
+    fn unequal_documents_add_a_non_negative_imbalance(
+        tp in 0u32..3, pp in 0u32..3, dp in 0u32..4, seq in 0u32..3, batching in 0usize..2,
+    ) {
+        let (tp, pp, dp) = (1i64 << tp, 1i64 << pp, 1i64 << dp);
+        let seq = 4096i64 << (2 * seq);
+        let mut spec = llama_spec(
+            tp * pp * dp,
+            seq,
+            dp * 4,
+            PlanSpec { tp: Some(tp), pp: Some(pp), ..PlanSpec::default() },
+        );
+        spec.data = Some(DataSpec {
+            preset: Some("wikipedia".into()),
+            batching: Some([Batching::Pack, Batching::Pad][batching]),
+            ..DataSpec::default()
+        });
+        let run = Run::from_spec(&spec).unwrap();
+        let (estimate, _) = estimate_simulated_with(&run, SimOptions { timeline: false }).unwrap();
+        let parts: f64 = estimate.time.parts().iter().map(|(_, t)| t.value()).sum();
+        let step = estimate.time.step_time().value();
+        prop_assert!(step.is_finite() && (parts - step).abs() <= 1e-12 * step);
+        prop_assert!(estimate.time.data_imbalance.value() >= 0.0);
+        let balance = estimate.data_balance.unwrap();
+        prop_assert!(balance.replicas >= 1.0 && balance.microbatches >= 1.0);
+        let t = &estimate.throughput;
+        prop_assert!(t.mfu_pct > 0.0 && t.mfu_pct <= 100.0);
+    }
+}
+
+#[test]
+fn equal_documents_shorter_than_the_sequence_cut_attention_and_add_no_imbalance() {
+    let base = llama_spec(8, 8192, 8, PlanSpec { tp: Some(8), ..PlanSpec::default() });
+    let plain = closed_form(&Run::from_spec(&base).unwrap());
+    let quarter = closed_form(&Run::from_spec(&with_lengths(base, vec![2048])).unwrap());
+    assert_eq!(quarter.time.data_imbalance.value(), 0.0);
+    let balance = quarter.data_balance.unwrap();
+    assert_eq!((balance.replicas, balance.microbatches), (1.0, 1.0));
+    // Four documents of a quarter each do a quarter of the attention FLOPs: faster, not slower.
+    assert!(quarter.time.step_time() < plain.time.step_time());
+    assert!(quarter.throughput.model_tflops_per_gpu < plain.throughput.model_tflops_per_gpu);
+}
+
+#[test]
+fn the_slowest_of_more_replicas_is_slower() {
+    let imbalance = |dp: i64| {
+        let mut spec =
+            llama_spec(8 * dp, 65536, 2 * dp, PlanSpec { tp: Some(8), ..PlanSpec::default() });
+        spec.data = Some(DataSpec { preset: Some("wikipedia".into()), ..DataSpec::default() });
+        closed_form(&Run::from_spec(&spec).unwrap()).data_balance.unwrap().replicas
+    };
+    let (one, eight, sixty_four) = (imbalance(1), imbalance(8), imbalance(64));
+    assert_eq!(one, 1.0);
+    assert!(1.0 < eight && eight < sixty_four, "{eight} {sixty_four}");
+}
+
+#[test]
+fn a_histogram_of_one_length_prices_as_the_same_sample_of_lengths() {
+    let base = llama_spec(8, 8192, 8, PlanSpec { tp: Some(8), ..PlanSpec::default() });
+    let mut histogram = base.clone();
+    histogram.data = Some(DataSpec {
+        histogram: Some(vec![LengthBinSpec { min: 3000, max: 3000, count: 7 }]),
+        ..DataSpec::default()
+    });
+    let sample = with_lengths(base, vec![3000; 5]);
+    assert_eq!(
+        closed_form(&Run::from_spec(&histogram).unwrap()).time,
+        closed_form(&Run::from_spec(&sample).unwrap()).time
+    );
+}
+
+#[test]
+fn estimate_with_a_preset_names_the_data_and_prints_its_imbalance() {
+    let output = run(&[
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "64",
+        "--seq-len",
+        "131072",
+        "--global-batch",
+        "16",
+        "--tp",
+        "8",
+        "--cp",
+        "2",
+        "--pp",
+        "4",
+        "--lengths",
+        "wikipedia",
+    ]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    let text = &output.stdout;
+    assert!(text.contains("Data: wikipedia, mean document 1015 tokens"), "{text}");
+    assert!(text.contains("| data imbalance "), "{text}");
+    assert!(text.contains("largest of 16 micro-batches x1."), "{text}");
+}
+
+#[test]
+fn a_csv_of_lengths_is_read_and_a_bad_one_is_refused_naming_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("lengths.csv");
+    std::fs::write(&good, "length\n1000\n5000\n200\n").unwrap();
+    let value = json(&[
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--tp",
+        "8",
+        "--lengths",
+        good.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_eq!(value["data"]["batching"], "pack");
+    assert!(value["data"]["lengths"].as_str().unwrap().ends_with("lengths.csv"));
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "length\n1000\n0\n-3\n").unwrap();
+    let output = run(&["estimate", "--model", "llama3.1-8b", "--lengths", bad.to_str().unwrap()]);
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("data.lengths[1] = 0"), "{}", output.stderr);
+    assert!(output.stderr.contains("data.lengths[2] = -3"), "{}", output.stderr);
+    let output = run(&["estimate", "--batching", "pad"]);
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("data.batching = pad"), "{}", output.stderr);
+    let output = run(&["estimate", "--lengths", "no-such-data"]);
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("data.preset = no-such-data"), "{}", output.stderr);
+}
+
+#[test]
+fn a_plan_file_carries_the_data_and_prices_the_same() {
+    let dir = tempfile::tempdir().unwrap();
+    let plan = dir.path().join("plan.toml");
+    let args = [
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--tp",
+        "8",
+        "--seq-len",
+        "32768",
+        "--global-batch",
+        "8",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "pad",
+    ];
+    let first =
+        run(&[&args[..], &["--save-plan", plan.to_str().unwrap(), "--format", "json"]].concat());
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let text = std::fs::read_to_string(&plan).unwrap();
+    assert!(text.contains("[data]") && text.contains("preset = \"wikipedia\""), "{text}");
+    assert!(text.contains("batching = \"pad\""), "{text}");
+    let again = run(&["estimate", "--plan", plan.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    let (a, b): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_str(&first.stdout).unwrap(),
+        serde_json::from_str(&again.stdout).unwrap(),
+    );
+    assert_eq!(a["time"], b["time"]);
+    assert_eq!(a["data"], b["data"]);
+}
