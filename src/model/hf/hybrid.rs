@@ -42,7 +42,20 @@ pub(super) fn hybrid(
         Some(heads) => Some(heads),
         None => {
             let expand = config.int(&["expand"]).unwrap_or(2);
-            hidden.map(|hidden| expand * hidden / head_dim.max(1))
+            let inner = hidden.map(|hidden| expand.checked_mul(hidden));
+            if inner == Some(None) {
+                config.problem(
+                    "expand",
+                    expand,
+                    "times hidden_size is past any width meshplan prices",
+                    format!(
+                        "as in the published config: the Mamba-2 inner width expand x hidden_size \
+                         is at most {}",
+                        crate::limits::WIDTH
+                    ),
+                );
+            }
+            inner.flatten().map(|inner| inner / head_dim.max(1))
         }
     };
     let state_size = config.required(&["ssm_state_size"], " with Mamba-2 layers");

@@ -176,8 +176,9 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         )),
         num_layers: layers,
         hidden_size: hidden,
-        // GPT-2: `n_inner: null` means 4 x hidden.
-        ffn_hidden_size: ffn.unwrap_or(4 * hidden),
+        // GPT-2: `n_inner: null` means 4 x hidden. A hidden size past i64 / 4 is refused itself
+        // (past its width bound), so the width it would give is not shown (1 stands in for it).
+        ffn_hidden_size: ffn.unwrap_or_else(|| hidden.checked_mul(4).unwrap_or(1)),
         num_attention_heads: heads,
         num_kv_heads: kv_heads,
         // Latent attention takes its head widths from `qk_*_head_dim` and `v_head_dim`;
