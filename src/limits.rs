@@ -11,7 +11,12 @@ pub const PARALLEL_SIZE: u64 = GPUS;
 pub const VIRTUAL_STAGES: u64 = LAYERS;
 /// Transformer layers of a model: published models have at most a few hundred.
 pub const LAYERS: u64 = 4096;
-/// A width of a model (hidden size, FFN width, head width, latent ranks): 2^20.
+/// A width of a model (hidden size, FFN width, head width, latent ranks): 2^20. The widths a model
+/// derives as products of its fields are held to it too (`model::bounds`): attention's queries
+/// (heads x head width) and latent attention's key/value up-projection, Mamba-2's inner width
+/// (heads x head width) and its B or C stream (groups x state), gated DeltaNet's keys and values,
+/// the shared experts together (their count x the expert width). Published models stay below
+/// 2^16 in each (Llama 3.1 405B's queries: 16,384; DeepSeek-V3's key/value up-projection: 32,768).
 pub const WIDTH: u64 = 1 << 20;
 /// Attention heads or key/value heads.
 pub const HEADS: u64 = 1 << 16;
@@ -19,6 +24,14 @@ pub const HEADS: u64 = 1 << 16;
 pub const VOCAB: u64 = 1 << 24;
 /// Routed or shared experts per MoE layer.
 pub const EXPERTS: u64 = 1 << 16;
+/// Parameters of a model, every layer, embedding, output layer and multi-token-prediction module
+/// counted: 2^50, about 1.1 x 10^15, over 500 times the largest published models (about 2 x
+/// 10^12). With every width (derived ones included) at most [`WIDTH`], one layer holds below
+/// 2^59 parameters (2^16 experts of three 2^20 x 2^20 matrices), so each per-layer count is exact
+/// in `u64`; what multiplies a per-layer count by layers or modules is part of this total, checked
+/// in `u128` before a `Model` exists. Below 2^53, every count is exact in `f64`, where memory
+/// (x bytes per parameter) and FLOPs (x 2^48 tokens per step at most) are figured: finite there.
+pub const PARAMS: u64 = 1 << 50;
 /// Tokens per sequence (and position embeddings): 2^24, above the 10M-token contexts published.
 pub const SEQ_LEN: u64 = 1 << 24;
 /// Entries of a document-length sample or histogram (`--lengths`): 2^24, a sample far larger
@@ -98,6 +111,12 @@ mod tests {
         assert!(tokens <= 1 << 53, "exact in f64");
         assert!(WIDTH.checked_mul(WIDTH).and_then(|w| w.checked_mul(LAYERS)).is_some());
         assert!(PARALLEL_SIZE.checked_mul(PARALLEL_SIZE).is_some());
+        // One MoE layer at the width bounds: every expert's three matrices, and the MTP module
+        // holding one (its 2h x h projection beside it), stay exact in u64 with room to add.
+        let experts_of_one_layer = EXPERTS * 3 * WIDTH * WIDTH;
+        assert!(experts_of_one_layer < 1 << 59);
+        const { assert!(PARAMS < 1 << 53, "every parameter count exact in f64") };
+        assert!((PARAMS as f64 * 20.0 * tokens as f64).is_finite());
     }
 
     #[test]

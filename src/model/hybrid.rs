@@ -417,52 +417,91 @@ pub(super) fn validate(
 }
 
 fn validate_linear(collector: &mut Collector, spec: &LinearAttentionSpec) -> LinearAttention {
-    let field = |collector: &mut Collector, name: &str, value: i64| {
-        super::positive(collector, &format!("linear_attention.{name}"), value)
+    let accepted = |collector: &mut Collector, name: &str, value: i64| {
+        super::accepted(collector, &format!("linear_attention.{name}"), value)
     };
-    let num_key_heads = field(collector, "num_key_heads", spec.num_key_heads);
-    let num_value_heads = field(collector, "num_value_heads", spec.num_value_heads);
-    let key_head_dim = field(collector, "key_head_dim", spec.key_head_dim);
-    let value_head_dim = field(collector, "value_head_dim", spec.value_head_dim);
-    let conv_kernel = field(collector, "conv_kernel", spec.conv_kernel.unwrap_or(4));
-    let chunk_size = field(collector, "chunk_size", spec.chunk_size.unwrap_or(64));
-    if spec.num_key_heads > 0 && !num_value_heads.is_multiple_of(num_key_heads) {
+    let key_heads = accepted(collector, "num_key_heads", spec.num_key_heads);
+    let value_heads = accepted(collector, "num_value_heads", spec.num_value_heads);
+    let key_dim = accepted(collector, "key_head_dim", spec.key_head_dim);
+    let value_dim = accepted(collector, "value_head_dim", spec.value_head_dim);
+    let conv_kernel = accepted(collector, "conv_kernel", spec.conv_kernel.unwrap_or(4));
+    let chunk_size = accepted(collector, "chunk_size", spec.chunk_size.unwrap_or(64));
+    // The queries' (or keys') width and the values' (the output gate's and the block's output).
+    for (what, heads, dim) in [
+        (
+            "key width",
+            ("linear_attention.num_key_heads", key_heads),
+            ("linear_attention.key_head_dim", key_dim),
+        ),
+        (
+            "value width",
+            ("linear_attention.num_value_heads", value_heads),
+            ("linear_attention.value_head_dim", value_dim),
+        ),
+    ] {
+        if let ((heads_key, Some(heads)), (dim_key, Some(dim))) = (heads, dim) {
+            let factors = [(heads_key, heads), (dim_key, dim)];
+            super::bounds::check_width(collector, what, factors[1], &factors);
+        }
+    }
+    if let (Some(key_heads), Some(value_heads)) = (key_heads, value_heads)
+        && !value_heads.is_multiple_of(key_heads)
+    {
         collector.add(
             "model.linear_attention.num_value_heads",
-            num_value_heads,
-            format!("is not a multiple of num_key_heads {num_key_heads}"),
+            value_heads,
+            format!("is not a multiple of num_key_heads {key_heads}"),
             "each key head serves a whole number of value heads",
         );
     }
     LinearAttention {
-        num_key_heads,
-        num_value_heads,
-        key_head_dim,
-        value_head_dim,
-        conv_kernel,
-        chunk_size,
+        num_key_heads: key_heads.unwrap_or(1),
+        num_value_heads: value_heads.unwrap_or(1),
+        key_head_dim: key_dim.unwrap_or(1),
+        value_head_dim: value_dim.unwrap_or(1),
+        conv_kernel: conv_kernel.unwrap_or(1),
+        chunk_size: chunk_size.unwrap_or(1),
     }
 }
 
 fn validate_mamba(collector: &mut Collector, spec: &MambaSpec) -> Mamba {
-    let field = |collector: &mut Collector, name: &str, value: i64| {
-        super::positive(collector, &format!("mamba.{name}"), value)
+    let accepted = |collector: &mut Collector, name: &str, value: i64| {
+        super::accepted(collector, &format!("mamba.{name}"), value)
     };
-    let num_heads = field(collector, "num_heads", spec.num_heads);
-    let head_dim = field(collector, "head_dim", spec.head_dim);
-    let state_size = field(collector, "state_size", spec.state_size);
-    let num_groups = field(collector, "num_groups", spec.num_groups.unwrap_or(8));
-    let conv_kernel = field(collector, "conv_kernel", spec.conv_kernel.unwrap_or(4));
-    let chunk_size = field(collector, "chunk_size", spec.chunk_size.unwrap_or(128));
-    if spec.num_heads > 0 && num_groups > 0 && !num_heads.is_multiple_of(num_groups) {
+    let heads = accepted(collector, "num_heads", spec.num_heads);
+    let dim = accepted(collector, "head_dim", spec.head_dim);
+    let state = accepted(collector, "state_size", spec.state_size);
+    let groups = accepted(collector, "num_groups", spec.num_groups.unwrap_or(8));
+    let conv_kernel = accepted(collector, "conv_kernel", spec.conv_kernel.unwrap_or(4));
+    let chunk_size = accepted(collector, "chunk_size", spec.chunk_size.unwrap_or(128));
+    // The inner width (the x and z streams) and one of the B and C streams.
+    for (what, first, second) in [
+        ("inner width", ("mamba.num_heads", heads), ("mamba.head_dim", dim)),
+        ("B or C stream width", ("mamba.num_groups", groups), ("mamba.state_size", state)),
+    ] {
+        if let ((first_key, Some(first)), (second_key, Some(second))) = (first, second) {
+            let factors = [(first_key, first), (second_key, second)];
+            super::bounds::check_width(collector, what, factors[1], &factors);
+        }
+    }
+    if let (Some(heads), Some(groups)) = (heads, groups)
+        && !heads.is_multiple_of(groups)
+    {
         collector.add(
             "model.mamba.num_groups",
-            num_groups,
-            format!("does not divide num_heads {num_heads}"),
+            groups,
+            format!("does not divide num_heads {heads}"),
             "each group of B and C serves a whole number of heads",
         );
     }
-    Mamba { num_heads, head_dim, state_size, num_groups, conv_kernel, chunk_size }
+    Mamba {
+        num_heads: heads.unwrap_or(1),
+        head_dim: dim.unwrap_or(1),
+        state_size: state.unwrap_or(1),
+        num_groups: groups.unwrap_or(1),
+        conv_kernel: conv_kernel.unwrap_or(1),
+        chunk_size: chunk_size.unwrap_or(1),
+    }
 }
 
 #[cfg(test)]

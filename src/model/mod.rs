@@ -4,6 +4,7 @@
 //! structural switches that change parameter counts or FLOPs). Counting parameters and FLOPs
 //! lives in `counts.rs`; nothing here knows about GPUs or plans.
 
+mod bounds;
 mod counts;
 mod hf;
 mod hybrid;
@@ -264,7 +265,15 @@ pub struct Model {
     attention_gemms: ArrayVec<AttentionGemm, 5>,
 }
 
+/// A positive field within its bound (`limits::model_field`), or 1 in its place once its problem
+/// is recorded.
 pub(super) fn positive(collector: &mut Collector, field: &str, value: i64) -> u64 {
+    accepted(collector, field, value).unwrap_or(1)
+}
+
+/// A positive field within its bound, or `None` once its problem is recorded: what a rule relating
+/// several fields reads, so that it is never checked against a stand-in.
+pub(super) fn accepted(collector: &mut Collector, field: &str, value: i64) -> Option<u64> {
     let max = crate::limits::model_field(field);
     if value <= 0 {
         collector.add(
@@ -273,7 +282,7 @@ pub(super) fn positive(collector: &mut Collector, field: &str, value: i64) -> u6
             "must be a positive whole number",
             format!("set `{field}` to the architecture's value, e.g. from its config.json"),
         );
-        return 1;
+        return None;
     }
     if value as u64 > max {
         collector.add(
@@ -282,9 +291,9 @@ pub(super) fn positive(collector: &mut Collector, field: &str, value: i64) -> u6
             format!("exceeds the largest value meshplan prices, {max}"),
             format!("set `{field}` to the architecture's value, at most {max}"),
         );
-        return 1;
+        return None;
     }
-    value as u64
+    Some(value as u64)
 }
 
 impl Model {
@@ -292,18 +301,24 @@ impl Model {
     pub fn from_spec(spec: &ModelSpec) -> Result<Model, Violations> {
         let mut collector = Collector::default();
         let mut num_layers = positive(&mut collector, "num_layers", spec.num_layers);
-        let hidden_size = positive(&mut collector, "hidden_size", spec.hidden_size);
+        let hidden_accepted = accepted(&mut collector, "hidden_size", spec.hidden_size);
+        let hidden_size = hidden_accepted.unwrap_or(1);
         let ffn_hidden_size = positive(&mut collector, "ffn_hidden_size", spec.ffn_hidden_size);
-        let heads = positive(&mut collector, "num_attention_heads", spec.num_attention_heads);
-        let kv_heads =
-            positive(&mut collector, "num_kv_heads", spec.num_kv_heads.unwrap_or(heads as i64));
+        let heads_accepted =
+            accepted(&mut collector, "num_attention_heads", spec.num_attention_heads);
+        let heads = heads_accepted.unwrap_or(1);
+        let kv_heads_accepted =
+            accepted(&mut collector, "num_kv_heads", spec.num_kv_heads.unwrap_or(heads as i64));
+        let kv_heads = kv_heads_accepted.unwrap_or(1);
         let vocab_size = positive(&mut collector, "vocab_size", spec.vocab_size);
+        let head_dim_accepted =
+            spec.head_dim.and_then(|dim| accepted(&mut collector, "head_dim", dim));
         let head_dim = match spec.head_dim {
-            Some(dim) => positive(&mut collector, "head_dim", dim),
+            Some(_) => head_dim_accepted.unwrap_or(1),
             None => {
-                if spec.hidden_size > 0
-                    && spec.num_attention_heads > 0
-                    && !hidden_size.is_multiple_of(heads)
+                // Checked only against accepted values, never a stand-in for a refused one.
+                if let (Some(hidden), Some(heads)) = (hidden_accepted, heads_accepted)
+                    && !hidden.is_multiple_of(heads)
                 {
                     collector.add(
                         "model.num_attention_heads",
@@ -315,7 +330,9 @@ impl Model {
                 (hidden_size / heads).max(1)
             }
         };
-        if spec.num_attention_heads > 0 && !heads.is_multiple_of(kv_heads) {
+        if let (Some(heads), Some(kv_heads)) = (heads_accepted, kv_heads_accepted)
+            && !heads.is_multiple_of(kv_heads)
+        {
             collector.add(
                 "model.num_kv_heads",
                 kv_heads,
@@ -392,24 +409,17 @@ impl Model {
                 );
             }
         }
-        let mla = spec.mla.as_ref().map(|mla| Mla {
-            q_lora_rank: match mla.q_lora_rank {
-                Some(rank) => positive(&mut collector, "mla.q_lora_rank", rank),
-                None => 0,
-            },
-            kv_lora_rank: positive(&mut collector, "mla.kv_lora_rank", mla.kv_lora_rank),
-            qk_nope_head_dim: positive(
-                &mut collector,
-                "mla.qk_nope_head_dim",
-                mla.qk_nope_head_dim,
-            ),
-            qk_rope_head_dim: positive(
-                &mut collector,
-                "mla.qk_rope_head_dim",
-                mla.qk_rope_head_dim,
-            ),
-            v_head_dim: positive(&mut collector, "mla.v_head_dim", mla.v_head_dim),
-        });
+        let mla =
+            spec.mla.as_ref().map(|mla| bounds::validate_mla(&mut collector, mla, heads_accepted));
+        if spec.mla.is_none()
+            && let (Some(heads), Some(dim)) = (heads_accepted, head_dim_accepted)
+        {
+            // Without latent attention the keys and values are at most as wide: their heads
+            // divide the query heads (a problem above when they do not).
+            let factors = [("num_attention_heads", heads), ("head_dim", dim)];
+            bounds::check_width(&mut collector, "query width", factors[1], &factors);
+        }
+        let window_start = collector.len();
         let sliding_window = spec.sliding_window.as_ref().map(|window| SlidingWindow {
             window: positive(&mut collector, "sliding_window.window", window.window),
             full_attention_every: match window.full_attention_every {
@@ -419,6 +429,7 @@ impl Model {
                 None => 0,
             },
         });
+        let window_problems = collector.len() - window_start;
         let mtp_layers = match spec.mtp_layers {
             Some(n) if n >= 0 && n as u64 <= crate::limits::LAYERS => n as u64,
             Some(n) => {
@@ -432,11 +443,10 @@ impl Model {
             }
             None => 0,
         };
-        if spec.name.trim().is_empty() {
-            collector.add("model.name", "\"\"", "must not be empty", "give the model a short name");
-        }
-        collector.finish()?;
-        let mut model = Model {
+        // The parameter count reads every field checked above but the name and the sliding window:
+        // it is taken only once they (and the widths derived from them) passed their checks.
+        let counts_accepted = collector.len() == window_problems;
+        let model = counts_accepted.then(|| Model {
             name: spec.name.clone(),
             display_name: spec.display_name.clone().unwrap_or_else(|| spec.name.clone()),
             num_layers,
@@ -461,9 +471,18 @@ impl Model {
             attention_output_gate: spec.attention_output_gate,
             hybrid,
             attention_gemms: ArrayVec::new(),
-        };
-        model.attention_gemms = model.derive_attention_gemms();
-        Ok(model)
+        });
+        let model = model.map(|mut model| {
+            model.attention_gemms = model.derive_attention_gemms();
+            model
+        });
+        if let Some(model) = &model {
+            bounds::check_parameters(&mut collector, model);
+        }
+        if spec.name.trim().is_empty() {
+            collector.add("model.name", "\"\"", "must not be empty", "give the model a short name");
+        }
+        collector.finish_with(model, "model")
     }
 
     /// Short name.
@@ -584,8 +603,9 @@ fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> M
             "a token is routed to at most every expert",
         );
     }
-    let expert_ffn_hidden_size =
-        positive(collector, "moe.expert_ffn_hidden_size", spec.expert_ffn_hidden_size);
+    let expert_ffn_accepted =
+        accepted(collector, "moe.expert_ffn_hidden_size", spec.expert_ffn_hidden_size);
+    let expert_ffn_hidden_size = expert_ffn_accepted.unwrap_or(1);
     let shared_experts = match spec.shared_experts {
         Some(n) if n >= 0 && n as u64 <= crate::limits::EXPERTS => n as u64,
         Some(n) => {
@@ -610,7 +630,14 @@ fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> M
             );
             0
         }
-        None => shared_experts * expert_ffn_hidden_size,
+        None => {
+            if let Some(width) = expert_ffn_accepted {
+                let factors =
+                    [("moe.shared_experts", shared_experts), ("moe.expert_ffn_hidden_size", width)];
+                bounds::check_width(collector, "shared experts' width", factors[0], &factors);
+            }
+            shared_experts * expert_ffn_hidden_size
+        }
     };
     let dense_layers = match spec.dense_layers {
         Some(n) if n >= 0 && (n as u64) < num_layers => n as u64,

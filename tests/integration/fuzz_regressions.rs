@@ -50,6 +50,20 @@ fn calibration_rows_that_crashed_give_finite_figures_or_a_reason() {
 }
 
 #[test]
+fn model_files_whose_counts_overflowed_are_refused_with_a_reason() {
+    let found = reproducers("model_toml");
+    assert!(found.len() >= 3, "{} reproducers", found.len());
+    for (name, bytes) in found {
+        // Every field within its bound, a derived width or the parameter total past its own:
+        // refused by the model's validation, which counts in u128 (no overflow, no panic).
+        let spec: meshplan::model::ModelSpec = toml::from_str(&String::from_utf8_lossy(&bytes))
+            .unwrap_or_else(|err| panic!("{name}: {err}"));
+        let problems = meshplan::model::Model::from_spec(&spec).expect_err(&name);
+        assert_eq!(problems.list().len(), 1, "{name}: {problems}");
+    }
+}
+
+#[test]
 fn hugging_face_configs_that_crashed_are_refused_with_a_reason() {
     let found = reproducers("hf_config");
     assert!(found.len() >= 2, "{} reproducers", found.len());

@@ -5,7 +5,7 @@
 //! panic (exit 101), a wrapped figure, a stand-in number the user never typed, or a file written.
 //! (`input_files.rs` covers `--gpu FILE`, `/dev/zero`, planted links and failed exports.)
 
-use crate::support::{Output, json, read_repo_file, run, words};
+use crate::support::{Output, json, read_repo_file, repo_path, run, words};
 
 /// The run ended with meshplan's input error, and every part is in its message.
 fn refused(output: &Output, parts: &[&str]) {
@@ -81,6 +81,37 @@ fn model_counts_past_their_bounds_are_refused_before_any_work_grows_with_them() 
         std::fs::write(&file, text).unwrap();
         let output = run(&["estimate", "--model", file.to_str().unwrap(), "--gpus", "8"]);
         refused(&output, &[&format!("model.{key} = {value}"), &format!("at most {bound}")]);
+    }
+}
+
+#[test]
+fn models_whose_bounded_counts_multiply_past_u64_are_refused_naming_the_field() {
+    // Each field lay within its bound, their products did not: 65,536 query heads of 2^20 (a
+    // 2^36-wide query), Mamba-2 heads of 2^20 over 4096 layers, 65,536 experts of 2^20 over 4096
+    // layers. Their parameter counts overflowed u64: a panic in a debug build, wrapped counts
+    // and exit 0 in a release one.
+    for (file, parts) in [
+        (
+            "counts-query-width-65536-heads-of-2-20.toml",
+            ["model.head_dim = 1048576", "makes the query width", "is at most 1048576"],
+        ),
+        (
+            "counts-mamba-inner-width-4096-layers.toml",
+            ["model.mamba.head_dim = 1048576", "makes the inner width", "is at most 1048576"],
+        ),
+        (
+            "counts-65536-experts-of-2-20-over-4096-layers.toml",
+            [
+                "model.moe.num_experts = 65536",
+                "parameters, over the 1125899906842624",
+                "at most 1125899906842624 parameters",
+            ],
+        ),
+    ] {
+        let path = repo_path(&format!("fuzz/regressions/model_toml/{file}"));
+        let output = run(&["estimate", "--model", path.to_str().unwrap(), "--gpus", "8"]);
+        refused(&output, &parts);
+        assert_eq!(problems(&output), 1, "{}", output.stderr);
     }
 }
 
