@@ -22,6 +22,19 @@ fn bench_estimate(c: &mut Criterion) {
     });
 }
 
+/// Issue 16's target: pricing a plan on a 10,000-document sample adds at most 10x to an
+/// estimate; drawing the sample is once per run (a search shares it), benchmarked apart.
+fn bench_estimate_with_lengths(c: &mut Criterion) {
+    let spec = cases::llama_405b_on_16k_h100_with_10k_lengths().unwrap();
+    let run = Run::from_spec(&spec).unwrap();
+    c.bench_function("estimate llama3.1-405b 16384 h100 on 10k document lengths", |b| {
+        b.iter(|| closed_form(std::hint::black_box(&run)))
+    });
+    c.bench_function("validate and sample llama3.1-405b 16384 h100 on 10k document lengths", |b| {
+        b.iter(|| Run::from_spec(std::hint::black_box(&spec)).unwrap())
+    });
+}
+
 fn bench_simulate(c: &mut Criterion) {
     let run = llama_405b_on_16k_h100();
     assert_eq!(run.plan().num_microbatches(), 16);
@@ -69,5 +82,11 @@ fn bench_command_line(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, bench_estimate, bench_simulate, bench_command_line);
+criterion_group!(
+    benches,
+    bench_estimate,
+    bench_estimate_with_lengths,
+    bench_simulate,
+    bench_command_line
+);
 criterion_main!(benches);

@@ -7,7 +7,7 @@
 # fuzz/artifacts/<target>/.
 #
 # Runtime on a 2-core machine: about 7 minutes for the first build of the fuzz targets (cargo-fuzz
-# installed: ~1 more minute), then 6 targets x (20 s + ~5 s start-up and corpus load) = ~2.5 min.
+# installed: ~1 more minute), then 8 targets x (20 s + ~5 s start-up and corpus load) = ~2.5 min.
 # Needs `rustup toolchain install nightly`; installs cargo-fuzz from crates.io when missing.
 #
 #   scripts/fuzz-smoke.sh                 # every target, 20 s each
@@ -19,7 +19,7 @@ seconds="${FUZZ_SECONDS:-20}"
 timeout="${FUZZ_TIMEOUT:-10}"
 targets=("$@")
 if [ ${#targets[@]} -eq 0 ]; then
-    targets=(model_toml hf_config gpu_toml plan_file csv_row plan_estimate whole_run)
+    targets=(model_toml hf_config gpu_toml plan_file csv_row plan_estimate whole_run lengths_file)
 fi
 # Overflow checks and debug assertions on (an overflow is a panic, as in a debug build), no
 # sanitizer (the library and its dependencies are safe Rust): the same build as the long runs.

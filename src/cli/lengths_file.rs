@@ -58,12 +58,7 @@ fn lengths_file(problems: &mut Collector, path: &Path) -> Option<DataSpec> {
         }
     };
     let extension = path.extension().and_then(|ext| ext.to_str()).unwrap_or("");
-    let parsed = match extension {
-        "json" => serde_json::from_str::<DataSpec>(&text).map_err(|err| err.to_string()),
-        "toml" => toml::from_str::<DataSpec>(&text).map_err(|err| err.message().to_owned()),
-        _ => from_csv(&text),
-    };
-    match parsed {
+    match parse(&text, extension) {
         Ok(spec) if spec.preset.is_some() => {
             problems.add(
                 "data.preset",
@@ -78,6 +73,16 @@ fn lengths_file(problems: &mut Collector, path: &Path) -> Option<DataSpec> {
             problems.add("data.lengths", &shown, format!("lengths file: {message}"), HINT);
             None
         }
+    }
+}
+
+/// A lengths file's text as the data spec it writes: JSON or TOML by its extension (`json`,
+/// `toml`), else CSV. What the lengths are is checked by validation, not here.
+pub fn parse(text: &str, extension: &str) -> Result<DataSpec, String> {
+    match extension {
+        "json" => serde_json::from_str::<DataSpec>(text).map_err(|err| err.to_string()),
+        "toml" => toml::from_str::<DataSpec>(text).map_err(|err| err.message().to_owned()),
+        _ => from_csv(text),
     }
 }
 

@@ -9,7 +9,7 @@ mod compare;
 mod estimate;
 mod export;
 mod inputs;
-mod lengths_file;
+pub mod lengths_file;
 mod presets;
 mod read;
 mod render;

@@ -5,11 +5,12 @@
 //! largest micro-batch of its pipeline take beyond the mean ([`data_imbalance`]).
 //!
 //! Sequences are drawn independently, so a replica's attention work is a sum of `m x mbs` draws
-//! and a micro-batch's a sum of `mbs`. The expected largest of `n` such sums is taken from
-//! their cumulants: Blom's normal score `z_n` (the expected largest of `n` standard normal draws,
-//! Blom 1958) with the Cornish-Fisher skew term, `mean + sd (z_n + z_n^2 skew / 6)`, held between
-//! the mean and the largest sum the sample allows. One replica (or one micro-batch) has none
-//! above the mean. A pipeline of micro-batches of unequal work fills and drains at the pace of
+//! and a micro-batch's a sum of `mbs`. The expected largest of `n` such sums is the larger of
+//! the sum that holds the largest of all draws (exact from the sample for single sequences,
+//! the heavy-tailed limit) and the normal limit, `mean + sd z_n` with Blom's score `z_n` (the
+//! expected largest of `n` standard normal draws, Blom 1958), held between the mean and the
+//! largest sum the sample allows (checked against drawing in this file's tests). One replica
+//! (or one micro-batch) has none above the mean. A pipeline of micro-batches of unequal work fills and drains at the pace of
 //! its largest (the makespan of a proportionate flow shop is the sum of the jobs plus
 //! `p - 1` times the largest): the bubble grows by that micro-batch's work over the mean's.
 
@@ -61,15 +62,14 @@ pub fn data_imbalance(
     let (u_forward, v_forward) = phase(critical.forward_attention, y_forward);
     let (u_backward, v_backward) = phase(critical.backward_attention, y_backward);
     let (u, v) = (u_forward + u_backward, v_forward + v_backward);
-    let [mean, variance, third] = loads.moments_of(u, v);
-    let largest = loads.max_of(u, v);
+    let moments = loads.moments_of(u, v);
+    let mean = moments[0];
     let per_microbatch = critical.total().value();
     // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's.
     let sequences = m as f64 * micro_batch;
-    let slowest =
-        expected_largest(mean, variance, third, sequences, plan.dp(), largest) - sequences * mean;
+    let slowest = expected_largest(loads, (u, v), moments, sequences, plan.dp()) - sequences * mean;
     let largest_microbatch =
-        expected_largest(mean, variance, third, micro_batch, m, largest) - micro_batch * mean;
+        expected_largest(loads, (u, v), moments, micro_batch, m) - micro_batch * mean;
     let microbatches = if per_microbatch > 0.0 {
         (per_microbatch + largest_microbatch) / per_microbatch
     } else {
@@ -85,25 +85,33 @@ pub fn data_imbalance(
     })
 }
 
-/// The expected largest of `draws` independent sums of `members` sequences each, from one
-/// sequence's mean, variance and third central moment; at most `members x largest`.
+/// The expected largest of `draws` independent sums of `members` sequences each (`u a + v b`
+/// per sequence, with mean and variance `moments`): the larger of two
+/// estimates, each exact in its own limit. Heavy tails: the sum that holds the largest single
+/// sequence of all `draws x members` exceeds the mean by that sequence alone, and the sample
+/// gives that sequence's expectation exactly. Light tails: a sum of many sequences is nearly
+/// normal, and the largest of `draws` normals exceeds the mean by Blom's score of standard
+/// deviations. At most `members x` the sample's largest value; one draw is the mean.
 fn expected_largest(
-    mean: f64,
-    variance: f64,
-    third: f64,
+    loads: &crate::data::SequenceLoads,
+    (u, v): (f64, f64),
+    [mean, variance]: [f64; 2],
     members: f64,
     draws: u64,
-    largest: f64,
 ) -> f64 {
     let sum_mean = members * mean;
-    let sum_variance = members * variance;
-    if draws <= 1 || sum_variance <= 0.0 {
+    if draws <= 1 {
         return sum_mean;
     }
-    let z = blom_score(draws);
-    let skew = members * third / sum_variance.powf(1.5);
-    let value = sum_mean + sum_variance.sqrt() * (z + z * z * skew / 6.0);
-    value.clamp(sum_mean, (members * largest).max(sum_mean))
+    // The other members of the sum that holds the largest draw are draws below it: their mean
+    // is the mean of the rest.
+    let all = draws as f64 * members;
+    let single = loads.expected_largest_of(u, v, all);
+    let rest = ((all * mean - single) / (all - 1.0)).max(0.0);
+    let jump = single + (members - 1.0) * rest;
+    let normal = sum_mean + (members * variance.max(0.0)).sqrt() * blom_score(draws);
+    let value = if members <= 1.0 { jump } else { jump.max(normal) };
+    value.clamp(sum_mean, (members * loads.max_of(u, v)).max(sum_mean))
 }
 
 /// Blom's approximation of the expected largest of `n` standard normal draws:
@@ -128,15 +136,41 @@ mod tests {
         }
     }
 
+    /// The estimate against drawing: the expected largest of `draws` sums of `members`
+    /// sequences of FlexSP's Wikipedia sample packed into 128K-token sequences (causal
+    /// attention), estimated by 20,000 seeded trials of drawing from the same sample. Single
+    /// draws are exact; sums were within +1.2 % (4 x 4), -8.5 % (8 x 64: two large documents in
+    /// one sum, which neither limit sees), -3.3 % (32 x 8) and -0.1 % (256 x 4) when written.
     #[test]
-    fn one_draw_or_no_spread_has_nothing_above_the_mean() {
-        assert_eq!(expected_largest(2.0, 1.0, 0.5, 3.0, 1, 10.0), 6.0);
-        assert_eq!(expected_largest(2.0, 0.0, 0.0, 3.0, 64, 10.0), 6.0);
-    }
-
-    #[test]
-    fn no_sum_is_expected_above_its_members_largest_values() {
-        let value = expected_largest(0.1, 1.0, 50.0, 1.0, 1_000_000, 1.0);
-        assert_eq!(value, 1.0);
+    fn the_expected_largest_sum_is_within_a_few_percent_of_drawing_it() {
+        use crate::data::{AttentionWork, Data, sample_sequences, sequence_values};
+        use rand::rngs::StdRng;
+        use rand::{RngExt, SeedableRng};
+        let data = Data::from_spec(&crate::presets::lengths("wikipedia").unwrap(), None).unwrap();
+        let flops = |s: u64| (s * s) as f64;
+        let work = AttentionWork { flops: &flops };
+        let (values, ..) = sequence_values(&data, 131_072, &work);
+        let loads = sample_sequences(&data, 131_072, &work);
+        let moments = loads.moments_of(1.0, 0.0);
+        let mut rng = StdRng::seed_from_u64(3);
+        for (members, draws) in [(1u64, 1u64), (1, 4), (1, 16), (4, 4), (8, 64), (32, 8), (256, 4)]
+        {
+            let trials = 20_000;
+            let mut total = 0.0;
+            for _ in 0..trials {
+                let largest = (0..draws)
+                    .map(|_| {
+                        (0..members)
+                            .map(|_| values[rng.random_range(0..values.len())][0])
+                            .sum::<f64>()
+                    })
+                    .fold(f64::NEG_INFINITY, f64::max);
+                total += largest;
+            }
+            let drawn = total / trials as f64;
+            let estimate = expected_largest(&loads, (1.0, 0.0), moments, members as f64, draws);
+            let error = estimate / drawn - 1.0;
+            assert!(error.abs() < 0.10, "{members} x {draws}: {estimate} vs drawn {drawn}");
+        }
     }
 }

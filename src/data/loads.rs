@@ -34,11 +34,16 @@ pub struct SequenceLoads {
     pub mean: [f64; 2],
     /// Variance of `a`, covariance of `a` and `b`, variance of `b`.
     pub covariance: [f64; 3],
-    /// Third central moments: `a a a`, `a a b`, `a b b`, `b b b`.
-    pub third: [f64; 4],
     /// Largest `a` and largest `b` drawn.
     pub max: [f64; 2],
+    /// The expected largest `a` and `b` of `2^i` sequences drawn from the sample (the
+    /// sequences ordered by `a`), for `i` = 0 to [`LARGEST_TABLE`] - 1.
+    pub largest: [[f64; 2]; LARGEST_TABLE],
 }
+
+/// Entries of [`SequenceLoads::largest`]: up to `2^26` draws, above the most sequences a step
+/// holds ([`crate::limits::GLOBAL_BATCH`]).
+pub const LARGEST_TABLE: usize = 27;
 
 /// What a sample needs of the model: the forward attention FLOPs of one causal document of
 /// `s` tokens in one layer.
@@ -49,6 +54,18 @@ pub struct AttentionWork<'a> {
 
 /// Draws the sample of sequences of `seq_len` tokens that `data` makes, with its seed.
 pub fn sample_sequences(data: &Data, seq_len: u64, work: &AttentionWork<'_>) -> SequenceLoads {
+    let (values, trained_fraction, pieces) = sequence_values(data, seq_len, work);
+    let sequences = values.len() as u64;
+    summarise(&values, trained_fraction, pieces, sequences)
+}
+
+/// Each sampled sequence's `[a, b]`, the tokens trained over those computed, and the document
+/// pieces drawn: the sample [`sample_sequences`] summarises.
+pub fn sequence_values(
+    data: &Data,
+    seq_len: u64,
+    work: &AttentionWork<'_>,
+) -> (Vec<[f64; 2]>, f64, u64) {
     let distribution = data.distribution();
     let mut rng = StdRng::seed_from_u64(data.seed());
     let full = (work.flops)(seq_len);
@@ -94,7 +111,7 @@ pub fn sample_sequences(data: &Data, seq_len: u64, work: &AttentionWork<'_>) -> 
             }
         }
     }
-    summarise(&values, trained as f64 / (sequences * seq_len) as f64, pieces_total, sequences)
+    (values, trained as f64 / (sequences * seq_len) as f64, pieces_total)
 }
 
 fn summarise(
@@ -112,13 +129,30 @@ fn summarise(
             .sum::<f64>()
             / n
     };
+    // The expected largest of n draws from the sample: the k-th smallest is the largest with
+    // probability (k / K)^n - ((k - 1) / K)^n.
+    let mut sorted = values.to_vec();
+    sorted.sort_by(|x, y| x[0].total_cmp(&y[0]).then(x[1].total_cmp(&y[1])));
+    let largest = std::array::from_fn(|i| {
+        let draws = (1u64 << i) as f64;
+        let mut below = 0.0;
+        let mut expected = [0.0; 2];
+        for (k, value) in sorted.iter().enumerate() {
+            let upto = ((k + 1) as f64 / n).powf(draws);
+            let weight = upto - below;
+            below = upto;
+            expected[0] += weight * value[0];
+            expected[1] += weight * value[1];
+        }
+        expected
+    });
     SequenceLoads {
+        largest,
         sequences,
         pieces_per_sequence: pieces as f64 / sequences as f64,
         trained_fraction,
         mean,
         covariance: [central([2, 0]), central([1, 1]), central([0, 2])],
-        third: [central([3, 0]), central([2, 1]), central([1, 2]), central([0, 3])],
         max: [0, 1].map(|i| values.iter().map(|v| v[i]).fold(f64::NEG_INFINITY, f64::max)),
     }
 }
@@ -130,21 +164,27 @@ impl SequenceLoads {
         (self.mean[0] + y * self.mean[1]) / (1.0 + y)
     }
 
-    /// Mean, variance and third central moment of `u a + v b` over the sample's sequences.
-    pub fn moments_of(&self, u: f64, v: f64) -> [f64; 3] {
+    /// Mean and variance of `u a + v b` over the sample's sequences.
+    pub fn moments_of(&self, u: f64, v: f64) -> [f64; 2] {
         let [aa, ab, bb] = self.covariance;
-        let [aaa, aab, abb, bbb] = self.third;
-        [
-            u * self.mean[0] + v * self.mean[1],
-            u * u * aa + 2.0 * u * v * ab + v * v * bb,
-            u.powi(3) * aaa + 3.0 * u * u * v * aab + 3.0 * u * v * v * abb + v.powi(3) * bbb,
-        ]
+        [u * self.mean[0] + v * self.mean[1], u * u * aa + 2.0 * u * v * ab + v * v * bb]
     }
 
     /// The largest `u a + v b` of one sequence (`u`, `v` not negative): no sum of sequences
     /// exceeds its count times this.
     pub fn max_of(&self, u: f64, v: f64) -> f64 {
         u * self.max[0] + v * self.max[1]
+    }
+
+    /// The expected largest `u a + v b` of `draws` sequences drawn from the sample (`u`, `v`
+    /// not negative), interpolated in `log2 draws` between the table's powers of two.
+    pub fn expected_largest_of(&self, u: f64, v: f64, draws: f64) -> f64 {
+        let at = |i: usize| u * self.largest[i][0] + v * self.largest[i][1];
+        let position = draws.max(1.0).log2().min((LARGEST_TABLE - 1) as f64);
+        let low = position.floor() as usize;
+        let high = (low + 1).min(LARGEST_TABLE - 1);
+        let fraction = position - low as f64;
+        at(low) + (at(high) - at(low)) * fraction
     }
 }
 

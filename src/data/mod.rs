@@ -10,7 +10,7 @@ mod distribution;
 mod loads;
 
 pub use distribution::{LengthBinSpec, LengthDistribution};
-pub use loads::{AttentionWork, SequenceLoads, sample_sequences};
+pub use loads::{AttentionWork, SequenceLoads, sample_sequences, sequence_values};
 
 use serde::{Deserialize, Serialize};
 
