@@ -151,7 +151,7 @@ fn data_label(data: &crate::run::RunData, seq_len: u64) -> String {
         ),
     };
     format!(
-        "{name}, mean document {:.0} tokens, longest {}; {batching}; {} sequences sampled, seed {}",
+        "{name}, mean document {:.0} tokens, up to {}; {batching}; {} sequences sampled, seed {}",
         distribution.mean_length(),
         distribution.max_length(),
         data.loads.sequences,
@@ -321,6 +321,7 @@ struct DataJson {
     lengths: String,
     batching: &'static str,
     mean_document_tokens: f64,
+    /// The longest length the distribution can draw (a histogram's last bin's end).
     longest_document_tokens: u64,
     pieces_per_sequence: f64,
     /// Tokens trained over tokens computed (below 1 when padding).
