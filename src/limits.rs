@@ -39,6 +39,9 @@ pub const SEQ_LEN: u64 = 1 << 24;
 pub const LENGTH_ENTRIES: u64 = 1 << 24;
 /// Documents a histogram counts in all: 2^50, so that the counts add up within u64.
 pub const DOCUMENTS: u64 = 1 << 50;
+/// Global batches whose documents are re-packed together (`--balance-window`): WLB-LLM re-packs
+/// over up to 8; 1024 is far past any benefit.
+pub const BALANCE_WINDOW: u64 = 1024;
 /// Sequences per optimizer step.
 pub const GLOBAL_BATCH: u64 = 1 << 24;
 /// Tasks of one simulated step (micro-batches x pipeline stages x virtual chunks x 2 phases):

@@ -13,12 +13,14 @@
 //! (or one micro-batch) has none above the mean. A pipeline of micro-batches of unequal work fills and drains at the pace of
 //! its largest (the makespan of a proportionate flow shop is the sum of the jobs plus
 //! `p - 1` times the largest): the bubble grows by that micro-batch's work over the mean's.
+//! With `--balance-window`, the spread is what re-packing leaves (`repacking.rs`).
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::cost::document_attention::ramp;
 use crate::cost::priced::PricedRun;
+use crate::cost::repacking::{PieceWork, repacked_spread};
 use crate::cost::work::Work;
 use crate::units::Seconds;
 
@@ -65,11 +67,24 @@ pub fn data_imbalance(
     let moments = loads.moments_of(u, v);
     let mean = moments[0];
     let per_microbatch = critical.total().value();
-    // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's.
+    // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's:
+    // drawn as packed, or dealt from a window of re-packed documents.
     let sequences = m as f64 * micro_batch;
-    let slowest = expected_largest(loads, (u, v), moments, sequences, plan.dp()) - sequences * mean;
-    let largest_microbatch =
-        expected_largest(loads, (u, v), moments, micro_batch, m) - micro_batch * mean;
+    let attention = critical.forward_attention.value() + critical.backward_attention.value();
+    let tokens = micro_batch * run.training().seq_len() as f64;
+    let repacked = (plan.balance_window() > 0)
+        .then(|| {
+            let linear_per_token = (per_microbatch - attention).max(0.0) / tokens;
+            repacked_spread(run, PieceWork { linear_per_token, u, v })
+        })
+        .flatten();
+    let (slowest, largest_microbatch) = match repacked {
+        Some(spread) => spread,
+        None => (
+            expected_largest(loads, (u, v), moments, sequences, plan.dp()) - sequences * mean,
+            expected_largest(loads, (u, v), moments, micro_batch, m) - micro_batch * mean,
+        ),
+    };
     let microbatches = if per_microbatch > 0.0 {
         (per_microbatch + largest_microbatch) / per_microbatch
     } else {

@@ -18,6 +18,7 @@ pub mod layer;
 pub mod memory;
 pub mod op_table;
 pub mod priced;
+pub mod repacking;
 pub mod runtime_memory;
 pub mod step;
 pub mod step_terms;

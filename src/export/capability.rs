@@ -232,6 +232,11 @@ pub enum Refusal {
         /// The selective recompute the engine runs, if any.
         runs: Option<RecomputeKind>,
     },
+    /// Documents re-packed across global batches, which no engine's data loader does.
+    DocumentRepacking {
+        /// Global batches re-packed together.
+        window: u64,
+    },
     /// Activations offloaded to host memory, which no exporter writes yet.
     ActivationOffload {
         /// Layers per pipeline rank offloaded.
@@ -361,6 +366,10 @@ impl fmt::Display for Refusal {
                 Some(_) => f.write_str("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's"),
                 None => f.write_str("its activation checkpointing is per layer (full); selective recompute is not available; use --recompute full or none"),
             },
+            Refusal::DocumentRepacking { window } => write!(
+                f,
+                "its data loader packs documents as they arrive; re-packing across global batches (WLB-LLM) is not in Megatron-LM, torchtitan or DeepSpeed; drop --balance-window {window}"
+            ),
             Refusal::ActivationOffload { layers } => write!(
                 f,
                 "the exported config does not write activation offloading yet (Megatron-LM's cpu_offloading and cpu_offloading_num_layers, with pp 1 and no recompute); drop --offload-activation-layers {layers}"
@@ -473,6 +482,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     }
     if plan.offload_activation_layers() > 0 {
         out.push(Refusal::ActivationOffload { layers: plan.offload_activation_layers() });
+    }
+    if plan.balance_window() > 0 {
+        out.push(Refusal::DocumentRepacking { window: plan.balance_window() });
     }
     if !caps.partial_recompute
         && kind == RecomputeKind::Full

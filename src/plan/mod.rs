@@ -388,6 +388,11 @@ pub struct PlanSpec {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = EXPERTS, alias = "overlap-moe-expert-parallel-comm")]
     pub expert_comm_overlap: Option<bool>,
+    /// Re-pack the documents of this many global batches into micro-batches of equal work,
+    /// longest first onto the least loaded (WLB-LLM's packing across global batches); 0 packs
+    /// them as they arrive. Needs --lengths. [default: 0]
+    #[arg(long, value_name = "K", allow_negative_numbers = true, help_heading = PLAN)]
+    pub balance_window: Option<i64>,
     /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced,
     /// as published benchmarks force it]
     #[arg(long, value_name = "RATIO", allow_negative_numbers = true, help_heading = EXPERTS)]
@@ -520,6 +525,7 @@ pub struct Plan {
     pub(crate) expert_comm_overlap: bool,
     pub(crate) expert_dispatch: ExpertDispatch,
     pub(crate) moe_imbalance: f64,
+    pub(crate) balance_window: u64,
     pub(crate) moe_capacity_factor: Option<f64>,
     pub(crate) engine: Engine,
 }
@@ -577,6 +583,7 @@ impl Plan {
             expert_dispatch: Some(self.expert_dispatch),
             expert_comm_overlap: Some(self.expert_comm_overlap),
             moe_imbalance: Some(self.moe_imbalance),
+            balance_window: Some(self.balance_window as i64),
             moe_capacity_factor: self.moe_capacity_factor,
             engine: Some(self.engine),
             // The stack is the run's, not the plan's: `plan_file::resolved_spec` writes it.
@@ -707,6 +714,10 @@ impl Plan {
     /// How tokens reach their experts.
     pub fn expert_dispatch(&self) -> ExpertDispatch {
         self.expert_dispatch
+    }
+    /// Global batches whose documents are re-packed together (0: packed as they arrive).
+    pub fn balance_window(&self) -> u64 {
+        self.balance_window
     }
     /// Whether the expert-parallel all-to-all overlaps other compute.
     pub fn expert_comm_overlap(&self) -> bool {

@@ -59,3 +59,35 @@ pub(crate) fn validate_data(
     let loads = sample_sequences(&data, seq_len, &AttentionWork { flops: &flops });
     Some(Arc::new(RunData { data, loads }))
 }
+
+/// `plan.balance_window`: 0 (packed as documents arrive) to [`crate::limits::BALANCE_WINDOW`].
+pub(crate) fn validate_balance_window(collector: &mut Collector, window: Option<i64>) -> u64 {
+    let window = window.unwrap_or(0);
+    match u64::try_from(window) {
+        Ok(window) if window <= crate::limits::BALANCE_WINDOW => window,
+        _ => {
+            collector.add(
+                "plan.balance_window",
+                window,
+                "is not a number of global batches",
+                format!(
+                    "give 0 (no re-packing) to {} global batches",
+                    crate::limits::BALANCE_WINDOW
+                ),
+            );
+            0
+        }
+    }
+}
+
+/// A balance window re-packs documents: without a length distribution there are none.
+pub(crate) fn check_balance_has_data(collector: &mut Collector, window: u64, has_data: bool) {
+    if window > 0 && !has_data {
+        collector.add(
+            "plan.balance_window",
+            window,
+            "re-packs documents, but no document lengths were given",
+            "pass --lengths with a distribution or a file of lengths, or drop --balance-window",
+        );
+    }
+}

@@ -133,6 +133,9 @@ impl Run {
         });
         let seq_len = training_accepted.then_some(training.seq_len);
         let data = data::validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), seq_len);
+        if let Some(plan) = &plan {
+            data::check_balance_has_data(&mut collector, plan.balance_window, spec.data.is_some());
+        }
         let ((model, cluster), plan) =
             collector.finish_with(model.zip(cluster).zip(plan), "run")?;
         Ok(Run { model: Arc::new(model), cluster: Arc::new(cluster), training, plan, stack, data })

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::data::{RunData, validate_data};
+use super::data::{RunData, check_balance_has_data, validate_data};
 use super::{
     Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_defaults,
 };
@@ -24,6 +24,8 @@ pub struct RunParts {
     training: Training,
     stack: Arc<Stack>,
     data: Option<Arc<RunData>>,
+    /// Whether the spec gave data (its sample is drawn only when the model and training passed).
+    data_given: bool,
 }
 
 impl RunParts {
@@ -45,6 +47,7 @@ impl RunParts {
             training,
             stack,
             data,
+            data_given: spec.data.is_some(),
         })
     }
 
@@ -80,6 +83,9 @@ impl RunParts {
             &training,
             accepted,
         );
+        if let Some(plan) = &plan {
+            check_balance_has_data(&mut collector, plan.balance_window, self.data_given);
+        }
         let plan = collector.finish_with(plan, "plan")?;
         Ok(Run {
             model: Arc::clone(&self.model),

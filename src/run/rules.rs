@@ -452,6 +452,7 @@ pub(super) fn validate_plan(
         expert_comm_overlap: experts.comm_overlap,
         expert_dispatch: spec.expert_dispatch.unwrap_or(ExpertDispatch::AllToAll),
         moe_imbalance: experts.imbalance,
+        balance_window: super::data::validate_balance_window(collector, spec.balance_window),
         moe_capacity_factor: experts.capacity_factor,
         engine: spec.engine.unwrap_or(Engine::DEFAULT),
     })
