@@ -103,6 +103,8 @@ struct Input {
     engine: Option<u8>,
     /// A built-in software stack (often one of another engine than the plan's).
     stack: Option<u8>,
+    /// Global batches re-packed together (refused without data, which this target never gives).
+    balance_window: Option<Count>,
 }
 
 fn pick<T: Copy>(all: &[T], index: u8) -> T {
@@ -212,6 +214,7 @@ fn spec(input: &Input) -> RunSpec {
             moe_capacity_factor: input.moe_capacity_factor.map(Ratio::value),
             engine: input.engine.map(|i| pick(&Engine::ALL, i)),
             stack: input.stack.map(|i| pick(presets::STACKS, i).name.to_owned()),
+            balance_window: count(input.balance_window),
         },
         data: None,
     }
