@@ -14,9 +14,11 @@ use rand::rngs::StdRng;
 
 use crate::run::Run;
 
-/// Tokens one dealt window holds at most (about 2^24, a few milliseconds of dealing): a wider
-/// window is dealt as its first part, which balances no better than the whole.
-const WINDOW_TOKENS: u64 = 1 << 24;
+/// Document pieces dealt for one plan at most (2^18, a few milliseconds): a window wider than
+/// that is dealt as its first part, which balances no better than the whole, and a window of
+/// more pieces in one micro-batch than that is taken as balanced (hundreds of thousands of
+/// documents per micro-batch leave no spread worth a figure).
+const DEALT_PIECES: u64 = 1 << 18;
 
 /// A document piece's work, in seconds on the critical stage: `linear` per token, and `u a + v b`
 /// of attention for its `(a, b)` relative to a full sequence.
@@ -39,13 +41,19 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
     let per_bin = run.training().micro_batch() * seq;
     let (m, dp) = (plan.num_microbatches(), plan.dp());
     let wanted = plan.balance_window().saturating_mul(dp).saturating_mul(m);
-    let bins = wanted.min((WINDOW_TOKENS / per_bin).max(1)).max(1) as usize;
+    // Pieces a micro-batch holds, on average: its tokens over the mean piece.
+    let mean_piece = data.distribution().mean_length().clamp(1.0, seq as f64);
+    let pieces_per_bin = (per_bin as f64 / mean_piece).ceil() as u64 + 1;
+    if pieces_per_bin > DEALT_PIECES {
+        return Some((0.0, 0.0));
+    }
+    let bins = wanted.min(DEALT_PIECES / pieces_per_bin).max(1) as usize;
     let model = run.model();
     let flops = |length: u64| model.layer_attention_flops_per_token(length) * length as f64;
     let full = flops(seq);
     let per_token_full = full / seq as f64;
-    // Windows are dealt until about WINDOW_TOKENS are: the spread is their mean.
-    let windows = (WINDOW_TOKENS / (bins as u64 * per_bin)).max(1);
+    // Windows are dealt until about DEALT_PIECES pieces are: the spread is their mean.
+    let windows = (DEALT_PIECES / (bins as u64 * pieces_per_bin)).max(1);
     let mut rng = StdRng::seed_from_u64(data.seed());
     let piece_work = |piece: u64| {
         let (a, b) = if full > 0.0 {

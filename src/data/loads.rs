@@ -20,6 +20,10 @@ const DRAW_BUDGET: u64 = 1 << 22;
 /// Sequences a sample holds at most, and at least (a sample of very long sequences of very short
 /// documents is small, but each of its sequences averages many documents).
 const SEQUENCES: (u64, u64) = (8, 4096);
+/// Document pieces drawn for one sequence at most: past them the rest of the sequence is taken
+/// as more of the same (their mean per token), so that a sequence of millions of tiny documents
+/// is summarised in milliseconds; its spread, from so many documents, is negligible anyway.
+const PIECES_PER_SEQUENCE: u64 = 1 << 16;
 
 /// The attention work of a sample of sequences, relative to full-length documents.
 #[derive(Debug, Clone, PartialEq)]
@@ -71,7 +75,8 @@ pub fn sequence_values(
     let full = (work.flops)(seq_len);
     let per_token_full = full / seq_len as f64;
     let pieces = match data.batching() {
-        Batching::Pack => seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0,
+        Batching::Pack => (seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0)
+            .min(PIECES_PER_SEQUENCE as f64),
         Batching::Pad => 1.0,
     };
     let sequences = ((DRAW_BUDGET as f64 / pieces) as u64).clamp(SEQUENCES.0, SEQUENCES.1);
@@ -89,7 +94,17 @@ pub fn sequence_values(
             }
             Batching::Pack => {
                 let (mut room, mut a, mut b) = (seq_len, 0.0, 0.0);
+                let mut drawn = 0u64;
                 while room > 0 {
+                    if drawn == PIECES_PER_SEQUENCE {
+                        // The rest as more of the same: the drawn pieces' sums per token.
+                        let scale = room as f64 / (seq_len - room) as f64;
+                        (a, b) = (a * (1.0 + scale), b * (1.0 + scale));
+                        pieces_total += (drawn as f64 * scale) as u64;
+                        carried = 0;
+                        break;
+                    }
+                    drawn += 1;
                     // The rest of a document cut at the last sequence's end comes first.
                     let length = if carried > 0 {
                         std::mem::take(&mut carried)
@@ -252,6 +267,23 @@ mod tests {
         );
         assert_eq!(loads.mean, [1.0, 1.0]);
         assert!((loads.trained_fraction - 0.5).abs() < 0.03, "{}", loads.trained_fraction);
+    }
+
+    #[test]
+    fn sequences_of_millions_of_tiny_documents_are_summarised_from_a_bounded_draw() {
+        // 2^24-token sequences of one-token documents: 2^24 pieces each, of which 2^16 are
+        // drawn and the rest taken as more of the same.
+        let loads = sample_sequences(
+            &data(vec![1, 2], Batching::Pack),
+            1 << 24,
+            &AttentionWork { flops: &|s| (s * s) as f64 },
+        );
+        assert_eq!(loads.sequences, 64);
+        let pieces = loads.pieces_per_sequence;
+        assert!((pieces / (1u64 << 24) as f64 * 1.5 - 1.0).abs() < 0.01, "{pieces}");
+        // Sum of s^2 over S / 1.5 documents of mean s^2 2.5, over S^2.
+        let expected = 2.5 / 1.5 / (1u64 << 24) as f64;
+        assert!((loads.mean[0] / expected - 1.0).abs() < 0.01, "{:?}", loads.mean);
     }
 
     #[test]
