@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::cost;
 pub use crate::cost::breakdown::{MemoryBreakdown, StageMemory, Throughput, TimeBreakdown};
-use crate::cost::imbalance::{DataImbalance, data_imbalance};
+use crate::cost::imbalance::DataImbalance;
 use crate::cost::priced::PricedRun;
 use crate::run::Run;
 use crate::sim::{SimError, SimOptions, Simulation, simulate_from};
@@ -141,15 +141,9 @@ pub fn closed_form_from(priced: &PricedRun) -> Estimate {
         stages,
         memory_capacity: run.cluster().gpu().memory(),
         throughput: cost::step::throughput(run, &time),
-        data_balance: balance(priced, time.pipeline_bubble),
+        data_balance: priced.data_imbalance(),
         time,
     }
-}
-
-/// The data's imbalance figures of a priced run whose pipeline fills and drains in `bubble`.
-fn balance(priced: &PricedRun, bubble: crate::units::Seconds) -> Option<DataImbalance> {
-    priced.run().data()?;
-    data_imbalance(priced, &priced.critical_stage().0, bubble)
 }
 
 /// Prices one run with the step simulated under its pipeline schedule: the step time and each
@@ -188,7 +182,7 @@ pub fn estimate_simulated_from(
         stages,
         memory_capacity: run.cluster().gpu().memory(),
         throughput: cost::step::throughput(run, &time),
-        data_balance: balance(priced, time.pipeline_bubble),
+        data_balance: priced.data_imbalance(),
         time,
     };
     Ok((estimate, simulation))

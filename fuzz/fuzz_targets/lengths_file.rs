@@ -15,7 +15,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(spec) = parse(text, extension) else { return };
     let Ok(data) = Data::from_spec(&spec, None) else { return };
     let flops = |s: u64| (s * s) as f64;
-    let loads = sample_sequences(&data, 64, &AttentionWork { flops: &flops });
+    let loads = sample_sequences(&data, &AttentionWork::new(&flops, 64));
     assert!(loads.mean[0] > 0.0 && loads.mean[0] <= 1.0 + 1e-12, "{:?}", loads.mean);
     assert!(loads.trained_fraction > 0.0 && loads.trained_fraction <= 1.0);
     for value in loads.covariance.iter().chain(&loads.max).chain(loads.largest.iter().flatten()) {

@@ -134,11 +134,7 @@ pub fn run_header(inputs: &Inputs) -> String {
 
 /// What a run's data is and how it is batched, in one line.
 fn data_label(data: &crate::run::RunData, seq_len: u64) -> String {
-    let name = match (data.data.preset(), data.data.source()) {
-        (Some(preset), _) => preset.to_owned(),
-        (None, Some(source)) => source.to_owned(),
-        (None, None) => "given lengths".to_owned(),
-    };
+    let name = data.data.name();
     let distribution = data.data.distribution();
     let batching = match data.data.batching() {
         crate::data::Batching::Pack => format!(
@@ -341,12 +337,7 @@ impl DataJson {
         let (data, balance) = (run.data()?, estimate.data_balance?);
         let distribution = data.data.distribution();
         Some(DataJson {
-            lengths: data
-                .data
-                .preset()
-                .or(data.data.source())
-                .unwrap_or("given lengths")
-                .to_owned(),
+            lengths: data.data.name().to_owned(),
             batching: data.data.batching().name(),
             mean_document_tokens: distribution.mean_length(),
             longest_document_tokens: distribution.max_length(),

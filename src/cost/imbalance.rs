@@ -2,7 +2,8 @@
 //! they leave each sequence's linear work as it was and change its attention work by the
 //! squares of its document pieces (`crate::data`): the op tables price the mean sequence
 //! (`document_attention.rs`), and the step adds what the slowest of the `dp` replicas and the
-//! largest micro-batch of its pipeline take beyond the mean ([`data_imbalance`]).
+//! largest micro-batch of its pipeline take beyond the mean ([`data_imbalance`], computed once
+//! per priced run, [`DataImbalance::extra`] for the bubble of the closed form or the simulation).
 //!
 //! Sequences are drawn independently, so a replica's attention work is a sum of `m x mbs` draws
 //! and a micro-batch's a sum of `mbs`. The expected largest of `n` such sums is the larger of
@@ -19,35 +20,35 @@ use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::cost::document_attention::ramp;
-use crate::cost::priced::PricedRun;
 use crate::cost::repacking::{PieceWork, repacked_spread};
 use crate::cost::work::Work;
+use crate::run::Run;
 use crate::units::Seconds;
 
 /// The spread of a step's work over its data.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct DataImbalance {
-    /// Time the slowest replica and its largest micro-batch add to the mean replica's step.
-    pub extra: Seconds,
+    /// Time the slowest replica's sequences add to the mean replica's work.
+    pub slowest_replica: Seconds,
     /// The slowest replica's pipeline work (its critical stage's) over the mean replica's.
     pub replicas: f64,
     /// A replica's largest micro-batch's work over the mean micro-batch's (WLB-LLM's imbalance
     /// degree, largest x micro-batches / total).
     pub microbatches: f64,
-    /// Document pieces per sequence, on average.
-    pub pieces_per_sequence: f64,
-    /// Tokens trained over tokens computed (below 1 when padding).
-    pub trained_fraction: f64,
 }
 
-/// What the run's data adds to a step whose critical stage does `critical` per mean micro-batch
-/// and whose pipeline fills and drains in `bubble`; `None` without data.
-pub fn data_imbalance(
-    priced: &PricedRun,
-    critical: &Work,
-    bubble: Seconds,
-) -> Option<DataImbalance> {
-    let run = priced.run();
+impl DataImbalance {
+    /// What it adds to a step whose pipeline fills and drains in `bubble`: the slowest
+    /// replica's extra work, and the bubble grown by the largest micro-batch.
+    pub fn extra(&self, bubble: Seconds) -> Seconds {
+        self.slowest_replica + bubble * (self.microbatches - 1.0)
+    }
+}
+
+/// The spread of the run's data on a step whose critical stage does `critical` per mean
+/// micro-batch; `None` without data. It depends on neither the schedule nor the bubble, so a
+/// priced run computes it once ([`crate::cost::priced::PricedRun::data_imbalance`]).
+pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
     let loads = &run.data()?.loads;
     let plan = run.plan();
     let (y_forward, y_backward) = ramp(run);
@@ -92,11 +93,9 @@ pub fn data_imbalance(
     };
     let replica = per_microbatch * m as f64;
     Some(DataImbalance {
-        extra: Seconds::new(slowest) + bubble * (microbatches - 1.0),
+        slowest_replica: Seconds::new(slowest),
         replicas: if replica > 0.0 { (replica + slowest) / replica } else { 1.0 },
         microbatches,
-        pieces_per_sequence: loads.pieces_per_sequence,
-        trained_fraction: loads.trained_fraction,
     })
 }
 
@@ -163,9 +162,9 @@ mod tests {
         use rand::{RngExt, SeedableRng};
         let data = Data::from_spec(&crate::presets::lengths("wikipedia").unwrap(), None).unwrap();
         let flops = |s: u64| (s * s) as f64;
-        let work = AttentionWork { flops: &flops };
-        let (values, ..) = sequence_values(&data, 131_072, &work);
-        let loads = sample_sequences(&data, 131_072, &work);
+        let work = AttentionWork::new(&flops, 131_072);
+        let (values, ..) = sequence_values(&data, &work);
+        let loads = sample_sequences(&data, &work);
         let moments = loads.moments_of(1.0, 0.0);
         let mut rng = StdRng::seed_from_u64(3);
         for (members, draws) in [(1u64, 1u64), (1, 4), (1, 16), (4, 4), (8, 64), (32, 8), (256, 4)]

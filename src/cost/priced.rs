@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::sync::OnceLock;
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
+use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::memory::{
     ActivationBytes, LayerParams, Params, model_state_memory, segment_params_with, stage_peak,
 };
@@ -84,6 +85,7 @@ pub struct PricedRun<'a> {
     /// The collectives of the first stage, whose compute hides them in the closed form.
     first_collectives: OnceLock<DataParallelCollectives>,
     path_collectives: OnceLock<Vec<DataParallelCollectives>>,
+    data_imbalance: OnceLock<Option<DataImbalance>>,
 }
 
 /// `price` of each of `keys`, in order, each distinct key priced once (a pipeline's keys repeat:
@@ -141,6 +143,7 @@ impl<'a> PricedRun<'a> {
             shared: Cow::Borrowed(shared),
             first_collectives: OnceLock::new(),
             path_collectives: OnceLock::new(),
+            data_imbalance: OnceLock::new(),
         }
     }
 
@@ -151,6 +154,7 @@ impl<'a> PricedRun<'a> {
             shared: Cow::Owned(SharedPricing::new()),
             first_collectives: OnceLock::new(),
             path_collectives: OnceLock::new(),
+            data_imbalance: OnceLock::new(),
         }
     }
 
@@ -236,6 +240,12 @@ impl<'a> PricedRun<'a> {
             }
         }
         (critical, all_stages)
+    }
+
+    /// The spread of the run's data over replicas and micro-batches (`None` without data),
+    /// computed once: re-packing deals thousands of documents for it.
+    pub fn data_imbalance(&self) -> Option<DataImbalance> {
+        *self.data_imbalance.get_or_init(|| data_imbalance(self.run, &self.critical_stage().0))
     }
 
     /// The data-parallel collectives of the first stage's parameters.

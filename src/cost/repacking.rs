@@ -12,6 +12,7 @@ use std::collections::BinaryHeap;
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use crate::data::AttentionWork;
 use crate::run::Run;
 
 /// Document pieces dealt for one plan at most (2^18, a few milliseconds): a window wider than
@@ -49,19 +50,13 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
     }
     let bins = wanted.min(DEALT_PIECES / pieces_per_bin).max(1) as usize;
     let model = run.model();
-    let flops = |length: u64| model.layer_attention_flops_per_token(length) * length as f64;
-    let full = flops(seq);
-    let per_token_full = full / seq as f64;
+    let flops = |tokens: u64| model.document_attention_flops(tokens);
+    let attention = AttentionWork::new(&flops, seq);
     // Windows are dealt until about DEALT_PIECES pieces are: the spread is their mean.
     let windows = (DEALT_PIECES / (bins as u64 * pieces_per_bin)).max(1);
     let mut rng = StdRng::seed_from_u64(data.seed());
     let piece_work = |piece: u64| {
-        let (a, b) = if full > 0.0 {
-            let f = flops(piece);
-            (f / full, f / piece as f64 / per_token_full)
-        } else {
-            (0.0, 0.0)
-        };
+        let [a, b] = attention.piece(piece).unwrap_or([0.0; 2]);
         work.linear_per_token * piece as f64 + work.u * a + work.v * b
     };
     let (mut slowest, mut largest) = (0.0, 0.0);

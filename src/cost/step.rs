@@ -13,7 +13,6 @@
 //! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
 use crate::cost::breakdown::{Throughput, TimeBreakdown};
-use crate::cost::imbalance::data_imbalance;
 use crate::cost::priced::PricedRun;
 use crate::cost::step_terms::DataParallelCollectives;
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work};
@@ -51,8 +50,9 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
         pp_exposed: pipeline_comm(priced),
         dp_exposed: data_parallel_comm(priced, &first),
         pipeline_bubble,
-        data_imbalance: data_imbalance(priced, &critical, pipeline_bubble)
-            .map_or(Seconds::ZERO, |imbalance| imbalance.extra),
+        data_imbalance: priced
+            .data_imbalance()
+            .map_or(Seconds::ZERO, |imbalance| imbalance.extra(pipeline_bubble)),
         // The slowest optimizer step, each distinct stage priced once (the middle ones are equal).
         optimizer: stages
             .iter()
@@ -133,19 +133,16 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     let plan = run.plan();
     let step = time.step_time();
     let gpus = run.cluster().num_gpus() as f64;
-    // Padded sequences train only their documents' tokens.
-    let trained = run.data().map_or(1.0, |data| data.loads.trained_fraction);
+    // Padded sequences train only their documents' tokens; under a document mask attention
+    // does the FLOPs of the document pieces, the mean sequence's share of a full one's.
+    let (trained, attention_share) =
+        run.data().map_or((1.0, 1.0), |data| (data.loads.trained_fraction, data.loads.mean[0]));
     let tokens = training.tokens_per_step() as f64 * trained;
     let seq = training.seq_len();
-    // Under a document mask attention does the FLOPs of the document pieces: the mean
-    // sequence's share of a full one's.
-    let attention_share = run.data().map_or(1.0, |data| data.loads.mean[0]);
     let attention_per_token =
         model.attention_layers() as f64 * model.layer_attention_flops_per_token(seq);
-    let masked_away = match run.data() {
-        Some(_) => 3.0 * attention_per_token * (1.0 - attention_share),
-        None => 0.0,
-    };
+    // Without data the share is one and nothing is masked away.
+    let masked_away = 3.0 * attention_per_token * (1.0 - attention_share);
     let model_flops = (model.training_flops_per_token(seq) - masked_away) * tokens;
     let layer_forward = model.layer_forward_flops_per_token(seq);
     let recompute_per_token = match plan.recompute() {

@@ -135,20 +135,14 @@ impl LengthDistribution {
         self.bins.iter().map(|bin| bin.max).max().unwrap_or(0)
     }
 
-    /// The mean of `f(length)` over the distribution (lengths spread evenly inside each bin,
-    /// `f` taken at a bin's midpoint).
-    pub fn mean_of(&self, f: impl Fn(f64) -> f64) -> f64 {
+    /// The mean document length, in tokens (lengths spread evenly inside each bin).
+    pub fn mean_length(&self) -> f64 {
         let total = self.documents() as f64;
         self.bins
             .iter()
-            .map(|bin| bin.count as f64 * f((bin.min + bin.max) as f64 / 2.0))
+            .map(|bin| bin.count as f64 * ((bin.min + bin.max) as f64 / 2.0))
             .sum::<f64>()
             / total
-    }
-
-    /// The mean document length, in tokens.
-    pub fn mean_length(&self) -> f64 {
-        self.mean_of(|length| length)
     }
 
     /// One document length drawn at random: a bin with probability its share of the documents,

@@ -49,31 +49,56 @@ pub struct SequenceLoads {
 /// holds ([`crate::limits::GLOBAL_BATCH`]).
 pub const LARGEST_TABLE: usize = 27;
 
-/// What a sample needs of the model: the forward attention FLOPs of one causal document of
-/// `s` tokens in one layer.
+/// The attention work of document pieces in sequences of one length, relative to one piece
+/// filling the sequence: what a sample needs of the model.
 pub struct AttentionWork<'a> {
-    /// `F(s)`.
-    pub flops: &'a dyn Fn(u64) -> f64,
+    /// The forward attention FLOPs of one causal document of `s` tokens in one layer, `F(s)`.
+    flops: &'a dyn Fn(u64) -> f64,
+    seq_len: u64,
+    /// `F(seq_len)`.
+    full: f64,
 }
 
-/// Draws the sample of sequences of `seq_len` tokens that `data` makes, with its seed.
-pub fn sample_sequences(data: &Data, seq_len: u64, work: &AttentionWork<'_>) -> SequenceLoads {
-    let (values, trained_fraction, pieces) = sequence_values(data, seq_len, work);
+impl<'a> AttentionWork<'a> {
+    /// The work of pieces in sequences of `seq_len` tokens, with `flops` as `F`.
+    pub fn new(flops: &'a dyn Fn(u64) -> f64, seq_len: u64) -> AttentionWork<'a> {
+        AttentionWork { flops, seq_len, full: flops(seq_len) }
+    }
+
+    /// Tokens per sequence.
+    pub fn seq_len(&self) -> u64 {
+        self.seq_len
+    }
+
+    /// Whether the model does attention at all (a pattern of only recurrent layers does none).
+    pub fn attends(&self) -> bool {
+        self.full > 0.0
+    }
+
+    /// A piece of `piece` tokens as `[a, b]`: its FLOP ratio `F(s) / F(S)` and its kernel-ramp
+    /// term `(F(s) / s) / (F(S) / S)`; `None` when the model does no attention.
+    pub fn piece(&self, piece: u64) -> Option<[f64; 2]> {
+        self.attends().then(|| {
+            let flops = (self.flops)(piece);
+            let per_token_full = self.full / self.seq_len as f64;
+            [flops / self.full, flops / piece as f64 / per_token_full]
+        })
+    }
+}
+
+/// Draws the sample of sequences that `data` makes (of the length `work` prices), with its seed.
+pub fn sample_sequences(data: &Data, work: &AttentionWork<'_>) -> SequenceLoads {
+    let (values, trained_fraction, pieces) = sequence_values(data, work);
     let sequences = values.len() as u64;
     summarise(&values, trained_fraction, pieces, sequences)
 }
 
 /// Each sampled sequence's `[a, b]`, the tokens trained over those computed, and the document
 /// pieces drawn: the sample [`sample_sequences`] summarises.
-pub fn sequence_values(
-    data: &Data,
-    seq_len: u64,
-    work: &AttentionWork<'_>,
-) -> (Vec<[f64; 2]>, f64, u64) {
+pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>, f64, u64) {
     let distribution = data.distribution();
     let mut rng = StdRng::seed_from_u64(data.seed());
-    let full = (work.flops)(seq_len);
-    let per_token_full = full / seq_len as f64;
+    let seq_len = work.seq_len();
     let pieces = match data.batching() {
         Batching::Pack => (seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0)
             .min(PIECES_PER_SEQUENCE as f64),
@@ -115,14 +140,13 @@ pub fn sequence_values(
                     carried = length - piece;
                     room -= piece;
                     pieces_total += 1;
-                    if full > 0.0 {
-                        let flops = (work.flops)(piece);
-                        a += flops / full;
-                        b += flops / piece as f64 / per_token_full;
+                    if let Some([piece_a, piece_b]) = work.piece(piece) {
+                        a += piece_a;
+                        b += piece_b;
                     }
                 }
                 trained += seq_len;
-                values.push(if full > 0.0 { [a, b] } else { [1.0, 1.0] });
+                values.push(if work.attends() { [a, b] } else { [1.0, 1.0] });
             }
         }
     }
@@ -220,11 +244,8 @@ mod tests {
 
     #[test]
     fn documents_as_long_as_the_sequence_are_one_full_sequence_each() {
-        let loads = sample_sequences(
-            &data(vec![4096], Batching::Pack),
-            4096,
-            &AttentionWork { flops: &causal },
-        );
+        let loads =
+            sample_sequences(&data(vec![4096], Batching::Pack), &AttentionWork::new(&causal, 4096));
         assert_eq!(loads.mean, [1.0, 1.0]);
         assert_eq!(loads.covariance, [0.0; 3]);
         assert_eq!(loads.mean_ratio(0.3), 1.0);
@@ -235,8 +256,7 @@ mod tests {
     fn two_documents_of_half_the_sequence_do_a_quarter_of_its_attention_each() {
         let loads = sample_sequences(
             &data(vec![2048], Batching::Pack),
-            4096,
-            &AttentionWork { flops: &|s| (s * s) as f64 },
+            &AttentionWork::new(&|s| (s * s) as f64, 4096),
         );
         assert_eq!(loads.mean[0], 0.5);
         // Per-token kernel overhead is per token: the same for any split.
@@ -250,8 +270,7 @@ mod tests {
         // documents as [4096], [2048 | 2048], [4096], so a is 1, 1/2, 1.
         let loads = sample_sequences(
             &data(vec![6144], Batching::Pack),
-            4096,
-            &AttentionWork { flops: &|s| (s * s) as f64 },
+            &AttentionWork::new(&|s| (s * s) as f64, 4096),
         );
         assert!((loads.mean[0] - 5.0 / 6.0).abs() < 0.01, "{:?}", loads.mean);
         assert!(loads.covariance[0] > 0.0);
@@ -262,8 +281,7 @@ mod tests {
     fn padded_sequences_compute_in_full_and_train_their_documents_tokens_only() {
         let loads = sample_sequences(
             &data(vec![1024, 3072], Batching::Pad),
-            4096,
-            &AttentionWork { flops: &causal },
+            &AttentionWork::new(&causal, 4096),
         );
         assert_eq!(loads.mean, [1.0, 1.0]);
         assert!((loads.trained_fraction - 0.5).abs() < 0.03, "{}", loads.trained_fraction);
@@ -275,8 +293,7 @@ mod tests {
         // drawn and the rest taken as more of the same.
         let loads = sample_sequences(
             &data(vec![1, 2], Batching::Pack),
-            1 << 24,
-            &AttentionWork { flops: &|s| (s * s) as f64 },
+            &AttentionWork::new(&|s| (s * s) as f64, 1 << 24),
         );
         assert_eq!(loads.sequences, 64);
         let pieces = loads.pieces_per_sequence;
@@ -295,7 +312,7 @@ mod tests {
         };
         let draw = |seed| {
             let data = Data::from_spec(&spec(seed), None).unwrap();
-            sample_sequences(&data, 8192, &AttentionWork { flops: &causal })
+            sample_sequences(&data, &AttentionWork::new(&causal, 8192))
         };
         assert_eq!(draw(1), draw(1));
         assert_ne!(draw(1).mean, draw(2).mean);

@@ -151,6 +151,10 @@ impl Data {
     pub fn preset(&self) -> Option<&str> {
         self.preset.as_deref()
     }
+    /// What the lengths are called where they are shown: the preset's name, else their source.
+    pub fn name(&self) -> &str {
+        self.preset().or(self.source()).unwrap_or("given lengths")
+    }
 
     /// The spec this data validates from, with every default explicit and a preset's lengths
     /// left to its name.

@@ -494,6 +494,12 @@ impl Model {
         full_share * full + (1.0 - full_share) * windowed
     }
 
+    /// Forward FLOPs of one layer's causal attention over a document of `tokens` tokens that
+    /// attends to itself only.
+    pub fn document_attention_flops(&self, tokens: u64) -> f64 {
+        self.layer_attention_flops_per_token(tokens) * tokens as f64
+    }
+
     /// Forward FLOPs per token of one layer's causal attention (scores and weighted sum),
     /// averaged over the layers when some attend through a sliding window.
     pub fn layer_attention_flops_per_token(&self, seq_len: u64) -> f64 {

@@ -55,8 +55,8 @@ pub(crate) fn validate_data(
     };
     let data = collector.take(Data::from_spec(&resolved, spec.preset.as_deref()))?;
     let (model, seq_len) = (model?, seq_len?);
-    let flops = |length: u64| model.layer_attention_flops_per_token(length) * length as f64;
-    let loads = sample_sequences(&data, seq_len, &AttentionWork { flops: &flops });
+    let flops = |tokens: u64| model.document_attention_flops(tokens);
+    let loads = sample_sequences(&data, &AttentionWork::new(&flops, seq_len));
     Some(Arc::new(RunData { data, loads }))
 }
 

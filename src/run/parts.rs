@@ -24,8 +24,6 @@ pub struct RunParts {
     training: Training,
     stack: Arc<Stack>,
     data: Option<Arc<RunData>>,
-    /// Whether the spec gave data (its sample is drawn only when the model and training passed).
-    data_given: bool,
 }
 
 impl RunParts {
@@ -47,7 +45,6 @@ impl RunParts {
             training,
             stack,
             data,
-            data_given: spec.data.is_some(),
         })
     }
 
@@ -84,7 +81,8 @@ impl RunParts {
             accepted,
         );
         if let Some(plan) = &plan {
-            check_balance_has_data(&mut collector, plan.balance_window, self.data_given);
+            // Parts are built only when every part passed: their data is there iff given.
+            check_balance_has_data(&mut collector, plan.balance_window, self.data.is_some());
         }
         let plan = collector.finish_with(plan, "plan")?;
         Ok(Run {

@@ -21,7 +21,6 @@ pub mod trace;
 use serde::Serialize;
 
 use crate::cost::breakdown::{MemoryBreakdown, TimeBreakdown};
-use crate::cost::imbalance::data_imbalance;
 use crate::cost::memory::{Params, with_fragmentation};
 use crate::cost::priced::{PricedRun, PricedSegment};
 use crate::cost::step_terms::DataParallelCollectives;
@@ -291,9 +290,8 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
     let mut simulation = summarize(&program, &states, outcome);
     // The simulated pipeline runs the mean replica's micro-batches; what the slowest replica and
     // its largest micro-batch add is the cost model's expectation over the data.
-    let (critical, _) = priced.critical_stage();
-    if let Some(imbalance) = data_imbalance(priced, &critical, simulation.time.pipeline_bubble) {
-        simulation.time.data_imbalance = imbalance.extra;
+    if let Some(imbalance) = priced.data_imbalance() {
+        simulation.time.data_imbalance = imbalance.extra(simulation.time.pipeline_bubble);
     }
     simulation.positions = info;
     simulation.transfer_bytes = priced.transfer_bytes();

@@ -316,6 +316,13 @@ fn a_balance_window_needs_lengths_and_no_engine_exports_it() {
     let output = run(&["estimate", "--model", "llama3.1-8b", "--balance-window", "4"]);
     assert_eq!(output.code, 2);
     assert!(output.stderr.contains("plan.balance_window = 4"), "{}", output.stderr);
+    for bad in ["-1", "1025"] {
+        let output = run(&["estimate", "--lengths", "wikipedia", "--balance-window", bad]);
+        assert_eq!(output.code, 2);
+        let expected = format!("plan.balance_window = {bad}: is not a number of global batches");
+        assert!(output.stderr.contains(&expected), "{}", output.stderr);
+        assert!(output.stderr.contains("to 1024 global batches"), "{}", output.stderr);
+    }
     let output = run(&[
         "export",
         "--to",
