@@ -55,8 +55,8 @@ pub struct SharedPricing {
     shared_by: OnceLock<crate::plan::PlanSpec>,
 }
 
-/// What runs that share a [`SharedPricing`] must agree on: the resolved plan with its sharding and
-/// schedule left out (what the schedule resolves, such as DualPipe's expert overlap, stays in).
+/// What runs that share a [`SharedPricing`] must agree on: the resolved plan with its sharding,
+/// schedule and re-packing window (which prices the data's balance only) left out (what the schedule resolves, such as DualPipe's expert overlap, stays in).
 #[cfg(debug_assertions)]
 fn sharing_key(run: &Run) -> crate::plan::PlanSpec {
     crate::plan::PlanSpec {
@@ -65,6 +65,7 @@ fn sharing_key(run: &Run) -> crate::plan::PlanSpec {
         fsdp_mode: None,
         hybrid_shard: None,
         schedule: None,
+        balance_window: None,
         ..run.plan().to_spec()
     }
 }

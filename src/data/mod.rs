@@ -8,9 +8,11 @@
 
 mod distribution;
 mod loads;
+mod repacking;
 
 pub use distribution::{LengthBinSpec, LengthDistribution};
 pub use loads::{AttentionWork, SequenceLoads, sample_sequences, sequence_values};
+pub use repacking::{DealCache, DealShape, DealtWindows, deal_windows};
 
 use serde::{Deserialize, Serialize};
 

@@ -75,6 +75,9 @@ pub struct Capabilities {
     pub adam_moments: &'static [AdamMoments],
     /// Whether it builds hybrid models (Mamba-2 layers and a layer pattern).
     pub hybrid_layers: bool,
+    /// The widest window of global batches its data loader re-packs documents across to balance
+    /// work (0: it packs documents as they arrive).
+    pub balance_window: u64,
 }
 
 const ALL_SHARDINGS: &[Sharding] =
@@ -103,6 +106,7 @@ const MEGATRON: Capabilities = Capabilities {
     adam_moments: &[AdamMoments::Fp32, AdamMoments::Bf16],
     // `--hybrid-override-pattern` with the Mamba stack (megatron/core/ssm, pretrain_mamba.py).
     hybrid_layers: true,
+    balance_window: 0,
 };
 
 const TORCHTITAN: Capabilities = Capabilities {
@@ -136,6 +140,7 @@ const TORCHTITAN: Capabilities = Capabilities {
     adam_moments: &[AdamMoments::Fp32],
     // Its model registry has no Mamba or hybrid model (torchtitan/models).
     hybrid_layers: false,
+    balance_window: 0,
 };
 
 const DEEPSPEED: Capabilities = Capabilities {
@@ -162,6 +167,7 @@ const DEEPSPEED: Capabilities = Capabilities {
     adam_moments: &[AdamMoments::Fp32],
     // It wraps a model the user writes; meshplan's DeepSpeed export names a GPT-style one.
     hybrid_layers: false,
+    balance_window: 0,
 };
 
 impl Engine {
@@ -483,7 +489,7 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if plan.offload_activation_layers() > 0 {
         out.push(Refusal::ActivationOffload { layers: plan.offload_activation_layers() });
     }
-    if plan.balance_window() > 0 {
+    if plan.balance_window() > caps.balance_window {
         out.push(Refusal::DocumentRepacking { window: plan.balance_window() });
     }
     if !caps.partial_recompute

@@ -755,6 +755,9 @@ impl Plan {
         if self.tp_comm_overlap {
             label += " tp-overlap";
         }
+        if self.balance_window > 0 {
+            label += &format!(" repack{}", self.balance_window);
+        }
         label
     }
 

@@ -1,9 +1,12 @@
 //! A run's data: its spec with a built-in distribution resolved by name, validated, and the
 //! sample of sequences its documents pack into, drawn once per run (a search shares it).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use crate::data::{AttentionWork, Data, DataSpec, SequenceLoads, sample_sequences};
+use crate::data::{
+    AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, SequenceLoads, deal_windows,
+    sample_sequences,
+};
 use crate::model::Model;
 use crate::presets;
 use crate::violation::Collector;
@@ -15,6 +18,25 @@ pub struct RunData {
     pub data: Data,
     /// The sample of sequences of the run's length.
     pub loads: SequenceLoads,
+    /// What a balancing loader weighs a document piece by: its training FLOPs per token, and per
+    /// unit of its attention FLOP ratio (the attention FLOPs of a full sequence).
+    deal_weight: [f64; 2],
+    /// Re-packed windows by batch shape, shared by the runs that price this data.
+    dealt: DealCache,
+    /// The sequence length the sample was drawn for.
+    seq_len: u64,
+}
+
+impl RunData {
+    /// The windows of `shape` re-packed by a balancing loader, dealt the first time a run of
+    /// this data asks (`model` is the model the data was validated with, the run's).
+    pub fn dealt(&self, model: &Model, shape: DealShape) -> Arc<OnceLock<Option<DealtWindows>>> {
+        self.dealt.get_or_deal(shape, || {
+            let flops = |tokens: u64| model.document_attention_flops(tokens);
+            let work = AttentionWork::new(&flops, self.seq_len);
+            deal_windows(&self.data, &work, self.deal_weight, shape)
+        })
+    }
 }
 
 /// Validates `spec` (if any) and draws its sample for sequences of `seq_len` tokens of `model`
@@ -57,7 +79,12 @@ pub(crate) fn validate_data(
     let (model, seq_len) = (model?, seq_len?);
     let flops = |tokens: u64| model.document_attention_flops(tokens);
     let loads = sample_sequences(&data, &AttentionWork::new(&flops, seq_len));
-    Some(Arc::new(RunData { data, loads }))
+    // Training FLOPs per token without attention (its share at one token is nil), and the
+    // attention FLOPs of one full sequence over every layer: a piece of ratio `a` does `a` of them.
+    let linear = model.training_flops_per_token(1);
+    let attention = (model.training_flops_per_token(seq_len) - linear).max(0.0) * seq_len as f64;
+    let deal_weight = [linear, attention];
+    Some(Arc::new(RunData { data, loads, deal_weight, dealt: DealCache::default(), seq_len }))
 }
 
 /// `plan.balance_window`: 0 (packed as documents arrive) to [`crate::limits::BALANCE_WINDOW`].

@@ -168,6 +168,18 @@ impl Run {
         self.data.as_deref()
     }
 
+    /// The same run re-packing its documents over `window` global batches, for a window its
+    /// validation accepts: at most [`crate::limits::BALANCE_WINDOW`], and above 0 only with data
+    /// (a search tries such windows beside each plan it prices).
+    pub(crate) fn with_balance_window(&self, window: u64) -> Run {
+        debug_assert!(
+            window <= crate::limits::BALANCE_WINDOW && (window == 0 || self.data.is_some())
+        );
+        let mut run = self.clone();
+        run.plan.balance_window = window;
+        run
+    }
+
     /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
     pub fn tokens_per_microbatch(&self) -> f64 {
         (self.training.micro_batch * self.training.seq_len) as f64 / self.plan.cp as f64

@@ -216,8 +216,19 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             .engine
             .and_then(|engine| engine.capabilities().selective_recompute)
             .unwrap_or(RecomputeKind::Selective),
+        // With document lengths, the re-packing windows the target engine's loader balances
+        // (every one up to 8 global batches, WLB-LLM's widest, with no target).
+        max_balance_window: match (&spec.base.data, spec.engine) {
+            (None, _) => 0,
+            (Some(_), None) => MAX_SEARCHED_BALANCE_WINDOW,
+            (Some(_), Some(engine)) => engine.capabilities().balance_window,
+        },
     })
 }
+
+/// The widest re-packing window a search tries on its own: WLB-LLM balances across 4 to 8 global
+/// batches (Table 2), and wider windows delay documents further for little more balance.
+const MAX_SEARCHED_BALANCE_WINDOW: u64 = 8;
 
 /// Whether candidates overlap TP communication: always, unless the target engine has no overlap
 /// (the capability table).
@@ -505,7 +516,7 @@ pub fn search(
     let shape = shape(spec)?;
     let template = template(spec);
     let blocks = space_blocks(spec, &shape)?;
-    let (kept, rejections) = price_all(spec, &blocks, true, progress);
+    let (kept, rejections) = price_all(spec, &template, &blocks, true, progress);
     let priced = kept.iter().map(Vec::len).sum();
     let mut state = Simulating {
         spec,
@@ -566,7 +577,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let shape = shape(spec)?;
     let template = template(spec);
     let blocks = space_blocks(spec, &shape)?;
-    let (kept, mut rejections) = price_all(spec, &blocks, false, &|_, _| {});
+    let (kept, mut rejections) = price_all(spec, &template, &blocks, false, &|_, _| {});
     let kept: Vec<Kept> = kept.into_iter().flatten().collect();
     // The reference builds every candidate's own tables.
     let own = SimulationTables::new();
@@ -632,8 +643,10 @@ mod tests {
         for spec in [dense, moe] {
             let shape = shape(&spec).unwrap();
             let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
-            let (shared, shared_rejections) = price_all(&spec, &blocks, true, &|_, _| {});
-            let (own, own_rejections) = price_all(&spec, &blocks, false, &|_, _| {});
+            let template = template(&spec);
+            let (shared, shared_rejections) =
+                price_all(&spec, &template, &blocks, true, &|_, _| {});
+            let (own, own_rejections) = price_all(&spec, &template, &blocks, false, &|_, _| {});
             let shared: Vec<Kept> = shared.into_iter().flatten().collect();
             let own: Vec<Kept> = own.into_iter().flatten().collect();
             assert!(shared.len() > 100, "{} kept", shared.len());

@@ -1,5 +1,5 @@
 //! Where a candidate sits in the space: five small indexes instead of the candidate itself, so
-//! that a search can keep millions of priced candidates (12 bytes a place, 40 a candidate).
+//! that a search can keep millions of priced candidates (12 bytes a place, 48 a candidate).
 
 use super::space::{Block, Candidate};
 
@@ -64,6 +64,11 @@ impl Place {
     /// The sharding's index in its block.
     pub(crate) fn sharding(self) -> usize {
         usize::from(self.sharding)
+    }
+
+    /// The recompute choice's index in its layout's list.
+    pub(crate) fn recompute(self) -> usize {
+        usize::from(self.recompute)
     }
 
     /// The inner combination's index in its block.

@@ -12,12 +12,13 @@ use rayon::prelude::*;
 use super::place::Place;
 use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
 use super::space::{Block, Candidate, RecomputeChoice};
-use super::{SearchSpec, Template, candidate_run, fits_in, over_memory, template};
+use super::{SearchSpec, Template, candidate_run, fits_in, over_memory};
 use crate::cost::priced::{PricedRun, SharedPricing};
 use crate::cost::step::step_time_from;
 use crate::cost::work::Tables;
 use crate::export::check;
 use crate::plan::PipelineSchedule;
+use crate::run::Run;
 use crate::sim::lower_bound_from;
 use crate::units::{Bytes, Seconds};
 
@@ -33,8 +34,9 @@ pub(super) struct Kept {
 enum Priced {
     /// Rejected: its kind, and the rejection itself when asked to explain.
     Rejected(RejectionKind, Option<Box<Rejection>>),
-    /// Kept, with its closed-form step time, lower bound and peak memory.
-    Kept(Seconds, Seconds, Bytes),
+    /// Kept, with its closed-form step time, lower bound and peak memory, and the closed form and
+    /// bound of each re-packing window asked for (the same plan but for its data's balance).
+    Kept(Seconds, Seconds, Bytes, Vec<(Seconds, Seconds)>),
 }
 
 /// What candidates priced together share: the slot of their op tables (built from the first
@@ -46,14 +48,18 @@ struct Shared<'a> {
 }
 
 /// Prices one candidate, with what it shares with others (filled from this candidate's run where
-/// empty) or on its own. A rejection's reason is written only when `explain` asks for it: a
-/// search rejects millions of candidates and shows one example per reason.
+/// empty) or on its own, and the same plan re-packing its documents over each of `windows`
+/// global batches: re-packing changes neither the rules a plan passes, nor what its engine runs
+/// (the space tries only windows the engine's loader has), nor its memory, only its data's
+/// balance. A rejection's reason is written only when `explain` asks for it: a search rejects
+/// millions of candidates and shows one example per reason.
 fn price(
     spec: &SearchSpec,
     template: &Template,
     candidate: Candidate,
     shared: Option<Shared>,
     explain: bool,
+    windows: &[u64],
 ) -> Priced {
     let run = match candidate_run(spec, template, &candidate) {
         Ok(run) => run,
@@ -72,16 +78,14 @@ fn price(
     // One set of op tables and one priced run give the memory, the closed form and the
     // simulation's lower bound.
     let own;
-    let priced = match shared {
-        Some(shared) => {
-            let tables = shared.tables.get_or_init(|| Tables::new(&run));
-            PricedRun::with_shared(&run, tables, shared.pricing)
-        }
+    let tables = match shared {
+        Some(shared) => shared.tables.get_or_init(|| Tables::new(&run)),
         None => {
             own = Tables::new(&run);
-            PricedRun::with_tables(&run, &own)
+            &own
         }
     };
+    let priced = priced_with(&run, tables, shared);
     // Memory first: a candidate that does not fit needs no step time.
     let peak =
         priced.stage_memory().iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
@@ -91,7 +95,23 @@ fn price(
             explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
-    Priced::Kept(step_time_from(&priced).step_time(), lower_bound_from(&priced), peak)
+    let variants = windows
+        .iter()
+        .map(|&window| {
+            let variant = run.with_balance_window(window);
+            let priced = priced_with(&variant, tables, shared);
+            (step_time_from(&priced).step_time(), lower_bound_from(&priced))
+        })
+        .collect();
+    Priced::Kept(step_time_from(&priced).step_time(), lower_bound_from(&priced), peak, variants)
+}
+
+/// A run priced from its op tables, with what it shares with others if any.
+fn priced_with<'a>(run: &'a Run, tables: &'a Tables, shared: Option<Shared<'a>>) -> PricedRun<'a> {
+    match shared {
+        Some(shared) => PricedRun::with_shared(run, tables, shared.pricing),
+        None => PricedRun::with_tables(run, tables),
+    }
 }
 
 /// What a candidate's op tables depend on besides the search's base run: the per-layer work of
@@ -243,7 +263,8 @@ fn group_places(block: &Block, b: usize, members: &[usize]) -> Vec<Vec<Place>> {
         }
     }
     let mut groups = Vec::new();
-    for inner in 0..block.inner_len() {
+    // The first re-packing window's combinations: the others are priced with them.
+    for inner in 0..block.inner_len() / block.balance_windows.len().max(1) {
         for &choice in &choices {
             // DualPipe resolves its own expert overlap, which the shared work depends on.
             for dualpipe in [false, true] {
@@ -279,13 +300,13 @@ fn group_places(block: &Block, b: usize, members: &[usize]) -> Vec<Vec<Place>> {
 /// (the reference the sharing is tested against).
 pub(super) fn price_all(
     spec: &SearchSpec,
+    template: &Template,
     blocks: &[Block],
     share: bool,
     progress: &(dyn Fn(usize, usize) + Sync),
 ) -> (Vec<Vec<Kept>>, Rejections) {
-    let template = template(spec);
     let total: usize = blocks.iter().map(Block::len).sum();
-    let states = layout_states(spec, &template, blocks);
+    let states = layout_states(spec, template, blocks);
     let (slots, tables) = table_slots(blocks);
     // One job per block and (vp, split): its layouts, all schedules.
     let jobs: Vec<(usize, Vec<usize>)> = blocks
@@ -304,6 +325,7 @@ pub(super) fn price_all(
         .par_iter()
         .map(|(b, members)| {
             let block = &blocks[*b];
+            let windows = block.balance_windows.len().max(1);
             let mut tally = Tally::default();
             let mut count = 0;
             for group in group_places(block, *b, members) {
@@ -320,12 +342,26 @@ pub(super) fn price_all(
                             tables: &tables[slots[*b][inner]],
                             pricing: &pricing,
                         });
-                        price(spec, &template, candidate, shared, false)
+                        price(spec, template, candidate, shared, false, &block.balance_windows[1..])
                     };
+                    // The same candidate re-packing over each further window.
+                    let variant = |w: usize| {
+                        let (recompute, rest) = (place.recompute(), block.inner_len() / windows);
+                        Place::new(*b, layout, sharding, recompute, inner + w * rest)
+                    };
+                    count += windows - 1;
                     match priced {
-                        Priced::Rejected(kind, _) => tally.reject(kind, place),
-                        Priced::Kept(closed_form, bound, peak) => {
+                        Priced::Rejected(kind, _) => {
+                            for w in 0..windows {
+                                tally.reject(kind, if w == 0 { place } else { variant(w) });
+                            }
+                        }
+                        Priced::Kept(closed_form, bound, peak, variants) => {
                             tally.kept.push(Kept { place, closed_form, bound, peak });
+                            for (w, (closed_form, bound)) in variants.into_iter().enumerate() {
+                                let place = variant(w + 1);
+                                tally.kept.push(Kept { place, closed_form, bound, peak });
+                            }
                         }
                     }
                 }
@@ -350,7 +386,7 @@ pub(super) fn price_all(
         {
             return reason.clone();
         }
-        match price(spec, &template, place.candidate(blocks), None, true) {
+        match price(spec, template, place.candidate(blocks), None, true, &[]) {
             Priced::Rejected(_, Some(example)) => *example,
             _ => unreachable!("pricing a candidate twice gives the same verdict, explained"),
         }

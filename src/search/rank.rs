@@ -156,6 +156,7 @@ mod tests {
             cp_comm,
             ep: 1,
             etp: 1,
+            balance_window: 0,
         };
         RankedPlan { candidate, run, estimate, closed_form: Seconds::new(1.0), equivalents: vec![] }
     }

@@ -76,6 +76,9 @@ pub struct Candidate {
     pub ep: u64,
     /// Expert-tensor-parallel size (1 for dense models).
     pub etp: u64,
+    /// Global batches whose documents a balancing loader re-packs together (0: packed as they
+    /// arrive).
+    pub balance_window: u64,
 }
 
 /// Limits on the space, from the user.
@@ -119,6 +122,10 @@ pub struct Shape {
     /// Megatron-LM's) or per-op checkpointing ([`RecomputeKind::Op`], torchtitan's), as the
     /// target engine's capabilities say.
     pub selective_recompute: RecomputeKind,
+    /// The widest re-packing window tried beside packing as documents arrive: 0 tries none
+    /// (no document lengths, or a target engine whose loader does not balance), else every
+    /// power of two up to it.
+    pub max_balance_window: u64,
 }
 
 /// Largest micro-batch size the space tries.
@@ -188,13 +195,19 @@ pub struct Block {
     pub exchanges: Vec<CpComm>,
     /// Expert layouts (ep, etp).
     pub experts: Vec<(u64, u64)>,
+    /// Re-packing windows (0: packed as documents arrive).
+    pub balance_windows: Vec<u64>,
 }
 
 impl Block {
-    /// Combinations of micro-batch, exchange and expert layout: what a candidate's op tables
-    /// depend on besides tp and cp. `inner` numbers them in enumeration order.
+    /// Combinations of re-packing window, micro-batch, exchange and expert layout: with tp and cp,
+    /// what a candidate's op tables depend on (all but the window, which prices the step only).
+    /// `inner` numbers them in enumeration order, the window slowest.
     pub fn inner_len(&self) -> usize {
-        self.micro_batches.len() * self.exchanges.len() * self.experts.len()
+        self.balance_windows.len()
+            * self.micro_batches.len()
+            * self.exchanges.len()
+            * self.experts.len()
     }
 
     /// Candidates in the block.
@@ -214,8 +227,15 @@ impl Block {
         let exchanges = self.exchanges.len();
         let expert = self.experts[inner % experts];
         let exchange = self.exchanges[(inner / experts) % exchanges];
-        let micro_batch = self.micro_batches[inner / (experts * exchanges)];
+        let micro_batch =
+            self.micro_batches[(inner / (experts * exchanges)) % self.micro_batches.len()];
         (micro_batch, exchange, expert)
+    }
+
+    /// The re-packing window of inner combination `inner`.
+    pub fn balance_window(&self, inner: usize) -> u64 {
+        let rest = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
+        self.balance_windows[inner / rest]
     }
 
     /// The candidate of a layout, sharding, recompute and inner combination (indexes).
@@ -241,6 +261,7 @@ impl Block {
             cp_comm,
             ep,
             etp,
+            balance_window: self.balance_window(inner),
         }
     }
 
@@ -329,6 +350,7 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                     micro_batches,
                     exchanges,
                     experts,
+                    balance_windows: balance_windows(shape, pins),
                 });
             }
         }
@@ -398,6 +420,18 @@ impl RecomputeChoice {
             }
         }
     }
+}
+
+/// Re-packing windows worth trying: the pinned one alone, else packing as documents arrive and
+/// every power of two up to the shape's widest window.
+fn balance_windows(shape: &Shape, pins: &PlanSpec) -> Vec<u64> {
+    if let Some(window) = pins.balance_window {
+        return vec![u64::try_from(window).unwrap_or(0)];
+    }
+    std::iter::once(0)
+        .chain(std::iter::successors(Some(1), |w: &u64| w.checked_mul(2)))
+        .take_while(|&w| w <= shape.max_balance_window)
+        .collect()
 }
 
 /// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
@@ -557,6 +591,7 @@ impl Candidate {
             hybrid_shard,
             recompute: Some(self.recompute.kind()),
             recompute_num_layers,
+            balance_window: template.balance_window.or(Some(self.balance_window as i64)),
             ..template.clone()
         }
     }
@@ -578,6 +613,7 @@ mod tests {
             global_batch: 32,
             experts: 0,
             selective_recompute: RecomputeKind::Selective,
+            max_balance_window: 0,
         }
     }
 

@@ -5,7 +5,8 @@
 
 use meshplan::data::{Batching, DataSpec, LengthBinSpec};
 use meshplan::estimate::estimate_simulated_with;
-use meshplan::plan::{PlanSpec, RecomputeKind};
+use meshplan::plan::{Engine, PlanSpec, RecomputeKind};
+use meshplan::search::{Constraints, SearchReport, SearchSpec, search};
 use meshplan::sim::SimOptions;
 use meshplan::{Run, RunSpec, closed_form, presets};
 use proptest::prelude::*;
@@ -340,4 +341,42 @@ fn a_balance_window_needs_lengths_and_no_engine_exports_it() {
     ]);
     assert_ne!(output.code, 0);
     assert!(output.stderr.contains("re-packing across global batches"), "{}", output.stderr);
+}
+
+/// A search over WLB-LLM's 7B-128K cluster with no target engine tries each re-packing window
+/// (0, 1, 2, 4, 8 global batches) beside every layout, and on long-tailed data its best plan
+/// re-packs, faster than the best plan that packs documents as they arrive; a target engine
+/// whose loader does not re-pack gets only plans that pack as they arrive.
+#[test]
+fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
+    let search = |engine, window: Option<i64>| {
+        let mut base = spec(
+            presets::model("llama2-7b").unwrap(),
+            "h100-sxm",
+            64,
+            training(131_072, 4, 1, None),
+            PlanSpec { balance_window: window, ..PlanSpec::default() },
+        );
+        base.data = Some(long_tailed());
+        let spec = SearchSpec {
+            base,
+            constraints: Constraints::default(),
+            memory_headroom: 0.05,
+            engine,
+            top: 3,
+        };
+        search(&spec, &|_, _| {}).unwrap()
+    };
+    let free = search(None, None);
+    let arriving = search(None, Some(0));
+    let windows = |report: &SearchReport| -> Vec<u64> {
+        report.plans.iter().map(|ranked| ranked.run.plan().balance_window()).collect()
+    };
+    assert!(windows(&free)[0] > 0, "{:?}", windows(&free));
+    assert_eq!(windows(&arriving), [0, 0, 0]);
+    let best = |report: &SearchReport| report.plans[0].estimate.time.step_time();
+    assert!(best(&free) < best(&arriving));
+    assert_eq!(free.considered, 5 * arriving.considered);
+    let megatron = search(Some(Engine::Megatron), None);
+    assert!(windows(&megatron).iter().all(|&window| window == 0));
 }

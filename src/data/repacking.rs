@@ -1,0 +1,207 @@
+//! Re-packing documents across global batches as a balancing data loader does it (WLB-LLM's
+//! variable-length packing, OSDI'25; Megatron-Core's balanced packing scheduler): the documents
+//! of `window` global batches are cut at the sequence length and dealt, the heaviest first, each
+//! to the micro-batch with the least work so far (longest-processing-time-first greedy). The
+//! loader weighs a piece by an estimate of its work that knows the model, not the plan: its
+//! training FLOPs, linear in its tokens plus its attention's square. Each micro-batch's pieces are
+//! kept as sums of tokens and attention terms `(a, b)`, which any plan prices
+//! (`crate::cost::repacking`).
+//!
+//! A dealing depends on the data, the model and the batch's shape only, so the runs of a search
+//! share it through [`DealCache`].
+
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+
+use super::{AttentionWork, Data};
+
+/// Document pieces dealt for one batch shape at most (2^18, a few milliseconds): a window wider
+/// than that is dealt as its first part, which balances no better than the whole, and a window
+/// of more pieces in one micro-batch than that is taken as balanced (hundreds of thousands of
+/// documents per micro-batch leave no spread worth a figure).
+const DEALT_PIECES: u64 = 1 << 18;
+/// Micro-batches kept over all windows at most, when a window holds fewer (2^10: every plan of a
+/// search prices the windows of its batch shape, in microseconds).
+const KEPT_BINS: u64 = 1 << 8;
+
+/// The shape of the batches a dealing fills.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DealShape {
+    /// Tokens a micro-batch holds (micro-batch size x sequence length).
+    pub tokens_per_microbatch: u64,
+    /// Micro-batches per replica and step.
+    pub microbatches: u64,
+    /// Data-parallel replicas.
+    pub replicas: u64,
+    /// Global batches dealt together.
+    pub window: u64,
+}
+
+/// The micro-batches of the dealt windows, each as the sums of its pieces' tokens and attention
+/// terms `[tokens, a, b]`: window after window, micro-batches in order (a replica's
+/// `microbatches` consecutive ones, a step's `replicas` consecutive replicas).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DealtWindows {
+    /// Micro-batches per window.
+    pub bins: usize,
+    /// Every window's micro-batches.
+    pub loads: Vec<[f64; 3]>,
+}
+
+/// Deals windows of `shape` from `data`, each piece weighed `weight[0]` per token plus
+/// `weight[1]` per unit of its attention FLOP ratio `a`. `None` when a micro-batch holds more
+/// pieces than are dealt at once (balanced, for any figure that matters).
+pub fn deal_windows(
+    data: &Data,
+    work: &AttentionWork<'_>,
+    weight: [f64; 2],
+    shape: DealShape,
+) -> Option<DealtWindows> {
+    let seq = work.seq_len();
+    let per_bin = shape.tokens_per_microbatch;
+    let wanted = shape.window.saturating_mul(shape.replicas).saturating_mul(shape.microbatches);
+    // Pieces a micro-batch holds, on average: its tokens over the mean piece.
+    let mean_piece = data.distribution().mean_length().clamp(1.0, seq as f64);
+    let pieces_per_bin = (per_bin as f64 / mean_piece).ceil() as u64 + 1;
+    if pieces_per_bin > DEALT_PIECES {
+        return None;
+    }
+    let bins = wanted.min(DEALT_PIECES / pieces_per_bin).max(1);
+    // Windows are dealt until about DEALT_PIECES pieces are, or KEPT_BINS micro-batches kept.
+    let windows = (DEALT_PIECES / (bins * pieces_per_bin)).min(KEPT_BINS / bins).max(1);
+    let mut rng = StdRng::seed_from_u64(data.seed());
+    let mut loads = Vec::with_capacity((bins * windows) as usize);
+    let mut pieces: Vec<(f64, [f64; 3])> = Vec::new();
+    for _ in 0..windows {
+        // The window's documents, cut at the sequence length, as pieces of work.
+        pieces.clear();
+        let mut left = bins * per_bin;
+        while left > 0 {
+            let mut length = data.distribution().draw(&mut rng).min(left);
+            left -= length;
+            while length > 0 {
+                let piece = length.min(seq);
+                length -= piece;
+                let [a, b] = work.piece(piece).unwrap_or([0.0; 2]);
+                let tokens = piece as f64;
+                pieces.push((weight[0] * tokens + weight[1] * a, [tokens, a, b]));
+            }
+        }
+        deal(&mut pieces, bins as usize, &mut loads);
+    }
+    Some(DealtWindows { bins: bins as usize, loads })
+}
+
+/// Deals `pieces`, heaviest first, each onto the least loaded of `bins` micro-batches (ties to
+/// the first), and appends the micro-batches' sums to `out`.
+fn deal(pieces: &mut [(f64, [f64; 3])], bins: usize, out: &mut Vec<[f64; 3]>) {
+    pieces.sort_unstable_by(|x, y| y.0.total_cmp(&x.0));
+    // Weights are non-negative, so their bits order them.
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
+        (0..bins).map(|bin| Reverse((0f64.to_bits(), bin))).collect();
+    let start = out.len();
+    out.resize(start + bins, [0.0; 3]);
+    let mut weights = vec![0.0; bins];
+    for (weight, sums) in pieces.iter() {
+        if let Some(Reverse((_, bin))) = heap.pop() {
+            weights[bin] += weight;
+            let load = &mut out[start + bin];
+            for (total, value) in load.iter_mut().zip(sums) {
+                *total += value;
+            }
+            heap.push(Reverse((weights[bin].to_bits(), bin)));
+        }
+    }
+}
+
+/// The dealings of one run's data by batch shape, made once and shared by every run (every
+/// candidate of a search) that prices the same data and model. A cache: a clone starts empty and
+/// any two compare equal, since what it holds follows from the data alone.
+#[derive(Debug, Default)]
+pub struct DealCache {
+    dealt: Mutex<BTreeMap<DealShape, Arc<OnceLock<Option<DealtWindows>>>>>,
+}
+
+impl DealCache {
+    /// The dealing of `shape`, made by `deal` the first time it is asked for.
+    pub fn get_or_deal(
+        &self,
+        shape: DealShape,
+        deal: impl FnOnce() -> Option<DealtWindows>,
+    ) -> Arc<OnceLock<Option<DealtWindows>>> {
+        let slot = {
+            let mut dealt = self.dealt.lock().unwrap_or_else(PoisonError::into_inner);
+            Arc::clone(dealt.entry(shape).or_default())
+        };
+        // Dealt outside the lock: runs of other shapes do not wait for this one.
+        slot.get_or_init(deal);
+        slot
+    }
+}
+
+impl Clone for DealCache {
+    fn clone(&self) -> DealCache {
+        DealCache::default()
+    }
+}
+
+impl PartialEq for DealCache {
+    fn eq(&self, _: &DealCache) -> bool {
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::data::{DataSpec, LengthBinSpec};
+
+    fn data(histogram: &[(i64, i64, i64)]) -> Data {
+        let histogram =
+            histogram.iter().map(|&(min, max, count)| LengthBinSpec { min, max, count }).collect();
+        let spec = DataSpec { histogram: Some(histogram), ..DataSpec::default() };
+        Data::from_spec(&spec, None).unwrap()
+    }
+
+    #[test]
+    fn greedy_dealing_puts_each_piece_on_the_least_loaded_micro_batch() {
+        // 5, 4, 3, 3 onto two bins: 5 | 4, then 3 onto 4 (7), then 3 onto 5 (8).
+        let mut pieces: Vec<(f64, [f64; 3])> =
+            [3.0, 5.0, 3.0, 4.0].iter().map(|&w| (w, [w, 0.0, 0.0])).collect();
+        let mut out = Vec::new();
+        deal(&mut pieces, 2, &mut out);
+        assert_eq!(out, [[8.0, 0.0, 0.0], [7.0, 0.0, 0.0]]);
+    }
+
+    #[test]
+    fn every_token_of_a_window_is_dealt_once() {
+        let data = data(&[(512, 4096, 900), (32768, 131072, 60)]);
+        let flops = |tokens: u64| (tokens * tokens) as f64;
+        let work = AttentionWork::new(&flops, 131072);
+        let shape =
+            DealShape { tokens_per_microbatch: 131072, microbatches: 4, replicas: 2, window: 3 };
+        let dealt = deal_windows(&data, &work, [1.0, 1e5], shape).unwrap();
+        assert_eq!(dealt.bins, 24);
+        assert_eq!(dealt.loads.len() % dealt.bins, 0);
+        for window in dealt.loads.chunks(dealt.bins) {
+            let tokens: f64 = window.iter().map(|load| load[0]).sum();
+            assert_eq!(tokens, 24.0 * 131072.0);
+        }
+        // The same data, model and shape deal the same windows.
+        assert_eq!(deal_windows(&data, &work, [1.0, 1e5], shape).unwrap(), dealt);
+    }
+
+    #[test]
+    fn a_cache_deals_each_shape_once() {
+        let cache = DealCache::default();
+        let shape = DealShape { tokens_per_microbatch: 8, microbatches: 1, replicas: 1, window: 1 };
+        let first = cache.get_or_deal(shape, || Some(DealtWindows { bins: 1, loads: vec![] }));
+        let second = cache.get_or_deal(shape, || None);
+        assert!(Arc::ptr_eq(&first, &second));
+        assert_eq!(second.get(), Some(&Some(DealtWindows { bins: 1, loads: vec![] })));
+    }
+}
