@@ -315,9 +315,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME", help_heading = "Training")]
     pub precision: Option<String>,
     /// Document lengths of the data: a built-in distribution (`meshplan presets`), or a file of
-    /// lengths (CSV with a `length` column, or a histogram with `min`, `max` and `count`
-    /// columns; JSON or TOML with a `lengths` list or a `histogram` of those bins). [default:
-    /// every sequence one document of --seq-len tokens]
+    /// lengths (CSV or Parquet with a `length` column, or a histogram with `min`, `max` and
+    /// `count` columns; JSON or TOML with a `lengths` list or a `histogram` of those bins).
+    /// [default: every sequence one document of --seq-len tokens]
     #[arg(long, value_name = "NAME|FILE", help_heading = "Training")]
     pub lengths: Option<String>,
     /// How documents become sequences: pack (cut into --seq-len sequences, each document

@@ -1,19 +1,20 @@
 //! `--lengths`: a built-in distribution's name, or a file of document lengths read into the
-//! `[data]` spec: CSV (a `length` column, or `min`, `max` and `count` columns for a histogram),
-//! JSON or TOML (the `[data]` keys: `lengths`, or `histogram` with `source`).
+//! `[data]` spec: CSV or Parquet (a `length` column, or `min`, `max` and `count` columns for a
+//! histogram), JSON or TOML (the `[data]` keys: `lengths`, or `histogram` with `source`).
 
 use std::path::Path;
 
 use crate::data::{Batching, DataSpec, LengthBinSpec};
 use crate::violation::Collector;
 
-use super::read::read_bounded;
+use super::lengths_parquet::{self, MAGIC};
+use super::read::read_bounded_bytes;
 
 /// The largest lengths file read, in bytes: 64 MiB, a few million lengths as text.
 pub const MAX_LENGTHS_FILE_BYTES: u64 = 64 << 20;
 
-const HINT: &str = "give a CSV with a `length` column (one document per row) or `min`, `max` and \
-                    `count` columns, or JSON / TOML with `lengths` or `histogram`";
+const HINT: &str = "give a CSV or Parquet file with a `length` column (one document per row) or \
+                    `min`, `max` and `count` columns, or JSON / TOML with `lengths` or `histogram`";
 
 /// The data spec of `--lengths VALUE --batching HOW` (a file when `VALUE` looks like a path).
 pub fn data_spec(
@@ -43,22 +44,22 @@ pub fn data_spec(
 }
 
 fn looks_like_file(value: &str) -> bool {
-    [".csv", ".json", ".toml"].iter().any(|ext| value.ends_with(ext))
+    [".csv", ".json", ".toml", ".parquet"].iter().any(|ext| value.ends_with(ext))
         || value.contains('/')
         || value.contains(std::path::MAIN_SEPARATOR)
 }
 
 fn lengths_file(problems: &mut Collector, path: &Path) -> Option<DataSpec> {
     let shown = path.display().to_string();
-    let text = match read_bounded(path, MAX_LENGTHS_FILE_BYTES) {
-        Ok(text) => text,
+    let bytes = match read_bounded_bytes(path, MAX_LENGTHS_FILE_BYTES) {
+        Ok(bytes) => bytes,
         Err(message) => {
             problems.add("data.lengths", &shown, format!("lengths file: {message}"), HINT);
             return None;
         }
     };
     let extension = path.extension().and_then(|ext| ext.to_str()).unwrap_or("");
-    match parse(&text, extension) {
+    match read_spec(bytes, extension) {
         Ok(spec) if spec.preset.is_some() => {
             problems.add(
                 "data.preset",
@@ -69,11 +70,31 @@ fn lengths_file(problems: &mut Collector, path: &Path) -> Option<DataSpec> {
             None
         }
         Ok(spec) => Some(DataSpec { source: spec.source.clone().or(Some(shown)), ..spec }),
-        Err(message) => {
-            problems.add("data.lengths", &shown, format!("lengths file: {message}"), HINT);
+        Err(refusal) => {
+            let message = format!("lengths file: {}", refusal.message);
+            problems.add("data.lengths", &shown, message, refusal.hint);
             None
         }
     }
+}
+
+/// A lengths file's bytes as the data spec they write: Parquet by its extension (`parquet`) or
+/// its opening bytes (`PAR1`), else text as [`parse`] reads it. What the lengths are is checked
+/// by validation, not here.
+pub fn parse_bytes(bytes: Vec<u8>, extension: &str) -> Result<DataSpec, String> {
+    read_spec(bytes, extension).map_err(|refusal| refusal.message)
+}
+
+fn read_spec(bytes: Vec<u8>, extension: &str) -> Result<DataSpec, lengths_parquet::Refusal> {
+    if extension == "parquet" || bytes.starts_with(MAGIC) {
+        return lengths_parquet::read(bytes);
+    }
+    let text = String::from_utf8(bytes).map_err(|err| lengths_parquet::Refusal {
+        message: format!("is neither Parquet nor UTF-8 text ({err})"),
+        hint: HINT.to_owned(),
+    })?;
+    parse(&text, extension)
+        .map_err(|message| lengths_parquet::Refusal { message, hint: HINT.to_owned() })
 }
 
 /// A lengths file's text as the data spec it writes: JSON or TOML by its extension (`json`,

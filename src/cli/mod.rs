@@ -10,6 +10,8 @@ mod estimate;
 mod export;
 mod inputs;
 pub mod lengths_file;
+mod lengths_parquet;
+mod parquet_pages;
 mod presets;
 mod read;
 mod render;

@@ -13,6 +13,7 @@ mod fuzz_regressions;
 mod hostile_input;
 mod input_files;
 mod kernel_measurements;
+mod lengths_parquet;
 mod plan_files;
 mod properties;
 mod schemas;
