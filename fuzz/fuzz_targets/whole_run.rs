@@ -18,7 +18,12 @@ fuzz_target!(|data: &[u8]| {
     let run = Run::from_spec(&RunSpec {
         model: presets::model("llama3.1-8b").unwrap(),
         cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 64 },
-        training: TrainingSpec { seq_len: 4096, global_batch: 64, micro_batch: None, precision: None },
+        training: TrainingSpec {
+            seq_len: 4096,
+            global_batch: 64,
+            micro_batch: None,
+            precision: None,
+        },
         plan: PlanSpec::default(),
         data: None,
     })
