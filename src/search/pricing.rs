@@ -264,7 +264,7 @@ fn group_places(block: &Block, b: usize, members: &[usize]) -> Vec<Vec<Place>> {
     }
     let mut groups = Vec::new();
     // The first re-packing window's combinations: the others are priced with them.
-    for inner in 0..block.inner_len() / block.balance_windows.len().max(1) {
+    for inner in 0..block.per_window() {
         for &choice in &choices {
             // DualPipe resolves its own expert overlap, which the shared work depends on.
             for dualpipe in [false, true] {
@@ -346,8 +346,8 @@ pub(super) fn price_all(
                     };
                     // The same candidate re-packing over each further window.
                     let variant = |w: usize| {
-                        let (recompute, rest) = (place.recompute(), block.inner_len() / windows);
-                        Place::new(*b, layout, sharding, recompute, inner + w * rest)
+                        let inner = inner + w * block.per_window();
+                        Place::new(*b, layout, sharding, place.recompute(), inner)
                     };
                     count += windows - 1;
                     match priced {

@@ -204,10 +204,13 @@ impl Block {
     /// what a candidate's op tables depend on (all but the window, which prices the step only).
     /// `inner` numbers them in enumeration order, the window slowest.
     pub fn inner_len(&self) -> usize {
-        self.balance_windows.len()
-            * self.micro_batches.len()
-            * self.exchanges.len()
-            * self.experts.len()
+        self.balance_windows.len() * self.per_window()
+    }
+
+    /// Inner combinations of one re-packing window (micro-batch, exchange and expert layout):
+    /// window `w`'s combinations are `w x per_window()` onwards.
+    pub fn per_window(&self) -> usize {
+        self.micro_batches.len() * self.exchanges.len() * self.experts.len()
     }
 
     /// Candidates in the block.
@@ -234,8 +237,7 @@ impl Block {
 
     /// The re-packing window of inner combination `inner`.
     pub fn balance_window(&self, inner: usize) -> u64 {
-        let rest = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
-        self.balance_windows[inner / rest]
+        self.balance_windows[inner / self.per_window()]
     }
 
     /// The candidate of a layout, sharding, recompute and inner combination (indexes).
@@ -591,7 +593,7 @@ impl Candidate {
             hybrid_shard,
             recompute: Some(self.recompute.kind()),
             recompute_num_layers,
-            balance_window: template.balance_window.or(Some(self.balance_window as i64)),
+            balance_window: Some(self.balance_window as i64),
             ..template.clone()
         }
     }
