@@ -28,11 +28,13 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
     let data = run.data()?;
     let plan = run.plan();
     let (m, dp) = (plan.num_microbatches(), plan.dp());
+    if m.saturating_mul(dp) <= 1 {
+        // One micro-batch a step: nothing for it to be uneven against, whatever was dealt.
+        return Some((0.0, 0.0));
+    }
     let shape = DealShape {
         tokens_per_microbatch: run.training().micro_batch() * run.training().seq_len(),
-        microbatches: m,
-        replicas: dp,
-        window: plan.balance_window(),
+        microbatches_per_window: plan.balance_window().saturating_mul(dp).saturating_mul(m),
     };
     let slot = data.dealt(run.model(), shape);
     let Some(Some(dealt)) = slot.get() else {

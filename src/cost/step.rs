@@ -13,6 +13,7 @@
 //! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
 use crate::cost::breakdown::{Throughput, TimeBreakdown};
+use crate::cost::imbalance::DataImbalance;
 use crate::cost::priced::PricedRun;
 use crate::cost::step_terms::DataParallelCollectives;
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, Work};
@@ -61,6 +62,18 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
             .map(|(_, stage)| priced.optimizer_time(stage.params))
             .fold(Seconds::ZERO, Seconds::max),
     }
+}
+
+/// The closed form `base` with the data's imbalance `imbalance` instead of its own: the closed
+/// form of the same run re-packing its documents over another window, which changes the data's
+/// balance and no other term.
+pub fn step_time_with_imbalance(
+    base: &TimeBreakdown,
+    imbalance: Option<DataImbalance>,
+) -> TimeBreakdown {
+    let data_imbalance =
+        imbalance.map_or(Seconds::ZERO, |imbalance| imbalance.extra(base.pipeline_bubble));
+    TimeBreakdown { data_imbalance, ..*base }
 }
 
 /// Send/receive time on the pipeline's critical path.

@@ -24,26 +24,26 @@ use super::{AttentionWork, Data};
 /// of more pieces in one micro-batch than that is taken as balanced (hundreds of thousands of
 /// documents per micro-batch leave no spread worth a figure).
 const DEALT_PIECES: u64 = 1 << 18;
-/// Micro-batches kept over all windows at most, when a window holds fewer (2^10: every plan of a
+/// Micro-batches kept over all windows at most, when a window holds fewer (2^8: every plan of a
 /// search prices the windows of its batch shape, in microseconds).
 const KEPT_BINS: u64 = 1 << 8;
 
-/// The shape of the batches a dealing fills.
+/// The shape of the batches a dealing fills. A dealing spreads a window's pieces over all its
+/// micro-batches at once, so how they are grouped into replicas and steps is the pricing's
+/// business: plans of different data-parallel degrees but the same micro-batches per window
+/// share one dealing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DealShape {
     /// Tokens a micro-batch holds (micro-batch size x sequence length).
     pub tokens_per_microbatch: u64,
-    /// Micro-batches per replica and step.
-    pub microbatches: u64,
-    /// Data-parallel replicas.
-    pub replicas: u64,
-    /// Global batches dealt together.
-    pub window: u64,
+    /// Micro-batches of a window: global batches dealt together x replicas x micro-batches per
+    /// replica and step.
+    pub microbatches_per_window: u64,
 }
 
 /// The micro-batches of the dealt windows, each as the sums of its pieces' tokens and attention
-/// terms `[tokens, a, b]`: window after window, micro-batches in order (a replica's
-/// `microbatches` consecutive ones, a step's `replicas` consecutive replicas).
+/// terms `[tokens, a, b]`: window after window, micro-batches in order (a plan reads a replica's
+/// micro-batches as consecutive ones, a step's replicas as consecutive replicas).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DealtWindows {
     /// Micro-batches per window.
@@ -63,7 +63,7 @@ pub fn deal_windows(
 ) -> Option<DealtWindows> {
     let seq = work.seq_len();
     let per_bin = shape.tokens_per_microbatch;
-    let wanted = shape.window.saturating_mul(shape.replicas).saturating_mul(shape.microbatches);
+    let wanted = shape.microbatches_per_window;
     // Pieces a micro-batch holds, on average: its tokens over the mean piece.
     let mean_piece = data.distribution().mean_length().clamp(1.0, seq as f64);
     let pieces_per_bin = (per_bin as f64 / mean_piece).ceil() as u64 + 1;
@@ -182,8 +182,7 @@ mod tests {
         let data = data(&[(512, 4096, 900), (32768, 131072, 60)]);
         let flops = |tokens: u64| (tokens * tokens) as f64;
         let work = AttentionWork::new(&flops, 131072);
-        let shape =
-            DealShape { tokens_per_microbatch: 131072, microbatches: 4, replicas: 2, window: 3 };
+        let shape = DealShape { tokens_per_microbatch: 131072, microbatches_per_window: 24 };
         let dealt = deal_windows(&data, &work, [1.0, 1e5], shape).unwrap();
         assert_eq!(dealt.bins, 24);
         assert_eq!(dealt.loads.len() % dealt.bins, 0);
@@ -198,7 +197,7 @@ mod tests {
     #[test]
     fn a_cache_deals_each_shape_once() {
         let cache = DealCache::default();
-        let shape = DealShape { tokens_per_microbatch: 8, microbatches: 1, replicas: 1, window: 1 };
+        let shape = DealShape { tokens_per_microbatch: 8, microbatches_per_window: 1 };
         let first = cache.get_or_deal(shape, || Some(DealtWindows { bins: 1, loads: vec![] }));
         let second = cache.get_or_deal(shape, || None);
         assert!(Arc::ptr_eq(&first, &second));

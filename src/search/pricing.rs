@@ -14,7 +14,7 @@ use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
 use super::space::{Block, Candidate, RecomputeChoice};
 use super::{SearchSpec, Template, candidate_run, fits_in, over_memory};
 use crate::cost::priced::{PricedRun, SharedPricing};
-use crate::cost::step::step_time_from;
+use crate::cost::step::{step_time_from, step_time_with_imbalance};
 use crate::cost::work::Tables;
 use crate::export::check;
 use crate::plan::PipelineSchedule;
@@ -95,15 +95,26 @@ fn price(
             explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
+    let (breakdown, bound) = (step_time_from(&priced), lower_bound_from(&priced));
+    // A variant prices its data's balance only: its closed form is the base's with that term
+    // priced again, and its bound, which leaves the data's imbalance out (it only adds), is the
+    // base's.
     let variants = windows
         .iter()
         .map(|&window| {
-            let variant = run.with_balance_window(window);
-            let priced = priced_with(&variant, tables, shared);
-            (step_time_from(&priced).step_time(), lower_bound_from(&priced))
+            let imbalance = priced.data_imbalance_with_window(window);
+            let closed_form = step_time_with_imbalance(&breakdown, imbalance);
+            #[cfg(debug_assertions)]
+            {
+                let variant = run.with_balance_window(window);
+                let on_its_own = PricedRun::with_tables(&variant, tables);
+                debug_assert_eq!(closed_form, step_time_from(&on_its_own), "window {window}");
+                debug_assert_eq!(lower_bound_from(&on_its_own), bound, "window {window}");
+            }
+            (closed_form.step_time(), bound)
         })
         .collect();
-    Priced::Kept(step_time_from(&priced).step_time(), lower_bound_from(&priced), peak, variants)
+    Priced::Kept(breakdown.step_time(), bound, peak, variants)
 }
 
 /// A run priced from its op tables, with what it shares with others if any.
