@@ -18,8 +18,8 @@ use meshplan::estimate::{closed_form, estimate_simulated_with};
 use meshplan::hardware::{ClusterSpec, GpuSpec};
 use meshplan::model::ModelSpec;
 use meshplan::plan::{
-    AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit,
-    PlanSpec, Precision, RecomputeKind, RecomputeModule, TrainingSpec,
+    AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, HybridCpScheduler, PipelineSchedule,
+    PipelineSplit, PlanSpec, Precision, RecomputeKind, RecomputeModule, TrainingSpec,
 };
 use meshplan::presets::StackCatalog;
 use meshplan::sim::SimOptions;
@@ -105,6 +105,10 @@ struct Input {
     stack: Option<u8>,
     /// Global batches re-packed together (refused without data, which this target never gives).
     balance_window: Option<Count>,
+    /// Per-document CP groups (refused without data, which this target never gives).
+    hybrid_cp: Option<bool>,
+    max_seqlen_per_rank: Option<Count>,
+    hybrid_cp_scheduler: Option<bool>,
 }
 
 fn pick<T: Copy>(all: &[T], index: u8) -> T {
@@ -215,6 +219,11 @@ fn spec(input: &Input) -> RunSpec {
             engine: input.engine.map(|i| pick(&Engine::ALL, i)),
             stack: input.stack.map(|i| pick(presets::STACKS, i).name.to_owned()),
             balance_window: count(input.balance_window),
+            hybrid_cp: input.hybrid_cp,
+            max_seqlen_per_rank: count(input.max_seqlen_per_rank),
+            hybrid_cp_scheduler: input
+                .hybrid_cp_scheduler
+                .map(|b| if b { HybridCpScheduler::Megatron } else { HybridCpScheduler::ByWork }),
         },
         data: None,
     }

@@ -249,7 +249,18 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     for (name, value) in lines {
         let _ = writeln!(out, "{name:<22} {value}");
     }
-    if let Some(balance) = &estimate.data_balance {
+    let plan = inputs.run.plan();
+    if let (Some(balance), Some(hybrid)) = (&estimate.data_balance, plan.hybrid_cp()) {
+        let _ = writeln!(
+            out,
+            "{:<22} slowest of {} ranks x{:.3} the mean rank's work, each document on a \
+             context-parallel group of up to {} tokens a rank",
+            "Data imbalance",
+            plan.dp() * plan.cp(),
+            balance.replicas,
+            hybrid.max_tokens_per_rank(),
+        );
+    } else if let Some(balance) = &estimate.data_balance {
         let _ = writeln!(
             out,
             "{:<22} slowest of {} replicas x{:.3} the mean replica's work; largest of {} \

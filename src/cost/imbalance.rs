@@ -51,19 +51,10 @@ impl DataImbalance {
 pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
     let loads = &run.data()?.loads;
     let plan = run.plan();
-    let (y_forward, y_backward) = ramp(run);
     let micro_batch = run.training().micro_batch() as f64;
     let m = plan.num_microbatches();
-    // One sequence's attention seconds on the critical stage, as a combination `u a + v b` of
-    // its sample values: each phase's mean-sequence time over its mean ratio.
-    let phase = |time: Seconds, y: f64| {
-        let mean = loads.mean_ratio(y);
-        let per_unit =
-            if mean > 0.0 { time.value() / (mean * (1.0 + y) * micro_batch) } else { 0.0 };
-        (per_unit, per_unit * y)
-    };
-    let (u_forward, v_forward) = phase(critical.forward_attention, y_forward);
-    let (u_backward, v_backward) = phase(critical.backward_attention, y_backward);
+    let [(u_forward, v_forward), (u_backward, v_backward)] =
+        attention_seconds_per_unit(run, critical)?;
     let (u, v) = (u_forward + u_backward, v_forward + v_backward);
     let moments = loads.moments_of(u, v);
     let mean = moments[0];
@@ -97,6 +88,25 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
         replicas: if replica > 0.0 { (replica + slowest) / replica } else { 1.0 },
         microbatches,
     })
+}
+
+/// One sequence's attention seconds on the critical stage doing `critical` per mean micro-batch,
+/// as a combination `u a + v b` of its sample values, forward and backward: each phase's
+/// mean-sequence time over its mean ratio. `None` without data.
+pub(crate) fn attention_seconds_per_unit(run: &Run, critical: &Work) -> Option<[(f64, f64); 2]> {
+    let loads = &run.data()?.loads;
+    let (y_forward, y_backward) = ramp(run);
+    let micro_batch = run.training().micro_batch() as f64;
+    let phase = |time: Seconds, y: f64| {
+        let mean = loads.mean_ratio(y);
+        let per_unit =
+            if mean > 0.0 { time.value() / (mean * (1.0 + y) * micro_batch) } else { 0.0 };
+        (per_unit, per_unit * y)
+    };
+    Some([
+        phase(critical.forward_attention, y_forward),
+        phase(critical.backward_attention, y_backward),
+    ])
 }
 
 /// The expected largest of `draws` independent sums of `members` sequences each (`u a + v b`

@@ -12,6 +12,7 @@ pub mod breakdown;
 pub mod collective;
 pub mod dispatch;
 pub mod document_attention;
+pub mod hybrid_cp;
 pub mod imbalance;
 pub mod kernels;
 pub mod layer;

@@ -13,6 +13,7 @@ use std::borrow::Cow;
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
+use crate::cost::hybrid_cp::{HybridCpStep, hybrid_cp_step};
 use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::memory::{
     ActivationBytes, LayerParams, Params, model_state_memory, segment_params_with, stage_peak,
@@ -49,6 +50,8 @@ pub struct SharedPricing {
     layer_params: OnceLock<LayerParams>,
     stages: OnceLock<Vec<PricedSegment>>,
     path: OnceLock<Vec<PricedSegment>>,
+    /// The step under hybrid CP, priced from the single stage's static work (`None` without).
+    hybrid: OnceLock<Option<HybridCpStep>>,
     /// The data's imbalance by re-packing window: it reads the critical stage's work, the
     /// micro-batches and the replicas, none of which sharding or schedule change.
     imbalances: ImbalanceByWindow,
@@ -224,14 +227,21 @@ impl<'a> PricedRun<'a> {
     }
 
     fn price(&self, segment: Segment) -> PricedSegment {
+        let plan = self.run.plan();
+        let mut work = segment_work(self.run, &self.tables, segment);
+        if plan.offload_activation_layers() > 0 {
+            work = with_offload_stalls(self.run, work, self.activations().offloaded(&segment));
+        }
+        if plan.hybrid_cp().is_some() {
+            // Hybrid CP has no pipeline: every segment is the whole model.
+            let step = self.shared.hybrid.get_or_init(|| hybrid_cp_step(self.run, &work));
+            if let Some(step) = step {
+                work = step.apply(work, plan.num_microbatches());
+            }
+        }
         PricedSegment {
             segment,
-            work: if self.run.plan().offload_activation_layers() > 0 {
-                let work = segment_work(self.run, &self.tables, segment);
-                with_offload_stalls(self.run, work, self.activations().offloaded(&segment))
-            } else {
-                segment_work(self.run, &self.tables, segment)
-            },
+            work,
             params: segment_params_with(
                 self.run,
                 self.shared.layer_params.get_or_init(|| LayerParams::new(self.run)),
@@ -278,12 +288,23 @@ impl<'a> PricedRun<'a> {
     /// computed once per re-packing window for all the runs that share this one's pricing.
     pub fn data_imbalance(&self) -> Option<DataImbalance> {
         *self.data_imbalance.get_or_init(|| {
-            let price = || data_imbalance(self.run, &self.critical_stage().0);
+            let price = || match self.hybrid_cp_step() {
+                Some(step) => Some(step.imbalance()),
+                None => data_imbalance(self.run, &self.critical_stage().0),
+            };
             let window = self.run.plan().balance_window();
             let imbalance = self.shared.imbalances.get_or_price(window, price);
             debug_assert_eq!(imbalance, price(), "runs sharing their pricing differ in balance");
             imbalance
         })
+    }
+
+    /// The step under hybrid CP (`None` without it or without data).
+    pub fn hybrid_cp_step(&self) -> Option<HybridCpStep> {
+        self.run.plan().hybrid_cp()?;
+        // Priced with the stages.
+        self.stages();
+        self.shared.hybrid.get().copied().flatten()
     }
 
     /// The spread of the run's data were its documents re-packed over `window` global batches

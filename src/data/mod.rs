@@ -7,12 +7,18 @@
 //! runs before: a distribution whose documents all have that length gives the same prediction.
 
 mod distribution;
+mod hybrid_groups;
 mod loads;
 mod repacking;
+mod shape_cache;
 
 pub use distribution::{LengthBinSpec, LengthDistribution};
+pub use hybrid_groups::{
+    GroupShape, PlacedBatches, PlacedDocument, PlacementCache, place_documents,
+};
 pub use loads::{AttentionWork, SequenceLoads, sample_sequences, sequence_values};
 pub use repacking::{DealCache, DealShape, DealtWindows, deal_windows};
+pub use shape_cache::ShapeCache;
 
 use serde::{Deserialize, Serialize};
 

@@ -11,12 +11,12 @@
 //! share it through [`DealCache`].
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::collections::BinaryHeap;
 
 use rand::SeedableRng;
 use rand::rngs::StdRng;
 
+use super::shape_cache::ShapeCache;
 use super::{AttentionWork, Data};
 
 /// Document pieces dealt for one batch shape at most (2^18, a few milliseconds): a window wider
@@ -119,41 +119,8 @@ fn deal(pieces: &mut [(f64, [f64; 3])], bins: usize, out: &mut Vec<[f64; 3]>) {
 }
 
 /// The dealings of one run's data by batch shape, made once and shared by every run (every
-/// candidate of a search) that prices the same data and model. A cache: a clone starts empty and
-/// any two compare equal, since what it holds follows from the data alone.
-#[derive(Debug, Default)]
-pub struct DealCache {
-    dealt: Mutex<BTreeMap<DealShape, Arc<OnceLock<Option<DealtWindows>>>>>,
-}
-
-impl DealCache {
-    /// The dealing of `shape`, made by `deal` the first time it is asked for.
-    pub fn get_or_deal(
-        &self,
-        shape: DealShape,
-        deal: impl FnOnce() -> Option<DealtWindows>,
-    ) -> Arc<OnceLock<Option<DealtWindows>>> {
-        let slot = {
-            let mut dealt = self.dealt.lock().unwrap_or_else(PoisonError::into_inner);
-            Arc::clone(dealt.entry(shape).or_default())
-        };
-        // Dealt outside the lock: runs of other shapes do not wait for this one.
-        slot.get_or_init(deal);
-        slot
-    }
-}
-
-impl Clone for DealCache {
-    fn clone(&self) -> DealCache {
-        DealCache::default()
-    }
-}
-
-impl PartialEq for DealCache {
-    fn eq(&self, _: &DealCache) -> bool {
-        true
-    }
-}
+/// candidate of a search) that prices the same data and model.
+pub type DealCache = ShapeCache<DealShape, Option<DealtWindows>>;
 
 #[cfg(test)]
 mod tests {
@@ -192,15 +159,5 @@ mod tests {
         }
         // The same data, model and shape deal the same windows.
         assert_eq!(deal_windows(&data, &work, [1.0, 1e5], shape).unwrap(), dealt);
-    }
-
-    #[test]
-    fn a_cache_deals_each_shape_once() {
-        let cache = DealCache::default();
-        let shape = DealShape { tokens_per_microbatch: 8, microbatches_per_window: 1 };
-        let first = cache.get_or_deal(shape, || Some(DealtWindows { bins: 1, loads: vec![] }));
-        let second = cache.get_or_deal(shape, || None);
-        assert!(Arc::ptr_eq(&first, &second));
-        assert_eq!(second.get(), Some(&Some(DealtWindows { bins: 1, loads: vec![] })));
     }
 }

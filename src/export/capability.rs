@@ -9,7 +9,8 @@
 use std::fmt;
 
 use crate::plan::{
-    AdamMoments, CpComm, ExpertDispatch, PipelineSchedule, PipelineSplit, Precision,
+    AdamMoments, CpComm, ExpertDispatch, HybridCpScheduler, PipelineSchedule, PipelineSplit,
+    Precision,
 };
 use crate::plan::{RecomputeKind, Sharding};
 use crate::run::Run;
@@ -78,6 +79,8 @@ pub struct Capabilities {
     /// The widest window of global batches its data loader re-packs documents across to balance
     /// work (0: it packs documents as they arrive).
     pub balance_window: u64,
+    /// Whether it places documents on per-document context-parallel groups (`--hybrid-cp`).
+    pub hybrid_cp: bool,
 }
 
 const ALL_SHARDINGS: &[Sharding] =
@@ -107,6 +110,9 @@ const MEGATRON: Capabilities = Capabilities {
     // `--hybrid-override-pattern` with the Mamba stack (megatron/core/ssm, pretrain_mamba.py).
     hybrid_layers: true,
     balance_window: 0,
+    // `--hybrid-context-parallel --max-seqlen-per-dp-cp-rank`, core_v0.16.0 to core_v0.19.0
+    // (docs/megatron-packing-schedulers.md).
+    hybrid_cp: true,
 };
 
 const TORCHTITAN: Capabilities = Capabilities {
@@ -141,6 +147,7 @@ const TORCHTITAN: Capabilities = Capabilities {
     // Its model registry has no Mamba or hybrid model (torchtitan/models).
     hybrid_layers: false,
     balance_window: 0,
+    hybrid_cp: false,
 };
 
 const DEEPSPEED: Capabilities = Capabilities {
@@ -168,6 +175,7 @@ const DEEPSPEED: Capabilities = Capabilities {
     // It wraps a model the user writes; meshplan's DeepSpeed export names a GPT-style one.
     hybrid_layers: false,
     balance_window: 0,
+    hybrid_cp: false,
 };
 
 impl Engine {
@@ -242,6 +250,14 @@ pub enum Refusal {
     DocumentRepacking {
         /// Global batches re-packed together.
         window: u64,
+    },
+    /// Per-document context-parallel groups where the engine has none, or with what its hybrid
+    /// context parallel refuses.
+    HybridCp {
+        /// The engine.
+        engine: Engine,
+        /// Why and what to do, when the engine has hybrid CP but not with this plan.
+        with: Option<&'static str>,
     },
     /// Activations offloaded to host memory, which no exporter writes yet.
     ActivationOffload {
@@ -376,6 +392,15 @@ impl fmt::Display for Refusal {
                 f,
                 "its data loader packs documents as they arrive; re-packing across global batches (WLB-LLM) is not in Megatron-LM, torchtitan or DeepSpeed; drop --balance-window {window}"
             ),
+            Refusal::HybridCp { engine, with: None } => write!(
+                f,
+                "{} has no per-document context-parallel groups (Megatron-LM's --hybrid-context-parallel); drop --hybrid-cp or use --engine megatron",
+                engine.name()
+            ),
+            Refusal::HybridCp { with: Some(what), .. } => write!(
+                f,
+                "Megatron-LM's hybrid context parallel (core_v0.16 to v0.19) {what}"
+            ),
             Refusal::ActivationOffload { layers } => write!(
                 f,
                 "the exported config does not write activation offloading yet (Megatron-LM's cpu_offloading and cpu_offloading_num_layers, with pp 1 and no recompute); drop --offload-activation-layers {layers}"
@@ -488,6 +513,21 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     }
     if plan.offload_activation_layers() > 0 {
         out.push(Refusal::ActivationOffload { layers: plan.offload_activation_layers() });
+    }
+    if plan.hybrid_cp().is_some() {
+        if !caps.hybrid_cp {
+            out.push(Refusal::HybridCp { engine, with: None });
+        } else if plan.hybrid_cp().is_some_and(|h| h.scheduler() == HybridCpScheduler::ByWork) {
+            let with = "places documents by length squared, not by work (ByteScale's balancing); \
+                        use --hybrid-cp-scheduler megatron";
+            out.push(Refusal::HybridCp { engine, with: Some(with) });
+        } else if run.model().mla().is_some() {
+            let with = "asserts no multi-latent attention; drop --hybrid-cp";
+            out.push(Refusal::HybridCp { engine, with: Some(with) });
+        } else if matches!(sharding, Sharding::OptimizerAndGradients | Sharding::Full) {
+            let with = "does not run with Megatron-FSDP; use --zero 0 or 1, or drop --hybrid-cp";
+            out.push(Refusal::HybridCp { engine, with: Some(with) });
+        }
     }
     if plan.balance_window() > caps.balance_window {
         out.push(Refusal::DocumentRepacking { window: plan.balance_window() });

@@ -1,5 +1,6 @@
 //! Megatron-LM `pretrain_gpt.py` arguments (`pretrain_mamba.py` for hybrid models; names from `megatron/training/arguments.py`,
-//! core_v0.15.0, reference section 2), one flag per line, ready for a launch script.
+//! core_v0.15.0, reference section 2; the hybrid context-parallel flags are core_v0.16.0's), one
+//! flag per line, ready for a launch script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
 use crate::plan::{
@@ -215,6 +216,15 @@ pub fn arguments(run: &Run) -> String {
                 args.push(format!("--hierarchical-context-parallel-sizes {a2a} {ring}"));
             }
         }
+    }
+    if let Some(hybrid) = plan.hybrid_cp() {
+        // Megatron-LM core_v0.16.0 to core_v0.19.0 (docs/megatron-packing-schedulers.md): the
+        // groups read each packed sample's `cu_seqlens`, which the SFT dataset writes.
+        args.push("--hybrid-context-parallel".into());
+        args.push(format!("--max-seqlen-per-dp-cp-rank {}", hybrid.max_tokens_per_rank()));
+        args.push("--calculate-per-token-loss".into());
+        args.push("--dataloader-type single".into());
+        args.push("--sft".into());
     }
     if let Some(moe) = model.moe() {
         args.extend(moe_flags(run, moe));

@@ -5,12 +5,14 @@
 //! Names follow Megatron-LM (`tp`, `pp`, `vp`, `dp`, `cp`, `--sequence-parallel`,
 //! `--use-distributed-optimizer`, `--recompute-granularity`, `--overlap-grad-reduce`).
 
+mod context_parallel;
 mod engine;
 mod precision;
 mod recompute_modules;
 
 use serde::{Deserialize, Serialize};
 
+pub use context_parallel::{CpComm, HybridCp, HybridCpScheduler};
 pub use engine::Engine;
 pub use precision::Precision;
 pub use recompute_modules::{RecomputeModule, RecomputeModules};
@@ -135,50 +137,6 @@ impl PipelineSplit {
             PipelineSplit::Even => "even",
             PipelineSplit::EmbeddingAndLoss => "embedding-and-loss",
             PipelineSplit::Balanced => "balanced",
-        }
-    }
-}
-
-/// How context-parallel ranks exchange what attention needs (Megatron-LM `--cp-comm-type`).
-#[derive(
-    Debug,
-    Clone,
-    Copy,
-    PartialEq,
-    Eq,
-    PartialOrd,
-    Ord,
-    Hash,
-    Serialize,
-    Deserialize,
-    clap::ValueEnum,
-)]
-#[serde(rename_all = "kebab-case")]
-pub enum CpComm {
-    /// Ring attention (`p2p`): keys and values pass around the ring, each step overlapped with
-    /// the attention block it feeds (Liu et al. 2023; Megatron-LM's default).
-    #[value(alias = "p2p")]
-    Ring,
-    /// Ulysses (`a2a`): all-to-alls re-shard Q, K and V from sequence to heads before attention
-    /// and the output back after it; heads / tp must divide by cp (Jacobs et al. 2023).
-    #[value(alias = "a2a")]
-    AllToAll,
-    /// `a2a+p2p`: all-to-all inside an NVLink domain, ring across domains (USP / Megatron-LM's
-    /// `--hierarchical-context-parallel-sizes`).
-    #[value(alias = "a2a+p2p")]
-    Hierarchical,
-}
-
-impl CpComm {
-    /// Every kind, in the order the CLI lists them.
-    pub const ALL: [CpComm; 3] = [CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical];
-
-    /// The name used on the command line and in files.
-    pub fn name(self) -> &'static str {
-        match self {
-            CpComm::Ring => "ring",
-            CpComm::AllToAll => "all-to-all",
-            CpComm::Hierarchical => "hierarchical",
         }
     }
 }
@@ -393,6 +351,23 @@ pub struct PlanSpec {
     /// them as they arrive. Needs --lengths. [default: 0]
     #[arg(long, value_name = "K", allow_negative_numbers = true, help_heading = PLAN)]
     pub balance_window: Option<i64>,
+    /// Give each document its own context-parallel group of the dp x cp ranks, sized to its
+    /// length: short documents on one rank with no exchange, long ones on as many ranks as
+    /// hold them (Megatron-LM --hybrid-context-parallel; ByteScale). Needs --lengths and pp 1.
+    /// [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN, alias = "hybrid-context-parallel")]
+    pub hybrid_cp: Option<bool>,
+    /// With --hybrid-cp: the most tokens of one document a rank holds (Megatron-LM
+    /// --max-seqlen-per-dp-cp-rank). [default: micro-batch x seq-len / cp]
+    #[arg(long, value_name = "TOKENS", allow_negative_numbers = true, help_heading = PLAN)]
+    #[arg(alias = "max-seqlen-per-dp-cp-rank")]
+    pub max_seqlen_per_rank: Option<i64>,
+    /// With --hybrid-cp: how the loader places documents on groups and runs them: Megatron-LM's
+    /// (by length squared, each document its own forward and backward) or ByteScale's (by
+    /// training FLOPs, a rank's documents packed). [default: megatron]
+    #[arg(long, value_enum, value_name = "SCHEDULER", help_heading = PLAN)]
+    pub hybrid_cp_scheduler: Option<HybridCpScheduler>,
     /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced,
     /// as published benchmarks force it]
     #[arg(long, value_name = "RATIO", allow_negative_numbers = true, help_heading = EXPERTS)]
@@ -526,6 +501,7 @@ pub struct Plan {
     pub(crate) expert_dispatch: ExpertDispatch,
     pub(crate) moe_imbalance: f64,
     pub(crate) balance_window: u64,
+    pub(crate) hybrid_cp: Option<HybridCp>,
     pub(crate) moe_capacity_factor: Option<f64>,
     pub(crate) engine: Engine,
 }
@@ -584,6 +560,9 @@ impl Plan {
             expert_comm_overlap: Some(self.expert_comm_overlap),
             moe_imbalance: Some(self.moe_imbalance),
             balance_window: Some(self.balance_window as i64),
+            hybrid_cp: Some(self.hybrid_cp.is_some()),
+            max_seqlen_per_rank: self.hybrid_cp.map(|h| h.max_tokens_per_rank as i64),
+            hybrid_cp_scheduler: self.hybrid_cp.map(|h| h.scheduler),
             moe_capacity_factor: self.moe_capacity_factor,
             engine: Some(self.engine),
             // The stack is the run's, not the plan's: `plan_file::resolved_spec` writes it.
@@ -719,6 +698,10 @@ impl Plan {
     pub fn balance_window(&self) -> u64 {
         self.balance_window
     }
+    /// Per-document context-parallel groups, when the plan has them.
+    pub fn hybrid_cp(&self) -> Option<HybridCp> {
+        self.hybrid_cp
+    }
     /// Whether the expert-parallel all-to-all overlaps other compute.
     pub fn expert_comm_overlap(&self) -> bool {
         self.expert_comm_overlap
@@ -757,6 +740,12 @@ impl Plan {
         }
         if self.balance_window > 0 {
             label += &format!(" repack{}", self.balance_window);
+        }
+        if let Some(hybrid) = self.hybrid_cp {
+            label += &format!(" hybrid-cp{}", hybrid.max_tokens_per_rank);
+            if hybrid.scheduler == HybridCpScheduler::ByWork {
+                label += "-by-work";
+            }
         }
         label
     }

@@ -4,10 +4,11 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::data::{
-    AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, SequenceLoads, deal_windows,
-    sample_sequences,
+    AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, GroupShape, PlacedBatches,
+    PlacementCache, SequenceLoads, deal_windows, place_documents, sample_sequences,
 };
 use crate::model::Model;
+use crate::plan::Plan;
 use crate::presets;
 use crate::violation::Collector;
 
@@ -23,6 +24,8 @@ pub struct RunData {
     deal_weight: [f64; 2],
     /// Re-packed windows by batch shape, shared by the runs that price this data.
     dealt: DealCache,
+    /// Documents placed on hybrid context-parallel groups by batch shape, shared likewise.
+    placed: PlacementCache,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
 }
@@ -31,10 +34,20 @@ impl RunData {
     /// The windows of `shape` re-packed by a balancing loader, dealt the first time a run of
     /// this data asks (`model` is the model the data was validated with, the run's).
     pub fn dealt(&self, model: &Model, shape: DealShape) -> Arc<OnceLock<Option<DealtWindows>>> {
-        self.dealt.get_or_deal(shape, || {
+        self.dealt.get_or_make(shape, || {
             let flops = |tokens: u64| model.document_attention_flops(tokens);
             let work = AttentionWork::new(&flops, self.seq_len);
             deal_windows(&self.data, &work, self.deal_weight, shape)
+        })
+    }
+
+    /// The global batches of `shape` placed on hybrid context-parallel groups, placed the first
+    /// time a run of this data asks (`model` is the run's).
+    pub fn placed(&self, model: &Model, shape: GroupShape) -> Arc<OnceLock<PlacedBatches>> {
+        self.placed.get_or_make(shape, || {
+            let flops = |tokens: u64| model.document_attention_flops(tokens);
+            let work = AttentionWork::new(&flops, self.seq_len);
+            place_documents(&self.data, &work, self.deal_weight, shape)
         })
     }
 }
@@ -84,7 +97,14 @@ pub(crate) fn validate_data(
     let linear = model.training_flops_per_token(1);
     let attention = (model.training_flops_per_token(seq_len) - linear).max(0.0) * seq_len as f64;
     let deal_weight = [linear, attention];
-    Some(Arc::new(RunData { data, loads, deal_weight, dealt: DealCache::default(), seq_len }))
+    Some(Arc::new(RunData {
+        data,
+        loads,
+        deal_weight,
+        dealt: DealCache::default(),
+        placed: PlacementCache::default(),
+        seq_len,
+    }))
 }
 
 /// `plan.balance_window`: 0 (packed as documents arrive) to [`crate::limits::BALANCE_WINDOW`].
@@ -107,14 +127,27 @@ pub(crate) fn validate_balance_window(collector: &mut Collector, window: Option<
     }
 }
 
-/// A balance window re-packs documents: without a length distribution there are none.
-pub(crate) fn check_balance_has_data(collector: &mut Collector, window: u64, has_data: bool) {
-    if window > 0 && !has_data {
+/// A balance window re-packs documents and hybrid CP places them: without a length
+/// distribution there are none.
+pub(crate) fn check_plan_has_data(collector: &mut Collector, plan: &Plan, has_data: bool) {
+    if has_data {
+        return;
+    }
+    let window = plan.balance_window;
+    if window > 0 {
         collector.add(
             "plan.balance_window",
             window,
             "re-packs documents, but no document lengths were given",
             "pass --lengths with a distribution or a file of lengths, or drop --balance-window",
+        );
+    }
+    if plan.hybrid_cp.is_some() {
+        collector.add(
+            "plan.hybrid_cp",
+            true,
+            "places each document on its own group, but no document lengths were given",
+            "pass --lengths with a distribution or a file of lengths, or drop --hybrid-cp",
         );
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
+mod context_parallel_rules;
 mod data;
 mod hybrid_split;
 mod parts;
@@ -134,7 +135,7 @@ impl Run {
         let seq_len = training_accepted.then_some(training.seq_len);
         let data = data::validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), seq_len);
         if let Some(plan) = &plan {
-            data::check_balance_has_data(&mut collector, plan.balance_window, spec.data.is_some());
+            data::check_plan_has_data(&mut collector, plan, spec.data.is_some());
         }
         let ((model, cluster), plan) =
             collector.finish_with(model.zip(cluster).zip(plan), "run")?;

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::data::{RunData, check_balance_has_data, validate_data};
+use super::data::{RunData, check_plan_has_data, validate_data};
 use super::{
     Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_defaults,
 };
@@ -82,7 +82,7 @@ impl RunParts {
         );
         if let Some(plan) = &plan {
             // Parts are built only when every part passed: their data is there iff given.
-            check_balance_has_data(&mut collector, plan.balance_window, self.data.is_some());
+            check_plan_has_data(&mut collector, plan, self.data.is_some());
         }
         let plan = collector.finish_with(plan, "plan")?;
         Ok(Run {

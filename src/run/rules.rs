@@ -6,11 +6,12 @@ use crate::hardware::Cluster;
 use crate::limits::{self, PARALLEL_SIZE, VIRTUAL_STAGES};
 use crate::model::Model;
 use crate::plan::{
-    AdamMoments, CpComm, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan,
-    PlanSpec, Precision, RecomputeKind, RecomputeModule, RecomputeModules, Sharding, Training,
-    TrainingSpec,
+    AdamMoments, Engine, ExpertDispatch, FsdpMode, PipelineSchedule, PipelineSplit, Plan, PlanSpec,
+    Precision, RecomputeKind, RecomputeModule, RecomputeModules, Sharding, Training, TrainingSpec,
 };
 use crate::violation::{Collector, shown_float};
+
+use super::context_parallel_rules::{self, HybridCpInputs};
 
 fn positive_or(
     collector: &mut Collector,
@@ -293,7 +294,8 @@ pub(super) fn validate_plan(
         }
     }
     let domain = cluster.map_or(8, |cluster| cluster.interconnect().nvlink_domain());
-    let (cp_comm, cp_a2a) = validate_cp_comm(collector, spec, model, tp, cp, domain);
+    let (cp_comm, cp_a2a) =
+        context_parallel_rules::validate_cp_comm(collector, spec, model, tp, cp, domain);
     if cp_ok && accepted.training && cp > 1 && !training.seq_len.is_multiple_of(2 * cp) {
         collector.add(
             "plan.cp",
@@ -418,6 +420,7 @@ pub(super) fn validate_plan(
     }
     let stage_ranks = (tp_ok && cp_ok && dp_known).then_some(tp * cp * dp);
     let experts = validate_experts(collector, spec, model, stage_ranks, tp, schedule);
+    let balance_window = super::data::validate_balance_window(collector, spec.balance_window);
     Some(Plan {
         tp,
         pp,
@@ -452,45 +455,23 @@ pub(super) fn validate_plan(
         expert_comm_overlap: experts.comm_overlap,
         expert_dispatch: spec.expert_dispatch.unwrap_or(ExpertDispatch::AllToAll),
         moe_imbalance: experts.imbalance,
-        balance_window: super::data::validate_balance_window(collector, spec.balance_window),
+        balance_window,
+        hybrid_cp: context_parallel_rules::validate_hybrid_cp(
+            collector,
+            spec,
+            HybridCpInputs {
+                known: model_parallel_ok && dp_known && accepted.training,
+                pp,
+                dp,
+                cp,
+                cp_comm,
+                balance_window,
+                training,
+            },
+        ),
         moe_capacity_factor: experts.capacity_factor,
         engine: spec.engine.unwrap_or(Engine::DEFAULT),
     })
-}
-
-/// The context-parallel exchange and its all-to-all size. Ulysses splits each TP rank's heads
-/// over the cp ranks, so `cp` must divide the query heads per TP rank (key/value heads are
-/// replicated when there are fewer); a hierarchical exchange runs its all-to-all over the largest
-/// such divisor of cp whose ranks share an NVLink domain, and a ring over the rest.
-fn validate_cp_comm(
-    collector: &mut Collector,
-    spec: &PlanSpec,
-    model: &Model,
-    tp: u64,
-    cp: u64,
-    domain: u64,
-) -> (CpComm, u64) {
-    let kind = spec.cp_comm.unwrap_or(CpComm::Ring);
-    let heads = model.num_attention_heads() / tp.max(1);
-    let a2a = match kind {
-        CpComm::Ring => 1,
-        CpComm::AllToAll => {
-            if !heads.is_multiple_of(cp) {
-                collector.add(
-                    "plan.cp_comm",
-                    kind.name(),
-                    format!("cp {cp} does not divide the {heads} query heads per TP rank"),
-                    "use --cp-comm ring or hierarchical, or a cp that divides the heads",
-                );
-            }
-            cp
-        }
-        CpComm::Hierarchical => (1..=cp)
-            .filter(|&a| cp.is_multiple_of(a) && heads.is_multiple_of(a) && a * tp <= domain)
-            .max()
-            .unwrap_or(1),
-    };
-    (kind, a2a)
 }
 
 struct Experts {

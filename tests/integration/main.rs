@@ -11,6 +11,7 @@ mod experts_and_context;
 mod exports;
 mod fuzz_regressions;
 mod hostile_input;
+mod hybrid_cp;
 mod input_files;
 mod kernel_measurements;
 mod lengths_parquet;

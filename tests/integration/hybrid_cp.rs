@@ -1,0 +1,168 @@
+//! Per-document context-parallel groups (`--hybrid-cp`, issue 16): ByteScale's long-context
+//! comparison of static DP x CP with groups sized to each document, the rules a hybrid plan
+//! must pass (every problem at once), and what the exporters write or refuse.
+
+use meshplan::data::DataSpec;
+use meshplan::export::{Engine, export};
+use meshplan::plan::{HybridCpScheduler, PlanSpec, RecomputeKind};
+use meshplan::{Run, RunSpec, closed_form, presets};
+
+use crate::support::{run, spec, training};
+
+/// LLaMA-7B on 1,024 H100 with 32M tokens per global batch and 8K tokens per CP rank (ByteScale
+/// section 8.3's configuration), on FlexSP's Wikipedia sample (ByteScale's own distributions
+/// are published only as figures).
+fn bytescale(seq: i64, hybrid: Option<HybridCpScheduler>) -> RunSpec {
+    let mut spec = spec(
+        presets::model("llama2-7b").unwrap(),
+        "h100-sxm",
+        1024,
+        training(seq, (32 << 20) / seq, 1, None),
+        PlanSpec {
+            cp: Some(seq / 8192),
+            recompute: Some(RecomputeKind::Full),
+            hybrid_cp: hybrid.map(|_| true),
+            hybrid_cp_scheduler: hybrid,
+            ..PlanSpec::default()
+        },
+    );
+    spec.data = Some(DataSpec { preset: Some("wikipedia".into()), ..DataSpec::default() });
+    spec
+}
+
+fn tokens_per_sec(spec: &RunSpec) -> f64 {
+    closed_form(&Run::from_spec(spec).unwrap()).throughput.tokens_per_sec_per_gpu
+}
+
+/// ByteScale (arXiv 2502.21231, section 8.2 and figure 20): with static DP x CP the ring's
+/// traffic follows the packed length, and throughput halves with each context doubling; giving
+/// each document a group sized to it removes the exchange of short documents (ByteScale's
+/// "dynamic communication": 1.59x at 2M) and leaves the step nearly independent of the context.
+/// Here, with either scheduler, throughput falls less than the static plan's at every doubling,
+/// the exchange all but vanishes at 2M, and the groups are at least 1.4x faster there. At 256K
+/// they gain nothing: with 8K tokens a rank, a 196K-token document runs on a ring of 32 ranks
+/// across nodes, an exchange that neither scheduler's weight counts, and that rank sets the step.
+#[test]
+fn per_document_groups_keep_long_context_throughput_that_static_cp_loses() {
+    let contexts = [256 << 10, 512 << 10, 1 << 20, 2 << 20];
+    let rate = |scheduler: Option<HybridCpScheduler>| -> Vec<f64> {
+        contexts.iter().map(|&seq| tokens_per_sec(&bytescale(seq, scheduler))).collect()
+    };
+    let fixed = rate(None);
+    let last = contexts.len() - 1;
+    for scheduler in [HybridCpScheduler::Megatron, HybridCpScheduler::ByWork] {
+        let grouped = rate(Some(scheduler));
+        for i in 1..contexts.len() {
+            let (fixed_fall, fall) = (fixed[i - 1] / fixed[i], grouped[i - 1] / grouped[i]);
+            assert!(fall < fixed_fall, "{scheduler:?}: {fixed:?} vs {grouped:?}");
+        }
+        assert!(grouped[last] >= 1.4 * fixed[last], "{scheduler:?}: {fixed:?} vs {grouped:?}");
+        // The exchange a static plan pays at 2M is nearly gone.
+        let exchange = |scheduler| {
+            closed_form(&Run::from_spec(&bytescale(2 << 20, scheduler)).unwrap()).time.cp_exposed
+        };
+        let (fixed_exchange, grouped) = (exchange(None), exchange(Some(scheduler)));
+        assert!(grouped.value() < 0.03 * fixed_exchange.value(), "{fixed_exchange:?} {grouped:?}");
+    }
+}
+
+/// What a hybrid plan must be, all reported at once, each naming its field.
+#[test]
+fn a_hybrid_plan_that_breaks_every_rule_is_refused_with_every_reason() {
+    let output = run(&[
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "48",
+        "--seq-len",
+        "131072",
+        "--global-batch",
+        "12",
+        "--tp",
+        "8",
+        "--pp",
+        "2",
+        "--cp",
+        "3",
+        "--cp-comm",
+        "all-to-all",
+        "--hybrid-cp",
+        "--max-seqlen-per-rank",
+        "131072",
+    ]);
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    for expected in [
+        "plan.hybrid_cp",
+        "needs pp 1",
+        "must be a power of two",
+        "plan.cp_comm",
+        "plan.max_seqlen_per_rank",
+        "no document lengths were given",
+    ] {
+        assert!(output.stderr.contains(expected), "{expected}: {}", output.stderr);
+    }
+    let stray = run(&[
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "8",
+        "--seq-len",
+        "4096",
+        "--global-batch",
+        "8",
+        "--max-seqlen-per-rank",
+        "1024",
+        "--hybrid-cp-scheduler",
+        "by-work",
+    ]);
+    assert_eq!(stray.code, 2);
+    assert!(stray.stderr.contains("plan.max_seqlen_per_rank"), "{}", stray.stderr);
+    assert!(stray.stderr.contains("plan.hybrid_cp_scheduler"), "{}", stray.stderr);
+}
+
+fn long_context_hybrid(scheduler: HybridCpScheduler) -> Run {
+    let mut spec = bytescale(256 << 10, Some(scheduler));
+    spec.plan.recompute = None;
+    Run::from_spec(&spec).unwrap()
+}
+
+/// Megatron-LM writes its released flags; its scheduler places by length squared only, and
+/// the other engines have no hybrid context parallel.
+#[test]
+fn megatron_exports_hybrid_context_parallel_and_the_others_refuse_it() {
+    let run = long_context_hybrid(HybridCpScheduler::Megatron);
+    let args = export(Engine::Megatron, &run).unwrap();
+    for flag in [
+        "--hybrid-context-parallel",
+        "--max-seqlen-per-dp-cp-rank 8192",
+        "--calculate-per-token-loss",
+        "--dataloader-type single",
+        "--context-parallel-size 32",
+        "--pipeline-model-parallel-size 1",
+    ] {
+        assert!(args.lines().any(|line| line == flag), "{flag}: {args}");
+    }
+    for engine in [Engine::Torchtitan, Engine::Deepspeed] {
+        let refused = export(engine, &run).unwrap_err().to_string();
+        assert!(refused.contains("--hybrid-cp"), "{refused}");
+    }
+    let by_work = long_context_hybrid(HybridCpScheduler::ByWork);
+    let refused = export(Engine::Megatron, &by_work).unwrap_err().to_string();
+    assert!(refused.contains("length squared"), "{refused}");
+}
+
+/// The plan's label and its written spec carry the groups, and the spec builds the same plan.
+#[test]
+fn a_hybrid_plan_round_trips_through_its_spec() {
+    let run = long_context_hybrid(HybridCpScheduler::ByWork);
+    let plan = run.plan();
+    assert!(plan.label().ends_with("hybrid-cp8192-by-work"), "{}", plan.label());
+    let written = plan.to_spec();
+    assert_eq!(written.hybrid_cp, Some(true));
+    assert_eq!(written.max_seqlen_per_rank, Some(8192));
+    let mut again = bytescale(256 << 10, None);
+    again.plan = written;
+    assert_eq!(Run::from_spec(&again).unwrap().plan(), plan);
+}
