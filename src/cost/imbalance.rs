@@ -51,34 +51,17 @@ impl DataImbalance {
 pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
     let loads = &run.data()?.loads;
     let plan = run.plan();
-    let (y_forward, y_backward) = ramp(run);
     let micro_batch = run.training().micro_batch() as f64;
     let m = plan.num_microbatches();
-    // One sequence's attention seconds on the critical stage, as a combination `u a + v b` of
-    // its sample values: each phase's mean-sequence time over its mean ratio.
-    let phase = |time: Seconds, y: f64| {
-        let mean = loads.mean_ratio(y);
-        let per_unit =
-            if mean > 0.0 { time.value() / (mean * (1.0 + y) * micro_batch) } else { 0.0 };
-        (per_unit, per_unit * y)
-    };
-    let (u_forward, v_forward) = phase(critical.forward_attention, y_forward);
-    let (u_backward, v_backward) = phase(critical.backward_attention, y_backward);
-    let (u, v) = (u_forward + u_backward, v_forward + v_backward);
+    let work = sequence_work(run, critical)?;
+    let (u, v) = (work.u, work.v);
     let moments = loads.moments_of(u, v);
     let mean = moments[0];
     let per_microbatch = critical.total().value();
     // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's:
     // drawn as packed, or dealt from a window of re-packed documents.
     let sequences = m as f64 * micro_batch;
-    let attention = critical.forward_attention.value() + critical.backward_attention.value();
-    let tokens = micro_batch * run.training().seq_len() as f64;
-    let repacked = (plan.balance_window() > 0)
-        .then(|| {
-            let linear_per_token = (per_microbatch - attention).max(0.0) / tokens;
-            repacked_spread(run, PieceWork { linear_per_token, u, v })
-        })
-        .flatten();
+    let repacked = (plan.balance_window() > 0).then(|| repacked_spread(run, work)).flatten();
     let (slowest, largest_microbatch) = match repacked {
         Some(spread) => spread,
         None => (
@@ -97,6 +80,31 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
         replicas: if replica > 0.0 { (replica + slowest) / replica } else { 1.0 },
         microbatches,
     })
+}
+
+/// One sequence's (or document piece's) work on the critical stage that does `critical` per mean
+/// micro-batch, `None` without data: its attention seconds as a combination `u a + v b` of its
+/// sample values (each phase's mean-sequence time over its mean ratio) and the rest of the
+/// micro-batch's work spread evenly over its tokens. Over the run's sample, the sequences' mean
+/// is the mean micro-batch's work over its sequences.
+pub(crate) fn sequence_work(run: &Run, critical: &Work) -> Option<PieceWork> {
+    let loads = &run.data()?.loads;
+    let (y_forward, y_backward) = ramp(run);
+    let micro_batch = run.training().micro_batch() as f64;
+    let phase = |time: Seconds, y: f64| {
+        let mean = loads.mean_ratio(y);
+        let per_unit =
+            if mean > 0.0 { time.value() / (mean * (1.0 + y) * micro_batch) } else { 0.0 };
+        (per_unit, per_unit * y)
+    };
+    let (u_forward, v_forward) = phase(critical.forward_attention, y_forward);
+    let (u_backward, v_backward) = phase(critical.backward_attention, y_backward);
+    let (u, v) = (u_forward + u_backward, v_forward + v_backward);
+    let per_microbatch = critical.total().value();
+    let attention = critical.forward_attention.value() + critical.backward_attention.value();
+    let tokens = micro_batch * run.training().seq_len() as f64;
+    let linear_per_token = (per_microbatch - attention).max(0.0) / tokens;
+    Some(PieceWork { linear_per_token, u, v })
 }
 
 /// The expected largest of `draws` independent sums of `members` sequences each (`u a + v b`
