@@ -2,12 +2,12 @@
 //! straggler that [`crate::cost::imbalance::DataImbalance`] prices, shown as one step's replicas.
 //!
 //! Each replica's work is its critical stage's over its `m x mbs` sequences, each priced as the
-//! estimate prices it ([`crate::cost::imbalance::sequence_work`]: the linear work of its tokens
+//! estimate prices it (`crate::cost::imbalance::sequence_work`: the linear work of its tokens
 //! plus `u a + v b` of attention). Packed or padded, the step's sequences are drawn independently
 //! from the run's seeded sample, as the estimate assumes; re-packed (`balance_window > 0`), the
 //! step is the median one of the first dealt window, consecutive micro-batches making a replica
-//! and consecutive replicas a step as `crate::cost::repacking` reads them. The draw is seeded from the data's seed, so the
-//! same run gives the same loads.
+//! and consecutive replicas a step as `crate::cost::repacking` reads them. The draw is seeded
+//! from the data's seed, so the same run gives the same loads.
 
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
