@@ -50,7 +50,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         }
         let plan = inputs.run.plan();
         let label = format!("{}, schedule {}", plan.label(), plan.schedule().name());
-        let view = PlanView::new(label, &estimate, &simulation);
+        let view = PlanView::new(label, &estimate, &simulation).with_data(&inputs.run);
         let mut report = Report::simulated(&report_title(&inputs), facts, view);
         if let Some(outlook) = &outlook {
             let drawn = crate::goodput::draw_run(outlook, args.seed);

@@ -53,23 +53,15 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
     let plan = run.plan();
     let micro_batch = run.training().micro_batch() as f64;
     let m = plan.num_microbatches();
-    let [(u_forward, v_forward), (u_backward, v_backward)] =
-        attention_seconds_per_unit(run, critical)?;
-    let (u, v) = (u_forward + u_backward, v_forward + v_backward);
+    let work = sequence_work(run, critical)?;
+    let (u, v) = (work.u, work.v);
     let moments = loads.moments_of(u, v);
     let mean = moments[0];
     let per_microbatch = critical.total().value();
     // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's:
     // drawn as packed, or dealt from a window of re-packed documents.
     let sequences = m as f64 * micro_batch;
-    let attention = critical.forward_attention.value() + critical.backward_attention.value();
-    let tokens = micro_batch * run.training().seq_len() as f64;
-    let repacked = (plan.balance_window() > 0)
-        .then(|| {
-            let linear_per_token = (per_microbatch - attention).max(0.0) / tokens;
-            repacked_spread(run, PieceWork { linear_per_token, u, v })
-        })
-        .flatten();
+    let repacked = (plan.balance_window() > 0).then(|| repacked_spread(run, work)).flatten();
     let (slowest, largest_microbatch) = match repacked {
         Some(spread) => spread,
         None => (
@@ -107,6 +99,23 @@ pub(crate) fn attention_seconds_per_unit(run: &Run, critical: &Work) -> Option<[
         phase(critical.forward_attention, y_forward),
         phase(critical.backward_attention, y_backward),
     ])
+}
+
+/// One sequence's (or document piece's) work on the critical stage that does `critical` per mean
+/// micro-batch, `None` without data: its attention seconds as a combination `u a + v b` of its
+/// sample values (both phases of [`attention_seconds_per_unit`]) and the rest of the
+/// micro-batch's work spread evenly over its tokens. Over the run's sample, the sequences' mean
+/// is the mean micro-batch's work over its sequences.
+pub(crate) fn sequence_work(run: &Run, critical: &Work) -> Option<PieceWork> {
+    let [(u_forward, v_forward), (u_backward, v_backward)] =
+        attention_seconds_per_unit(run, critical)?;
+    let (u, v) = (u_forward + u_backward, v_forward + v_backward);
+    let micro_batch = run.training().micro_batch() as f64;
+    let per_microbatch = critical.total().value();
+    let attention = critical.forward_attention.value() + critical.backward_attention.value();
+    let tokens = micro_batch * run.training().seq_len() as f64;
+    let linear_per_token = (per_microbatch - attention).max(0.0) / tokens;
+    Some(PieceWork { linear_per_token, u, v })
 }
 
 /// The expected largest of `draws` independent sums of `members` sequences each (`u a + v b`

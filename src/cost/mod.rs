@@ -3,7 +3,8 @@
 //! pipeline stage (`memory.rs`), one micro-batch's work through a segment (`work.rs`), the
 //! step-level terms (`step_terms.rs`: pipeline send, data-parallel collectives, optimizer), one
 //! run priced once for the closed form and the simulator (`priced.rs`), the closed-form assembly
-//! of one step's time (`step.rs`) and the breakdown types they report in (`breakdown.rs`).
+//! of one step's time (`step.rs`), the breakdown types they report in (`breakdown.rs`) and one
+//! step's work per data-parallel replica under the run's data (`replica_loads.rs`).
 //!
 //! Everything here is a pure function of a validated [`crate::Run`].
 
@@ -20,6 +21,7 @@ pub mod memory;
 pub mod op_table;
 pub mod priced;
 pub mod repacking;
+pub mod replica_loads;
 pub mod runtime_memory;
 pub mod step;
 pub mod step_terms;

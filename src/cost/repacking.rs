@@ -21,6 +21,27 @@ pub struct PieceWork {
     pub v: f64,
 }
 
+impl PieceWork {
+    /// The seconds of `tokens` with attention terms `a` and `b` (a piece's, or the sums of a
+    /// micro-batch's or a sequence's pieces).
+    pub fn seconds(&self, [tokens, a, b]: [f64; 3]) -> f64 {
+        self.linear_per_token * tokens + self.u * a + self.v * b
+    }
+}
+
+/// The shape of the batches `run` re-packs: its micro-batches' tokens, and its micro-batches
+/// of `balance_window` global batches.
+pub(crate) fn deal_shape(run: &Run) -> DealShape {
+    let plan = run.plan();
+    DealShape {
+        tokens_per_microbatch: run.training().micro_batch() * run.training().seq_len(),
+        microbatches_per_window: plan
+            .balance_window()
+            .saturating_mul(plan.dp())
+            .saturating_mul(plan.num_microbatches()),
+    }
+}
+
 /// What re-packing leaves: the slowest replica's work over the mean replica's and a replica's
 /// largest micro-batch's over the mean micro-batch's, both in seconds above the mean, averaged
 /// over the dealt windows; `None` without data.
@@ -32,11 +53,7 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
         // One micro-batch a step: nothing for it to be uneven against, whatever was dealt.
         return Some((0.0, 0.0));
     }
-    let shape = DealShape {
-        tokens_per_microbatch: run.training().micro_batch() * run.training().seq_len(),
-        microbatches_per_window: plan.balance_window().saturating_mul(dp).saturating_mul(m),
-    };
-    let slot = data.dealt(run.model(), shape);
+    let slot = data.dealt(run.model(), deal_shape(run));
     let Some(Some(dealt)) = slot.get() else {
         // More pieces in a micro-batch than are dealt at once: balanced.
         return Some((0.0, 0.0));
@@ -44,8 +61,8 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
     let mut loads = vec![0.0; dealt.bins];
     let (mut slowest, mut largest, mut windows) = (0.0, 0.0, 0usize);
     for window in dealt.loads.chunks(dealt.bins.max(1)) {
-        for (load, &[tokens, a, b]) in loads.iter_mut().zip(window) {
-            *load = work.linear_per_token * tokens + work.u * a + work.v * b;
+        for (load, &sums) in loads.iter_mut().zip(window) {
+            *load = work.seconds(sums);
         }
         let (window_slowest, window_largest) = spread(&loads, m as usize, dp as usize);
         slowest += window_slowest;

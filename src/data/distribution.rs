@@ -135,6 +135,28 @@ impl LengthDistribution {
         self.bins.iter().map(|bin| bin.max).max().unwrap_or(0)
     }
 
+    /// The shortest length the distribution can draw.
+    pub fn min_length(&self) -> u64 {
+        self.bins.iter().map(|bin| bin.min).min().unwrap_or(0)
+    }
+
+    /// The documents whose lengths lie in `low..=high`, lengths spread evenly inside each bin
+    /// (so a part of a bin counts its share of the bin's documents).
+    pub fn documents_between(&self, low: u64, high: u64) -> f64 {
+        self.bins.iter().map(|bin| bin_part(bin, low, high)[0]).sum()
+    }
+
+    /// The tokens of the documents whose lengths lie in `low..=high`, lengths spread evenly
+    /// inside each bin.
+    pub fn tokens_between(&self, low: u64, high: u64) -> f64 {
+        self.bins.iter().map(|bin| bin_part(bin, low, high)[1]).sum()
+    }
+
+    /// The tokens of all the documents counted (their mean length times their count).
+    pub fn tokens(&self) -> f64 {
+        self.tokens_between(0, u64::MAX)
+    }
+
     /// The mean document length, in tokens (lengths spread evenly inside each bin).
     pub fn mean_length(&self) -> f64 {
         let total = self.documents() as f64;
@@ -165,6 +187,18 @@ impl LengthDistribution {
             })
             .collect()
     }
+}
+
+/// The documents and their tokens of the part of `bin` whose lengths lie in `low..=high`: each
+/// of its lengths holds an equal share of its documents.
+fn bin_part(bin: &Bin, low: u64, high: u64) -> [f64; 2] {
+    let (from, to) = (bin.min.max(low), bin.max.min(high));
+    if from > to {
+        return [0.0; 2];
+    }
+    let lengths = (to - from + 1) as f64;
+    let documents = bin.count as f64 * lengths / (bin.max - bin.min + 1) as f64;
+    [documents, documents * (from as f64 + to as f64) / 2.0]
 }
 
 /// Problems reported for one list before the rest are left unchecked: a file of a million bad
@@ -226,6 +260,24 @@ mod tests {
         assert!(draws.iter().all(|&d| (1..=10).contains(&d) || d == 1000));
         let long = draws.iter().filter(|&&d| d == 1000).count() as f64 / draws.len() as f64;
         assert!((long - 0.25).abs() < 0.01, "{long}");
+    }
+
+    #[test]
+    fn parts_of_bins_count_their_share_of_documents_and_tokens() {
+        let bins = [
+            LengthBinSpec { min: 1, max: 10, count: 3 },
+            LengthBinSpec { min: 1000, max: 1000, count: 1 },
+        ];
+        let distribution = LengthDistribution::from_histogram("h", &bins).unwrap();
+        assert_eq!((distribution.min_length(), distribution.max_length()), (1, 1000));
+        // Half of the first bin's lengths: half its documents, of lengths 1 to 5.
+        assert_eq!(distribution.documents_between(1, 5), 1.5);
+        assert_eq!(distribution.tokens_between(1, 5), 4.5);
+        assert_eq!(distribution.documents_between(11, 999), 0.0);
+        assert_eq!(distribution.tokens_between(6, 1000), 3.0 * 8.0 / 2.0 + 1000.0);
+        // All of them: the mean length times the documents.
+        assert_eq!(distribution.documents_between(0, u64::MAX), 4.0);
+        assert_eq!(distribution.tokens(), distribution.mean_length() * 4.0);
     }
 
     #[test]

@@ -6,7 +6,11 @@ use std::fmt::Write as _;
 
 use html_escape::encode_text as escape;
 
-use super::{ComparisonView, PlanView, Report, ReportError, SearchView, charts, scatter, timeline};
+use super::data_charts::{self, check_finite, replicas_text, seconds_text};
+use super::{
+    ComparisonView, DataView, PlanView, Report, ReportError, SearchView, charts, scatter, timeline,
+};
+use crate::data::Batching;
 
 const TEMPLATE: &str = include_str!("template.html");
 
@@ -141,7 +145,14 @@ fn plan_sections(out: &mut String, plan: &PlanView) -> Result<(), ReportError> {
                   hidden under compute.",
         scroll: false,
     };
-    section(out, time, "");
+    let imbalance = match &plan.data {
+        Some(data) => imbalance_text(e, data)?,
+        None => String::new(),
+    };
+    section(out, time, &imbalance);
+    if let Some(data) = &plan.data {
+        data_sections(out, data)?;
+    }
     let steps = Chart {
         name: "timeline",
         heading: "Pipeline timeline",
@@ -153,6 +164,137 @@ fn plan_sections(out: &mut String, plan: &PlanView) -> Result<(), ReportError> {
     };
     section(out, steps, "");
     Ok(())
+}
+
+/// What the data's imbalance adds to the step, and the mean and slowest replica of the step the
+/// load chart draws, as a paragraph.
+fn imbalance_text(e: &crate::Estimate, data: &DataView) -> Result<String, ReportError> {
+    let loads = &data.loads;
+    let (slowest, slowest_load) = loads.slowest();
+    let mean = loads.mean().value();
+    let mut text = String::new();
+    if let Some(balance) = &e.data_balance {
+        let added = e.time.data_imbalance.value();
+        let ratios = [("a replica's ratio", balance.replicas), ("a ratio", balance.microbatches)];
+        check_finite("step-time", [("the imbalance", added)].into_iter().chain(ratios))?;
+        let _ = write!(
+            text,
+            "Data imbalance {}: the slowest of {} does x{:.3} the mean replica's work, and a \
+             replica's largest of {} micro-batches x{:.3} the mean micro-batch's (WLB-LLM's \
+             imbalance degree). ",
+            seconds_text(added),
+            replicas_text(loads.replicas),
+            balance.replicas,
+            data.microbatches,
+            balance.microbatches
+        );
+    }
+    check_finite("replica-loads", [("the mean", mean), ("the slowest", slowest_load.value())])?;
+    let _ = write!(
+        text,
+        "In the step drawn below, the replicas' critical stages work {} on average and {} at the \
+         slowest (replica {slowest}).",
+        seconds_text(mean),
+        seconds_text(slowest_load.value())
+    );
+    Ok(format!("<p>{}</p>\n", escape(&text)))
+}
+
+/// The data's charts: its document lengths and one step's work per replica.
+fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
+    let batching = match data.batching {
+        Batching::Pack => format!("packed into {}-token sequences", data.seq_len),
+        Batching::Pad => format!("one document per {}-token sequence, padded", data.seq_len),
+    };
+    check_finite("lengths", [("the mean", data.mean_length), ("a share", data.long_token_share)])?;
+    let caption = format!(
+        "Mean document {:.0} tokens; {:.1} % of the tokens are in documents longer than {} \
+         tokens (half the sequence); {batching}.",
+        data.mean_length,
+        100.0 * data.long_token_share,
+        data.seq_len / 2
+    );
+    let lengths = Chart {
+        name: "lengths",
+        heading: "Document lengths",
+        svg: data_charts::lengths(data)?,
+        caption: &caption,
+        scroll: false,
+    };
+    section(out, lengths, "");
+    let caption = loads_caption(data);
+    let loads = Chart {
+        name: "replica-loads",
+        heading: "Work per replica",
+        svg: data_charts::replica_loads(&data.loads)?,
+        caption: &caption,
+        scroll: false,
+    };
+    section(out, loads, "");
+    Ok(())
+}
+
+/// How the load chart's step was drawn, what the estimate prices beside it, and which replicas
+/// the chart leaves out.
+fn loads_caption(data: &DataView) -> String {
+    let loads = &data.loads;
+    let mean = seconds_text(loads.priced_mean.value());
+    let slowest = seconds_text(loads.priced_slowest.value());
+    let mut caption = match (loads.repacked, loads.window_slowest) {
+        (false, _) => format!(
+            "Each replica's {} x {} sequences drawn from the data's sample (seed {}) and priced \
+             on the critical stage as the estimate prices a sequence. The estimate prices the \
+             mean replica at {mean} and the slowest of {} at {slowest}, expected over steps.",
+            data.microbatches,
+            data.micro_batch,
+            data.seed,
+            replicas_text(loads.replicas)
+        ),
+        (true, Some([lightest, heaviest])) => format!(
+            "The median step (by its slowest replica) of a window of {} global batches re-packed \
+             by work, priced on the critical stage as the estimate prices a micro-batch. The \
+             window's steps are slowest at {} to {}; the estimate prices the mean replica at \
+             {mean} and the slowest of {} at {slowest}, averaged over the window's steps.",
+            data.balance_window,
+            seconds_text(lightest.value()),
+            seconds_text(heaviest.value()),
+            replicas_text(loads.replicas)
+        ),
+        (true, None) => format!(
+            "Re-packed micro-batches hold more document pieces than are dealt at once: taken as \
+             balanced, every replica at the mean the estimate prices, {mean}."
+        ),
+    };
+    let drawn = data_charts::drawn_replicas(loads);
+    if drawn.len() < loads.loads.len() {
+        let shown: Vec<usize> = drawn.iter().map(|&(replica, _)| replica).collect();
+        let rest = loads.loads.iter().enumerate().filter(|(replica, _)| !shown.contains(replica));
+        let (low, high) = rest
+            .fold((f64::INFINITY, f64::NEG_INFINITY), |(low, high), (_, load)| {
+                (low.min(load.value()), high.max(load.value()))
+            });
+        // The slowest is drawn in place of the last of the first replicas when it is not one.
+        let first = if loads.slowest().0 < drawn.len() {
+            format!("the first {} replicas, the slowest among them", drawn.len())
+        } else {
+            format!("the first {} replicas and the slowest", drawn.len() - 1)
+        };
+        let _ = write!(
+            caption,
+            " Drawn: {first}; the other {} do {} to {}.",
+            loads.loads.len() - drawn.len(),
+            seconds_text(low),
+            seconds_text(high)
+        );
+    } else if (loads.loads.len() as u64) < loads.replicas {
+        let _ = write!(
+            caption,
+            " The dealt window holds {} of the step's {}.",
+            loads.loads.len(),
+            replicas_text(loads.replicas)
+        );
+    }
+    caption
 }
 
 /// A table of text cells under a header row; cells after the first `text_columns` are numbers.

@@ -1,6 +1,7 @@
-//! The HTML report of a simulated plan or a search: what it shows (this file), the charts drawn
-//! with plotters' SVG backend (`charts.rs`, `timeline.rs`, `scatter.rs`), the Pareto front
-//! (`pareto.rs`) and the page assembled around them (`html.rs`, `template.html`).
+//! The HTML report of a simulated plan or a search: what it shows (this file, and `data.rs` for
+//! a run's document lengths), the charts drawn with plotters' SVG backend (`charts.rs`,
+//! `timeline.rs`, `scatter.rs`, `data_charts.rs`), the Pareto front (`pareto.rs`) and the page
+//! assembled around them (`html.rs`, `template.html`).
 //!
 //! A report is one self-contained HTML file: every chart is an inline SVG, the style sheet is
 //! inline, nothing is loaded from elsewhere and there is no script. Like every output of the
@@ -8,11 +9,15 @@
 //! order. The library builds the text; the CLI writes the file.
 
 mod charts;
+mod data;
+mod data_charts;
 mod html;
 pub mod pareto;
 mod scatter;
 mod timeline;
 mod whole_run;
+
+pub use data::{DataView, LengthBin};
 
 use crate::Estimate;
 use crate::estimate::estimate_simulated;
@@ -58,6 +63,8 @@ pub struct PlanView {
     pub estimate: Estimate,
     /// The simulated step.
     pub timeline: Timeline,
+    /// The run's document lengths and one step's work per replica, when the run has data.
+    pub data: Option<DataView>,
 }
 
 impl PlanView {
@@ -72,7 +79,15 @@ impl PlanView {
                 step_time: simulation.step_time(),
                 slices: simulation.slices.clone(),
             },
+            data: None,
         }
+    }
+
+    /// The view with `run`'s data added (the run the plan was simulated for): unchanged when the
+    /// run has none.
+    pub fn with_data(mut self, run: &crate::Run) -> PlanView {
+        self.data = DataView::new(run);
+        self
     }
 }
 
@@ -247,7 +262,7 @@ impl Report {
         let plan = match report.plans.first() {
             Some(best) => {
                 let (estimate, simulation) = estimate_simulated(&best.run)?;
-                Some(PlanView::new(best_label, &estimate, &simulation))
+                Some(PlanView::new(best_label, &estimate, &simulation).with_data(&best.run))
             }
             None => None,
         };

@@ -6,6 +6,7 @@ use std::sync::{Arc, OnceLock};
 use crate::data::{
     AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, GroupShape, PlacedBatches,
     PlacementCache, SequenceLoads, deal_windows, place_documents, sample_sequences,
+    sequence_values,
 };
 use crate::model::Model;
 use crate::plan::Plan;
@@ -49,6 +50,14 @@ impl RunData {
             let work = AttentionWork::new(&flops, self.seq_len);
             place_documents(&self.data, &work, self.deal_weight, shape)
         })
+    }
+
+    /// The sampled sequences one by one, each as its attention terms `[a, b]`: the sample that
+    /// `loads` summarises, drawn again from the data's seed (`model` as for [`Self::dealt`]).
+    pub fn sampled_sequences(&self, model: &Model) -> Vec<[f64; 2]> {
+        let flops = |tokens: u64| model.document_attention_flops(tokens);
+        let work = AttentionWork::new(&flops, self.seq_len);
+        sequence_values(&self.data, &work).0
     }
 }
 

@@ -7,7 +7,7 @@ use std::io::Write as _;
 
 use serde_json::Value;
 
-use crate::support::{json, run, words};
+use crate::support::{json, report, run, words};
 
 #[test]
 fn top_level_help() {
@@ -685,38 +685,6 @@ fn hugging_face_configs_are_read_and_unsupported_fields_named() {
 
 // ---------------------------------------------------------------------------------------------
 // HTML reports
-
-/// Runs `args` with `--report` into two files and checks that both runs wrote the same bytes,
-/// a whole HTML page, one inline SVG per chart in `charts` and nothing loaded from a network.
-fn report(args: &[&str], charts: &[&str]) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let mut pages = Vec::new();
-    for name in ["first.html", "second.html"] {
-        let path = dir.path().join(name);
-        let mut all = args.to_vec();
-        all.extend(["--report", path.to_str().unwrap()]);
-        let output = run(&all);
-        assert_eq!(output.code, 0, "stderr: {}", output.stderr);
-        assert!(output.stdout.contains("Report written to"), "{}", output.stdout);
-        pages.push(std::fs::read(&path).unwrap());
-    }
-    assert_eq!(pages[0], pages[1], "the same input gives the same bytes");
-    // No partial file is left beside the reports.
-    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);
-    let page = String::from_utf8(pages.swap_remove(0)).unwrap();
-    assert!(page.starts_with("<!DOCTYPE html>") && page.trim_end().ends_with("</html>"));
-    assert_eq!(page.matches("<svg").count(), charts.len(), "one SVG per chart");
-    assert_eq!(page.matches("data-chart=").count(), charts.len());
-    for chart in charts {
-        let figure = format!("<figure id=\"chart-{chart}\" data-chart=\"{chart}\"");
-        let at = page.find(&figure).unwrap_or_else(|| panic!("{chart} missing"));
-        assert!(page[at..].trim_start_matches(|c| c != '\n').trim_start().starts_with("<svg"));
-    }
-    for network in ["http://", "https://", "src=", "href=", "url(", "@import", "<script", "<link"] {
-        assert!(!page.contains(network), "the page refers to {network}");
-    }
-    page
-}
 
 #[test]
 fn simulate_report_has_memory_time_and_timeline_charts() {
