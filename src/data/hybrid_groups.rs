@@ -19,9 +19,9 @@ use rand::rngs::StdRng;
 use super::shape_cache::ShapeCache;
 use super::{AttentionWork, Data};
 
-/// Document pieces placed for one batch shape at most (2^14): as many global batches as hold
+/// Document pieces placed for one batch shape at most (2^12): as many global batches as hold
 /// about that many, from one to [`PLACED_BATCHES`].
-const PLACED_PIECES: u64 = 1 << 14;
+const PLACED_PIECES: u64 = 1 << 12;
 /// Global batches placed at most.
 const PLACED_BATCHES: u64 = 64;
 
@@ -85,59 +85,76 @@ impl PlacedBatches {
 /// The placements of one run's data by batch shape.
 pub type PlacementCache = ShapeCache<GroupShape, PlacedBatches>;
 
-/// Places global batches of `shape` drawn from `data` (pieces cut at `work`'s sequence length).
-/// By work, a piece weighs `flops[0]` per token plus `flops[1]` per unit of its attention FLOP
-/// ratio, over its group size.
-pub fn place_documents(
-    data: &Data,
-    work: &AttentionWork<'_>,
-    flops: [f64; 2],
-    shape: GroupShape,
-) -> PlacedBatches {
+/// Global batches of document pieces, each batch's longest first, as a loader hands them to its
+/// scheduler: drawn once per run and placed for each batch shape.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DrawnBatches {
+    /// Every batch's pieces: tokens and attention terms `[a, b]`.
+    pieces: Vec<(u64, [f64; 2])>,
+    /// Where each batch's pieces end.
+    batch_ends: Vec<usize>,
+}
+
+/// The drawn batches of one run's data by tokens per global batch.
+pub type DrawCache = ShapeCache<u64, DrawnBatches>;
+
+/// Draws global batches of `tokens_per_batch` tokens from `data`, documents cut at `work`'s
+/// sequence length: as many batches as hold about [`PLACED_PIECES`] pieces, one to
+/// [`PLACED_BATCHES`].
+pub fn draw_batches(data: &Data, work: &AttentionWork<'_>, tokens_per_batch: u64) -> DrawnBatches {
     let seq = work.seq_len().max(1);
-    let ranks = shape.ranks.clamp(1, u64::from(u32::MAX)) as usize;
     let mean_piece = data.distribution().mean_length().clamp(1.0, seq as f64);
-    let pieces_per_batch = (shape.tokens_per_batch as f64 / mean_piece).ceil().max(1.0);
+    let pieces_per_batch = (tokens_per_batch as f64 / mean_piece).ceil().max(1.0);
     let batches = ((PLACED_PIECES as f64 / pieces_per_batch) as u64).clamp(1, PLACED_BATCHES);
     let mut rng = StdRng::seed_from_u64(data.seed());
-    let mut placed = PlacedBatches { ranks, ..PlacedBatches::default() };
-    let mut pieces: Vec<u64> = Vec::new();
+    let mut drawn = DrawnBatches::default();
     for _ in 0..batches {
-        pieces.clear();
-        let mut left = shape.tokens_per_batch;
+        let start = drawn.pieces.len();
+        let mut left = tokens_per_batch;
         while left > 0 {
             let mut length = data.distribution().draw(&mut rng).clamp(1, left);
             left -= length;
             while length > 0 {
                 let piece = length.min(seq);
                 length -= piece;
-                pieces.push(piece);
+                drawn.pieces.push((piece, work.piece(piece).unwrap_or([0.0; 2])));
             }
         }
-        place_batch(&mut pieces, shape, work, flops, &mut placed.documents);
+        drawn.pieces[start..].sort_by_key(|piece| Reverse(piece.0));
+        drawn.batch_ends.push(drawn.pieces.len());
+    }
+    drawn
+}
+
+/// Places the `drawn` batches on the groups of `shape`. By work, a piece weighs `flops[0]` per
+/// token plus `flops[1]` per unit of its attention FLOP ratio, over its group size.
+pub fn place_documents(drawn: &DrawnBatches, flops: [f64; 2], shape: GroupShape) -> PlacedBatches {
+    let ranks = shape.ranks.clamp(1, u64::from(u32::MAX)) as usize;
+    let mut placed = PlacedBatches { ranks, ..PlacedBatches::default() };
+    let mut start = 0;
+    for &end in &drawn.batch_ends {
+        place_batch(&drawn.pieces[start..end], shape, flops, &mut placed.documents);
         placed.batch_ends.push(placed.documents.len());
+        start = end;
     }
     placed
 }
 
-/// Places one batch's `pieces`, longest first: each on the aligned block of its group size whose
+/// Places one batch's `pieces` (longest first): each on the aligned block of its group size whose
 /// busiest member carries the least estimated work (ties to the first block), adding the
 /// piece's weight over its group size to every member. Groups shrink with length, so the pieces
 /// that need one rank come last and are placed from a heap of the ranks' loads.
 fn place_batch(
-    pieces: &mut [u64],
+    pieces: &[(u64, [f64; 2])],
     shape: GroupShape,
-    work: &AttentionWork<'_>,
     flops: [f64; 2],
     out: &mut Vec<PlacedDocument>,
 ) {
-    pieces.sort_unstable_by(|x, y| y.cmp(x));
     let ranks = shape.ranks.max(1) as usize;
     let mut loads = vec![0.0f64; ranks];
     let mut heap: Option<BinaryHeap<Reverse<(u64, usize)>>> = None;
-    for &piece in pieces.iter() {
+    for &(piece, attention) in pieces {
         let group = shape.group(piece) as usize;
-        let attention = work.piece(piece).unwrap_or([0.0; 2]);
         let weight = if shape.by_work {
             flops[0] * piece as f64 + flops[1] * attention[0]
         } else {
@@ -201,7 +218,8 @@ mod tests {
             tokens_per_batch: 4 * 131072,
             by_work: false,
         };
-        let placed = place_documents(&data, &work, [1.0, 0.0], shape);
+        let drawn = draw_batches(&data, &work, shape.tokens_per_batch);
+        let placed = place_documents(&drawn, [1.0, 0.0], shape);
         assert!(!placed.batch_ends.is_empty());
         for batch in placed.batches() {
             let tokens: f64 = batch.iter().map(|d| d.tokens).sum();
@@ -215,15 +233,16 @@ mod tests {
             }
         }
         // The same data, model and shape place the same batches.
-        assert_eq!(place_documents(&data, &work, [1.0, 0.0], shape), placed);
+        assert_eq!(
+            place_documents(&draw_batches(&data, &work, 4 * 131072), [1.0, 0.0], shape),
+            placed
+        );
     }
 
     #[test]
     fn short_documents_fill_the_ranks_evenly() {
         // 64 documents of 1,024 tokens on 4 ranks: 16 each.
-        let mut pieces = vec![1024u64; 64];
-        let flops = |tokens: u64| tokens as f64;
-        let work = AttentionWork::new(&flops, 4096);
+        let pieces = vec![(1024u64, [0.0; 2]); 64];
         let shape = GroupShape {
             ranks: 4,
             max_tokens_per_rank: 4096,
@@ -231,7 +250,7 @@ mod tests {
             by_work: false,
         };
         let mut out = Vec::new();
-        place_batch(&mut pieces, shape, &work, [1.0, 0.0], &mut out);
+        place_batch(&pieces, shape, [1.0, 0.0], &mut out);
         let mut per_rank = [0usize; 4];
         for document in &out {
             per_rank[document.first_rank as usize] += 1;

@@ -14,7 +14,8 @@ mod shape_cache;
 
 pub use distribution::{LengthBinSpec, LengthDistribution};
 pub use hybrid_groups::{
-    GroupShape, PlacedBatches, PlacedDocument, PlacementCache, place_documents,
+    DrawCache, DrawnBatches, GroupShape, PlacedBatches, PlacedDocument, PlacementCache,
+    draw_batches, place_documents,
 };
 pub use loads::{AttentionWork, SequenceLoads, sample_sequences, sequence_values};
 pub use repacking::{DealCache, DealShape, DealtWindows, deal_windows};

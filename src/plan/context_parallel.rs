@@ -100,6 +100,10 @@ pub enum HybridCpScheduler {
 }
 
 impl HybridCpScheduler {
+    /// Every scheduler, in the order the CLI lists them.
+    pub const ALL: [HybridCpScheduler; 2] =
+        [HybridCpScheduler::Megatron, HybridCpScheduler::ByWork];
+
     /// The name used on the command line and in files.
     pub fn name(self) -> &'static str {
         match self {

@@ -359,7 +359,7 @@ pub struct PlanSpec {
     #[arg(help_heading = PLAN, alias = "hybrid-context-parallel")]
     pub hybrid_cp: Option<bool>,
     /// With --hybrid-cp: the most tokens of one document a rank holds (Megatron-LM
-    /// --max-seqlen-per-dp-cp-rank). [default: micro-batch x seq-len / cp]
+    /// --max-seqlen-per-dp-cp-rank). [default: seq-len / cp]
     #[arg(long, value_name = "TOKENS", allow_negative_numbers = true, help_heading = PLAN)]
     #[arg(alias = "max-seqlen-per-dp-cp-rank")]
     pub max_seqlen_per_rank: Option<i64>,

@@ -56,7 +56,8 @@ pub(super) struct HybridCpInputs<'a> {
 
 /// `plan.hybrid_cp` and `plan.max_seqlen_per_rank`: the `dp x cp` ranks are one pool of a power
 /// of two of at least 2 (Megatron-LM builds the groups as aligned power-of-two blocks), with no
-/// pipeline (its release asserts pp 1), exchanging over a ring, not also re-packing; a rank holds
+/// pipeline (its release asserts pp 1), exchanging over a ring, not also re-packing, with
+/// micro-batches of one sequence (the loader hands out whole documents); a rank holds
 /// at most the tokens it holds without the groups (the memory is priced so), and the pool holds a
 /// whole sequence (Megatron-LM's buffer check).
 pub(super) fn validate_hybrid_cp(
@@ -91,7 +92,7 @@ pub(super) fn validate_hybrid_cp(
                     tokens,
                     format!(
                         "must be 1 to the {held} tokens a rank holds of a micro-batch \
-                         (micro-batch x seq_len / cp), whose memory the plan is priced at"
+                         (seq_len / cp), whose memory the plan is priced at"
                     ),
                     format!("leave it unset ({held}) or give fewer tokens"),
                 );
@@ -129,6 +130,15 @@ pub(super) fn validate_hybrid_cp(
             cp_comm.name(),
             "per-document groups exchange keys and values over a ring (p2p)",
             "use --cp-comm ring with --hybrid-cp",
+        );
+    }
+    if training.micro_batch != 1 {
+        collector.add(
+            hybrid,
+            format!("micro_batch {}", training.micro_batch),
+            "needs micro-batches of one sequence: the loader hands each rank whole documents, \
+             not micro-batches, and a rank holds at most max_seqlen_per_rank tokens of one",
+            "set --micro-batch 1 (and --max-seqlen-per-rank for the tokens a rank holds)",
         );
     }
     if balance_window > 0 {

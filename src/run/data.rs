@@ -4,9 +4,9 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::data::{
-    AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, GroupShape, PlacedBatches,
-    PlacementCache, SequenceLoads, deal_windows, place_documents, sample_sequences,
-    sequence_values,
+    AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, DrawCache, GroupShape,
+    PlacedBatches, PlacementCache, SequenceLoads, deal_windows, draw_batches, place_documents,
+    sample_sequences, sequence_values,
 };
 use crate::model::Model;
 use crate::plan::Plan;
@@ -25,7 +25,9 @@ pub struct RunData {
     deal_weight: [f64; 2],
     /// Re-packed windows by batch shape, shared by the runs that price this data.
     dealt: DealCache,
-    /// Documents placed on hybrid context-parallel groups by batch shape, shared likewise.
+    /// Global batches of documents drawn for hybrid context-parallel groups, by tokens per
+    /// batch, and their placements by batch shape, shared likewise.
+    drawn: DrawCache,
     placed: PlacementCache,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
@@ -46,9 +48,15 @@ impl RunData {
     /// time a run of this data asks (`model` is the run's).
     pub fn placed(&self, model: &Model, shape: GroupShape) -> Arc<OnceLock<PlacedBatches>> {
         self.placed.get_or_make(shape, || {
-            let flops = |tokens: u64| model.document_attention_flops(tokens);
-            let work = AttentionWork::new(&flops, self.seq_len);
-            place_documents(&self.data, &work, self.deal_weight, shape)
+            let drawn = self.drawn.get_or_make(shape.tokens_per_batch, || {
+                let flops = |tokens: u64| model.document_attention_flops(tokens);
+                let work = AttentionWork::new(&flops, self.seq_len);
+                draw_batches(&self.data, &work, shape.tokens_per_batch)
+            });
+            match drawn.get() {
+                Some(drawn) => place_documents(drawn, self.deal_weight, shape),
+                None => PlacedBatches::default(),
+            }
         })
     }
 
@@ -111,6 +119,7 @@ pub(crate) fn validate_data(
         loads,
         deal_weight,
         dealt: DealCache::default(),
+        drawn: DrawCache::default(),
         placed: PlacementCache::default(),
         seq_len,
     }))

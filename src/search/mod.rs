@@ -33,7 +33,7 @@ use crate::estimate::{Estimate, estimate_simulated_from};
 use crate::export::Engine;
 use crate::hardware::Cluster;
 use crate::model::Model;
-use crate::plan::{PlanSpec, RecomputeKind};
+use crate::plan::{HybridCpScheduler, PlanSpec, RecomputeKind};
 use crate::presets;
 use crate::run::{Run, RunParts, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions};
@@ -222,6 +222,16 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             (None, _) => 0,
             (Some(_), None) => MAX_SEARCHED_BALANCE_WINDOW,
             (Some(_), Some(engine)) => engine.capabilities().balance_window,
+        },
+        // With document lengths, the hybrid-CP schedulers the target engine's loader has (both
+        // with no target).
+        hybrid_cp_schedulers: match (&spec.base.data, spec.engine) {
+            (None, _) => &[],
+            (Some(_), None) => &HybridCpScheduler::ALL,
+            (Some(_), Some(engine)) if engine.capabilities().hybrid_cp => {
+                &[HybridCpScheduler::Megatron]
+            }
+            (Some(_), Some(_)) => &[],
         },
     })
 }

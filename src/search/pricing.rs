@@ -346,6 +346,10 @@ pub(super) fn price_all(
                     let (layout, sharding, inner) =
                         (place.layout(), place.sharding(), place.inner());
                     let candidate = place.candidate(blocks);
+                    // Hybrid CP places documents by its own scheduler: re-packing them as well
+                    // breaks a rule, so its window variants are rejected unpriced.
+                    let hybrid = candidate.hybrid_cp.is_some();
+                    let priced_windows = if hybrid { &[][..] } else { &block.balance_windows[1..] };
                     let priced = if states[*b].verdict(block, layout, sharding, inner).is_some() {
                         Priced::Rejected(RejectionKind::DoesNotFit, None)
                     } else {
@@ -353,7 +357,7 @@ pub(super) fn price_all(
                             tables: &tables[slots[*b][inner]],
                             pricing: &pricing,
                         });
-                        price(spec, template, candidate, shared, false, &block.balance_windows[1..])
+                        price(spec, template, candidate, shared, false, priced_windows)
                     };
                     // The same candidate re-packing over each further window.
                     let variant = |w: usize| {
@@ -361,9 +365,15 @@ pub(super) fn price_all(
                         Place::new(*b, layout, sharding, place.recompute(), inner)
                     };
                     count += windows - 1;
+                    if hybrid {
+                        for w in 1..windows {
+                            tally.reject(RejectionKind::BreaksARule, variant(w));
+                        }
+                    }
                     match priced {
                         Priced::Rejected(kind, _) => {
-                            for w in 0..windows {
+                            // The base and the variants priced with it share its verdict.
+                            for w in 0..=priced_windows.len() {
                                 tally.reject(kind, if w == 0 { place } else { variant(w) });
                             }
                         }
@@ -390,10 +400,11 @@ pub(super) fn price_all(
         .collect();
     // The first rejection of each kind is explained: the model-states verdict of its layout, or
     // the candidate priced again with its reason written.
-    let explain = |place: Place| -> Rejection {
+    let explain = |kind: RejectionKind, place: Place| -> Rejection {
         let (b, block) = (place.block(), &blocks[place.block()]);
-        if let Some(reason) =
-            states[b].verdict(block, place.layout(), place.sharding(), place.inner())
+        if kind == RejectionKind::DoesNotFit
+            && let Some(reason) =
+                states[b].verdict(block, place.layout(), place.sharding(), place.inner())
         {
             return reason.clone();
         }
@@ -417,7 +428,7 @@ pub(super) fn price_all(
     let mut rejections = Rejections::default();
     for (kind, entry) in KINDS.into_iter().zip(first) {
         if let Some((count, place)) = entry {
-            rejections.add_many(kind, count, || explain(place));
+            rejections.add_many(kind, count, || explain(kind, place));
         }
     }
     (kept, rejections)

@@ -157,6 +157,7 @@ mod tests {
             ep: 1,
             etp: 1,
             balance_window: 0,
+            hybrid_cp: None,
         };
         RankedPlan { candidate, run, estimate, closed_form: Seconds::new(1.0), equivalents: vec![] }
     }

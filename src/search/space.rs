@@ -10,7 +10,9 @@
 //! Divisibility that the enumeration does not guarantee is left to `Run::from_spec`, so a rejected
 //! candidate carries the same reason a user would see.
 
-use crate::plan::{CpComm, FsdpMode, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind};
+use crate::plan::{
+    CpComm, FsdpMode, HybridCpScheduler, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind,
+};
 
 /// Data-parallel sharding of a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -79,6 +81,8 @@ pub struct Candidate {
     /// Global batches whose documents a balancing loader re-packs together (0: packed as they
     /// arrive).
     pub balance_window: u64,
+    /// Per-document context-parallel groups and their scheduler (`None`: static CP).
+    pub hybrid_cp: Option<HybridCpScheduler>,
 }
 
 /// Limits on the space, from the user.
@@ -126,6 +130,9 @@ pub struct Shape {
     /// (no document lengths, or a target engine whose loader does not balance), else every
     /// power of two up to it.
     pub max_balance_window: u64,
+    /// The hybrid-CP schedulers tried beside static CP on layouts without a pipeline (none
+    /// without document lengths, or when the target engine has no hybrid CP).
+    pub hybrid_cp_schedulers: &'static [HybridCpScheduler],
 }
 
 /// Largest micro-batch size the space tries.
@@ -197,20 +204,29 @@ pub struct Block {
     pub experts: Vec<(u64, u64)>,
     /// Re-packing windows (0: packed as documents arrive).
     pub balance_windows: Vec<u64>,
+    /// Static CP (`None`) and the hybrid-CP schedulers tried.
+    pub hybrid_cps: Vec<Option<HybridCpScheduler>>,
 }
 
 impl Block {
-    /// Combinations of re-packing window, micro-batch, exchange and expert layout: with tp and cp,
-    /// what a candidate's op tables depend on (all but the window, which prices the step only).
-    /// `inner` numbers them in enumeration order, the window slowest.
+    /// Combinations of re-packing window, hybrid CP, micro-batch, exchange and expert layout: with
+    /// tp and cp, what a candidate's op tables depend on (all but the window, which prices the
+    /// step only, and hybrid CP, which prices the work from the same tables). `inner` numbers them
+    /// in enumeration order, the window slowest.
     pub fn inner_len(&self) -> usize {
         self.balance_windows.len() * self.per_window()
     }
 
-    /// Inner combinations of one re-packing window (micro-batch, exchange and expert layout):
-    /// window `w`'s combinations are `w x per_window()` onwards.
+    /// Inner combinations of one re-packing window (hybrid CP, micro-batch, exchange and expert
+    /// layout): window `w`'s combinations are `w x per_window()` onwards.
     pub fn per_window(&self) -> usize {
-        self.micro_batches.len() * self.exchanges.len() * self.experts.len()
+        self.hybrid_cps.len() * self.micro_batches.len() * self.exchanges.len() * self.experts.len()
+    }
+
+    /// The hybrid CP of inner combination `inner`.
+    pub fn hybrid_cp(&self, inner: usize) -> Option<HybridCpScheduler> {
+        let below = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
+        self.hybrid_cps[(inner / below.max(1)) % self.hybrid_cps.len().max(1)]
     }
 
     /// Candidates in the block.
@@ -264,6 +280,7 @@ impl Block {
             ep,
             etp,
             balance_window: self.balance_window(inner),
+            hybrid_cp: self.hybrid_cp(inner),
         }
     }
 
@@ -353,6 +370,7 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                     exchanges,
                     experts,
                     balance_windows: balance_windows(shape, pins),
+                    hybrid_cps: hybrid_cps(shape, pp, dp * cp, pins),
                 });
             }
         }
@@ -434,6 +452,30 @@ fn balance_windows(shape: &Shape, pins: &PlanSpec) -> Vec<u64> {
         .chain(std::iter::successors(Some(1), |w: &u64| w.checked_mul(2)))
         .take_while(|&w| w <= shape.max_balance_window)
         .collect()
+}
+
+/// Static CP, and per-document groups with each scheduler the shape allows where a plan can
+/// have them (no pipeline, a power-of-two pool of `dp x cp` ranks of at least 2); a pin keeps
+/// its choice alone.
+fn hybrid_cps(
+    shape: &Shape,
+    pp: u64,
+    pool: u64,
+    pins: &PlanSpec,
+) -> Vec<Option<HybridCpScheduler>> {
+    let possible = pp == 1 && pool >= 2 && pool.is_power_of_two();
+    let hybrid = shape
+        .hybrid_cp_schedulers
+        .iter()
+        .copied()
+        .filter(|scheduler| agrees(pins.hybrid_cp_scheduler, *scheduler))
+        .filter(|_| possible)
+        .map(Some);
+    match pins.hybrid_cp {
+        Some(true) => hybrid.collect(),
+        Some(false) => vec![None],
+        None => std::iter::once(None).chain(hybrid).collect(),
+    }
 }
 
 /// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
@@ -594,6 +636,9 @@ impl Candidate {
             recompute: Some(self.recompute.kind()),
             recompute_num_layers,
             balance_window: Some(self.balance_window as i64),
+            hybrid_cp: Some(self.hybrid_cp.is_some()),
+            hybrid_cp_scheduler: self.hybrid_cp,
+            max_seqlen_per_rank: self.hybrid_cp.and(template.max_seqlen_per_rank),
             ..template.clone()
         }
     }
@@ -616,6 +661,7 @@ mod tests {
             experts: 0,
             selective_recompute: RecomputeKind::Selective,
             max_balance_window: 0,
+            hybrid_cp_schedulers: &[],
         }
     }
 

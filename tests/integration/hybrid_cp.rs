@@ -2,9 +2,10 @@
 //! comparison of static DP x CP with groups sized to each document, the rules a hybrid plan
 //! must pass (every problem at once), and what the exporters write or refuse.
 
-use meshplan::data::DataSpec;
+use meshplan::data::{DataSpec, LengthBinSpec};
 use meshplan::export::{Engine, export};
 use meshplan::plan::{HybridCpScheduler, PlanSpec, RecomputeKind};
+use meshplan::search::{Constraints, SearchReport, SearchSpec, brute_force, search};
 use meshplan::{Run, RunSpec, closed_form, presets};
 
 use crate::support::{run, spec, training};
@@ -165,4 +166,57 @@ fn a_hybrid_plan_round_trips_through_its_spec() {
     let mut again = bytescale(256 << 10, None);
     again.plan = written;
     assert_eq!(Run::from_spec(&again).unwrap().plan(), plan);
+}
+
+/// A search over 16 H100 at 32K on a long-tailed mix, targeting `engine`.
+fn searched(engine: Option<Engine>, fast: bool) -> SearchReport {
+    let bin = |min, max, count| LengthBinSpec { min, max, count };
+    let mut base = spec(
+        presets::model("llama2-7b").unwrap(),
+        "h100-sxm",
+        16,
+        training(32768, 16, 1, None),
+        PlanSpec::default(),
+    );
+    base.data = Some(DataSpec {
+        histogram: Some(vec![bin(256, 2048, 900), bin(8192, 65536, 60)]),
+        ..DataSpec::default()
+    });
+    let spec = SearchSpec {
+        base,
+        constraints: Constraints::default(),
+        memory_headroom: 0.05,
+        engine,
+        top: 5,
+    };
+    if fast { search(&spec, &|_, _| {}).unwrap() } else { brute_force(&spec).unwrap() }
+}
+
+/// With document lengths the search tries per-document groups on every layout without a
+/// pipeline: both schedulers with no target engine, Megatron-LM's alone when it is the target,
+/// and its bound-pruned fast path ranks them as simulating everything does.
+#[test]
+fn a_search_with_lengths_tries_hybrid_cp_where_a_plan_can_have_it() {
+    let schedulers = |report: &SearchReport| {
+        let mut seen: Vec<Option<HybridCpScheduler>> = Vec::new();
+        for point in &report.points {
+            let candidate = report.candidate(point);
+            if candidate.hybrid_cp.is_some() {
+                assert_eq!(candidate.pp, 1, "{candidate:?}");
+            }
+            if !seen.contains(&candidate.hybrid_cp) {
+                seen.push(candidate.hybrid_cp);
+            }
+        }
+        seen.sort();
+        seen
+    };
+    let free = searched(None, true);
+    let all = [None, Some(HybridCpScheduler::Megatron), Some(HybridCpScheduler::ByWork)];
+    assert_eq!(schedulers(&free), all);
+    let megatron = searched(Some(Engine::Megatron), true);
+    assert_eq!(schedulers(&megatron), all[..2]);
+    let order =
+        |report: &SearchReport| report.plans.iter().map(|plan| plan.candidate).collect::<Vec<_>>();
+    assert_eq!(order(&free), order(&searched(None, false)));
 }
