@@ -33,7 +33,7 @@ use crate::estimate::{Estimate, estimate_simulated_from};
 use crate::export::Engine;
 use crate::hardware::Cluster;
 use crate::model::Model;
-use crate::plan::{PlanSpec, RecomputeKind};
+use crate::plan::{CpComm, PlanSpec, RecomputeKind};
 use crate::presets;
 use crate::run::{Run, RunParts, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions};
@@ -223,6 +223,10 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             (Some(_), None) => MAX_SEARCHED_BALANCE_WINDOW,
             (Some(_), Some(engine)) => engine.capabilities().balance_window,
         },
+        // Every exchange with no target, else the ones the target runs.
+        mesh_attention: spec
+            .engine
+            .is_none_or(|engine| engine.capabilities().cp_comms.contains(&CpComm::Mesh)),
     })
 }
 

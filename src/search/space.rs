@@ -10,7 +10,9 @@
 //! Divisibility that the enumeration does not guarantee is left to `Run::from_spec`, so a rejected
 //! candidate carries the same reason a user would see.
 
-use crate::plan::{CpComm, FsdpMode, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind};
+use crate::plan::{
+    CpComm, FsdpMode, MeshGrid, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind,
+};
 
 /// Data-parallel sharding of a candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -126,6 +128,8 @@ pub struct Shape {
     /// (no document lengths, or a target engine whose loader does not balance), else every
     /// power of two up to it.
     pub max_balance_window: u64,
+    /// Whether Mesh-Attention is tried: with no target engine (no release runs it).
+    pub mesh_attention: bool,
 }
 
 /// Largest micro-batch size the space tries.
@@ -320,7 +324,7 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                         agrees(size(pins.vp), vp) && agrees(pins.schedule, schedule)
                     })
                     .collect();
-                let exchanges: Vec<CpComm> = cp_exchanges(shape, tp, cp)
+                let exchanges: Vec<CpComm> = cp_exchanges(shape, tp, cp, pins.cp_comm)
                     .into_iter()
                     .filter(|exchange| agrees(pins.cp_comm, *exchange))
                     .collect();
@@ -437,8 +441,10 @@ fn balance_windows(shape: &Shape, pins: &PlanSpec) -> Vec<u64> {
 }
 
 /// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
-/// divides the heads per TP rank, the hierarchical mix when the CP group spans NVLink domains.
-fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
+/// divides the heads per TP rank, the hierarchical mix when the CP group spans NVLink domains,
+/// and Mesh-Attention where cp has a grid of at least 2 x 2 and the shape tries it or the user
+/// pinned it (a target engine then rejects it, saying why).
+fn cp_exchanges(shape: &Shape, tp: u64, cp: u64, pinned: Option<CpComm>) -> Vec<CpComm> {
     let mut out = vec![CpComm::Ring];
     if cp > 1 {
         if (shape.heads / tp).is_multiple_of(cp) {
@@ -446,6 +452,10 @@ fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
         }
         if tp * cp > shape.nvlink_domain {
             out.push(CpComm::Hierarchical);
+        }
+        let mesh = shape.mesh_attention || pinned == Some(CpComm::Mesh);
+        if mesh && !MeshGrid::all(cp).is_empty() {
+            out.push(CpComm::Mesh);
         }
     }
     out
@@ -616,6 +626,7 @@ mod tests {
             experts: 0,
             selective_recompute: RecomputeKind::Selective,
             max_balance_window: 0,
+            mesh_attention: false,
         }
     }
 
@@ -674,5 +685,30 @@ mod tests {
         let all = candidates(&wide, &Constraints::default(), &PlanSpec::default());
         assert!(all.iter().any(|c| c.pp == 32 && c.recompute == RecomputeChoice::None));
         assert!(!all.iter().any(|c| c.pp == 32 && c.split == PipelineSplit::Even && half(c)));
+    }
+
+    #[test]
+    fn mesh_attention_is_tried_only_without_a_target_engine_and_on_a_two_by_two_grid() {
+        let exchanges = |shape: &Shape| -> std::collections::BTreeSet<(u64, CpComm)> {
+            candidates(shape, &Constraints::default(), &PlanSpec::default())
+                .iter()
+                .map(|c| (c.cp, c.cp_comm))
+                .collect()
+        };
+        let targeted = exchanges(&shape());
+        assert!(!targeted.iter().any(|&(_, comm)| comm == CpComm::Mesh));
+        let any_engine = exchanges(&Shape { mesh_attention: true, ..shape() });
+        let mesh: Vec<u64> = any_engine
+            .iter()
+            .filter(|(_, comm)| *comm == CpComm::Mesh)
+            .map(|(cp, _)| *cp)
+            .collect();
+        // cp 4, 8 and 16 of 16 GPUs; cp 2 has only the ring's one-row grid.
+        assert_eq!(mesh, [4, 8, 16]);
+        assert!(targeted.iter().all(|pair| any_engine.contains(pair)));
+        // Pinned, a targeted search prices it too, for the engine check to reject with its reason.
+        let pins = PlanSpec { cp_comm: Some(CpComm::Mesh), ..PlanSpec::default() };
+        let pinned = candidates(&shape(), &Constraints::default(), &pins);
+        assert!(!pinned.is_empty() && pinned.iter().all(|c| c.cp_comm == CpComm::Mesh));
     }
 }
