@@ -14,7 +14,7 @@ use crate::cost::kernels::{
 };
 use crate::hardware::PrecisionClass;
 use crate::model::MlpKind;
-use crate::plan::{ExpertDispatch, Precision, RecomputeModule};
+use crate::plan::{CpComm, ExpertDispatch, Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops, Seconds};
 
@@ -413,7 +413,8 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
     let micro_batch = run.training().micro_batch() as f64;
     // Causal attention over the whole sequence, split evenly across TP heads and CP ranks (CP
     // balances the causal triangle by giving each rank a head and a tail chunk). Ulysses ranks
-    // attend over the whole sequence with a share of the heads; ring ranks over their chunk.
+    // attend over the whole sequence with a share of the heads; ring ranks over their chunk, and
+    // Mesh-Attention ranks too (they compute their tile a block at a time).
     let total = model.layer_attention_flops_per_token(run.training().seq_len()) * seq * micro_batch;
     let flops = Flops::new(total / (ctx.tp * plan.cp() as f64));
     let kernel_seq = seq * plan.cp_a2a() as f64 / plan.cp() as f64;
@@ -445,11 +446,16 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
 /// overlapped with the attention blocks. Ulysses: all-to-alls of Q, K, V before attention and of
 /// the output after it (their gradients in the backward), blocking the layer. Hierarchical: the
 /// all-to-all inside the NVLink domain, then a ring of the remaining ranks over the gathered
-/// sequence chunk with the domain's share of the heads.
+/// sequence chunk with the domain's share of the heads. Mesh-Attention: gathers over the rows and
+/// columns of a grid of the cp ranks, overlapped like the ring's steps (`mesh_attention.rs`).
 fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
     let run = ctx.run;
     let model = run.model();
     let plan = run.plan();
+    if plan.cp_comm() == CpComm::Mesh {
+        crate::cost::mesh_attention::push_exchange(run, table);
+        return;
+    }
     let links = run.cluster().interconnect();
     let act = Precision::ACTIVATION_BYTES;
     let a2a = plan.cp_a2a();

@@ -1,5 +1,6 @@
 //! The analytical cost model: GEMM and attention kernel times (`kernels.rs`), collective
-//! communication (`collective.rs`), the per-layer operation table (`layer.rs`), memory per
+//! communication (`collective.rs`), the per-layer operation table (`layer.rs`, with
+//! Mesh-Attention's context-parallel exchange in `mesh_attention.rs`), memory per
 //! pipeline stage (`memory.rs`), one micro-batch's work through a segment (`work.rs`), the
 //! step-level terms (`step_terms.rs`: pipeline send, data-parallel collectives, optimizer), one
 //! run priced once for the closed form and the simulator (`priced.rs`), the closed-form assembly
@@ -18,6 +19,7 @@ pub mod imbalance;
 pub mod kernels;
 pub mod layer;
 pub mod memory;
+pub mod mesh_attention;
 pub mod op_table;
 pub mod priced;
 pub mod repacking;

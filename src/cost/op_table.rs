@@ -29,7 +29,8 @@ pub enum OpKind {
     Memory,
     /// Tensor-parallel collective.
     TpComm,
-    /// Context-parallel ring exchange of keys and values (overlaps attention).
+    /// Context-parallel exchange that overlaps attention: the ring's key/value steps, or
+    /// Mesh-Attention's gathers and reductions over its grid.
     CpComm,
     /// Context-parallel all-to-all (Ulysses), which blocks the layer.
     CpAllToAll,

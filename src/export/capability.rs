@@ -100,7 +100,8 @@ const MEGATRON: Capabilities = Capabilities {
     tp_comm_overlap: true,
     selective_recompute: Some(RecomputeKind::Selective),
     partial_recompute: true,
-    cp_comms: &CpComm::ALL,
+    // `--cp-comm-type p2p`, `a2a`, `a2a+p2p`; Mesh-Attention is in no release.
+    cp_comms: &[CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical],
     deduplicated_dispatch: true,
     expert_tensor_parallel: ExpertTensorParallel::Any,
     capacity_factor: true,
@@ -274,7 +275,7 @@ pub enum Refusal {
         /// Context-parallel size.
         cp: u64,
     },
-    /// A context-parallel exchange the engine does not run.
+    /// A context-parallel exchange the engine does not run (Mesh-Attention: none runs it).
     CpComm {
         /// The plan's exchange.
         comm: CpComm,
@@ -411,6 +412,9 @@ impl fmt::Display for Refusal {
             ),
             Refusal::ContextParallel { .. } => f.write_str(
                 "context parallelism is Ulysses sequence parallelism there, not ring attention; use --cp 1",
+            ),
+            Refusal::CpComm { comm: CpComm::Mesh } => f.write_str(
+                "no released engine runs Mesh-Attention (Chen et al. 2025); meshplan prices it only; use --cp-comm ring",
             ),
             Refusal::CpComm { comm } => write!(
                 f,

@@ -215,6 +215,9 @@ pub fn arguments(run: &Run) -> String {
                 args.push("--cp-comm-type a2a+p2p".into());
                 args.push(format!("--hierarchical-context-parallel-sizes {a2a} {ring}"));
             }
+            // No release has it: `export` refuses the plan before its flags are written
+            // (`Refusal::CpComm`).
+            CpComm::Mesh => {}
         }
     }
     if let Some(hybrid) = plan.hybrid_cp() {

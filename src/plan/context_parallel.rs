@@ -31,11 +31,16 @@ pub enum CpComm {
     /// `--hierarchical-context-parallel-sizes`).
     #[value(alias = "a2a+p2p")]
     Hierarchical,
+    /// Mesh-Attention (Chen et al. 2025): each rank computes an a x b tile of the attention
+    /// matrix's query-chunk x key/value-chunk blocks (a x b = cp, both at least 2), gathering its
+    /// rows' queries and its columns' keys and values; priced only, no released engine runs it
+    Mesh,
 }
 
 impl CpComm {
     /// Every kind, in the order the CLI lists them.
-    pub const ALL: [CpComm; 3] = [CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical];
+    pub const ALL: [CpComm; 4] =
+        [CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical, CpComm::Mesh];
 
     /// The name used on the command line and in files.
     pub fn name(self) -> &'static str {
@@ -43,7 +48,42 @@ impl CpComm {
             CpComm::Ring => "ring",
             CpComm::AllToAll => "all-to-all",
             CpComm::Hierarchical => "hierarchical",
+            CpComm::Mesh => "mesh",
         }
+    }
+}
+
+/// A Mesh-Attention grid of `rows x columns = cp` ranks. The sequence's query chunks and
+/// key/value chunks index the attention matrix's rows and columns; each rank computes a tile of
+/// `rows` query chunks by `columns` key/value chunks, its own query and key/value chunk among them
+/// (the paper's "local Q-KV" arrangement). Tiles are dealt row-first, so the `rows` ranks that
+/// share a tile row (its query chunks) are consecutive cp ranks and the `columns` ranks that share
+/// a tile column (its key/value chunks) are every `rows`-th one. A one-row grid is ring attention.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MeshGrid {
+    /// Query chunks in a tile: the ranks of one tile row, which all-gather them.
+    pub rows: u64,
+    /// Key/value chunks in a tile: the ranks of one tile column, which all-gather them.
+    pub columns: u64,
+}
+
+impl MeshGrid {
+    /// Every grid of `cp` ranks with at least two rows and two columns, fewest rows first. None
+    /// for cp below 4 or prime, whose only grid is the ring's single row.
+    pub fn all(cp: u64) -> Vec<MeshGrid> {
+        let mut rows: Vec<u64> = Vec::new();
+        let mut divisor: u64 = 2;
+        while divisor.saturating_mul(divisor) <= cp {
+            if cp.is_multiple_of(divisor) {
+                rows.push(divisor);
+                if divisor * divisor != cp {
+                    rows.push(cp / divisor);
+                }
+            }
+            divisor += 1;
+        }
+        rows.sort_unstable();
+        rows.into_iter().map(|rows| MeshGrid { rows, columns: cp / rows }).collect()
     }
 }
 
@@ -110,5 +150,23 @@ impl HybridCpScheduler {
             HybridCpScheduler::Megatron => "megatron",
             HybridCpScheduler::ByWork => "by-work",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mesh_grids_have_two_rows_and_two_columns_at_least() {
+        let shapes = |cp| MeshGrid::all(cp).iter().map(|g| (g.rows, g.columns)).collect::<Vec<_>>();
+        assert_eq!(shapes(16), [(2, 8), (4, 4), (8, 2)]);
+        assert_eq!(shapes(12), [(2, 6), (3, 4), (4, 3), (6, 2)]);
+        assert_eq!(shapes(4), [(2, 2)]);
+        // A ring is the one-row grid: cp 1, 2 and primes have no other.
+        for cp in [0, 1, 2, 3, 7, 13] {
+            assert!(shapes(cp).is_empty(), "{cp}");
+        }
+        assert_eq!(shapes(1 << 20).len(), 19);
     }
 }

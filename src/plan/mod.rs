@@ -12,7 +12,7 @@ mod recompute_modules;
 
 use serde::{Deserialize, Serialize};
 
-pub use context_parallel::{CpComm, HybridCp, HybridCpScheduler};
+pub use context_parallel::{CpComm, HybridCp, HybridCpScheduler, MeshGrid};
 pub use engine::Engine;
 pub use precision::Precision;
 pub use recompute_modules::{RecomputeModule, RecomputeModules};

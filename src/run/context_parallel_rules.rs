@@ -3,13 +3,16 @@
 //! released hybrid context parallel accepts them.
 
 use crate::model::Model;
-use crate::plan::{CpComm, HybridCp, PlanSpec, Training};
+use crate::plan::{CpComm, HybridCp, MeshGrid, PlanSpec, Training};
 use crate::violation::Collector;
 
 /// The context-parallel exchange and its all-to-all size. Ulysses splits each TP rank's heads
 /// over the cp ranks, so `cp` must divide the query heads per TP rank (key/value heads are
 /// replicated when there are fewer); a hierarchical exchange runs its all-to-all over the largest
-/// such divisor of cp whose ranks share an NVLink domain, and a ring over the rest.
+/// such divisor of cp whose ranks share an NVLink domain, and a ring over the rest. Mesh-Attention
+/// deals the attention matrix to the cp ranks as a grid of at least two rows and two columns
+/// (a one-row grid is the ring), so cp must have such a factorisation; its ranks run one block
+/// of the tile at a time, so it has no all-to-all.
 pub(super) fn validate_cp_comm(
     collector: &mut Collector,
     spec: &PlanSpec,
@@ -37,6 +40,21 @@ pub(super) fn validate_cp_comm(
             .filter(|&a| cp.is_multiple_of(a) && heads.is_multiple_of(a) && a * tp <= domain)
             .max()
             .unwrap_or(1),
+        CpComm::Mesh => {
+            if cp > 1 && MeshGrid::all(cp).is_empty() {
+                collector.add(
+                    "plan.cp_comm",
+                    kind.name(),
+                    format!(
+                        "cp {cp} has no grid of at least 2 x 2 ranks to deal the attention \
+                         matrix's tiles over (a single row of tiles is ring attention)"
+                    ),
+                    "use --cp-comm ring, or a cp with a factor pair of at least 2 each \
+                     (4, 6, 8, 9, 16, ...)",
+                );
+            }
+            1
+        }
     };
     (kind, a2a)
 }

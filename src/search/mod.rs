@@ -33,7 +33,7 @@ use crate::estimate::{Estimate, estimate_simulated_from};
 use crate::export::Engine;
 use crate::hardware::Cluster;
 use crate::model::Model;
-use crate::plan::{HybridCpScheduler, PlanSpec, RecomputeKind};
+use crate::plan::{CpComm, HybridCpScheduler, PlanSpec, RecomputeKind};
 use crate::presets;
 use crate::run::{Run, RunParts, RunSpec, validate_training};
 use crate::sim::{SimError, SimOptions};
@@ -233,6 +233,11 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             }
             (Some(_), Some(_)) => &[],
         },
+        // Mesh-Attention is tried only where the target runs it, which no release does: a pin
+        // brings it in (and a target engine then rejects it, saying why).
+        mesh_attention: spec
+            .engine
+            .is_some_and(|engine| engine.capabilities().cp_comms.contains(&CpComm::Mesh)),
     })
 }
 

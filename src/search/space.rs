@@ -11,7 +11,8 @@
 //! candidate carries the same reason a user would see.
 
 use crate::plan::{
-    CpComm, FsdpMode, HybridCpScheduler, PipelineSchedule, PipelineSplit, PlanSpec, RecomputeKind,
+    CpComm, FsdpMode, HybridCpScheduler, MeshGrid, PipelineSchedule, PipelineSplit, PlanSpec,
+    RecomputeKind,
 };
 
 /// Data-parallel sharding of a candidate.
@@ -133,6 +134,9 @@ pub struct Shape {
     /// The hybrid-CP schedulers tried beside static CP on layouts without a pipeline (none
     /// without document lengths, or when the target engine has no hybrid CP).
     pub hybrid_cp_schedulers: &'static [HybridCpScheduler],
+    /// Whether Mesh-Attention is tried unpinned: no release of any engine runs it, so only a
+    /// pin (`--cp-comm mesh`) brings it into a search.
+    pub mesh_attention: bool,
 }
 
 /// Largest micro-batch size the space tries.
@@ -337,7 +341,7 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                         agrees(size(pins.vp), vp) && agrees(pins.schedule, schedule)
                     })
                     .collect();
-                let exchanges: Vec<CpComm> = cp_exchanges(shape, tp, cp)
+                let exchanges: Vec<CpComm> = cp_exchanges(shape, tp, cp, pins.cp_comm)
                     .into_iter()
                     .filter(|exchange| agrees(pins.cp_comm, *exchange))
                     .collect();
@@ -479,8 +483,10 @@ fn hybrid_cps(
 }
 
 /// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
-/// divides the heads per TP rank, the hierarchical mix when the CP group spans NVLink domains.
-fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
+/// divides the heads per TP rank, the hierarchical mix when the CP group spans NVLink domains,
+/// and Mesh-Attention where cp has a grid of at least 2 x 2 and the shape tries it or the user
+/// pinned it (a target engine then rejects it, saying why).
+fn cp_exchanges(shape: &Shape, tp: u64, cp: u64, pinned: Option<CpComm>) -> Vec<CpComm> {
     let mut out = vec![CpComm::Ring];
     if cp > 1 {
         if (shape.heads / tp).is_multiple_of(cp) {
@@ -488,6 +494,10 @@ fn cp_exchanges(shape: &Shape, tp: u64, cp: u64) -> Vec<CpComm> {
         }
         if tp * cp > shape.nvlink_domain {
             out.push(CpComm::Hierarchical);
+        }
+        let mesh = shape.mesh_attention || pinned == Some(CpComm::Mesh);
+        if mesh && !MeshGrid::all(cp).is_empty() {
+            out.push(CpComm::Mesh);
         }
     }
     out
@@ -662,6 +672,7 @@ mod tests {
             selective_recompute: RecomputeKind::Selective,
             max_balance_window: 0,
             hybrid_cp_schedulers: &[],
+            mesh_attention: false,
         }
     }
 
@@ -720,5 +731,31 @@ mod tests {
         let all = candidates(&wide, &Constraints::default(), &PlanSpec::default());
         assert!(all.iter().any(|c| c.pp == 32 && c.recompute == RecomputeChoice::None));
         assert!(!all.iter().any(|c| c.pp == 32 && c.split == PipelineSplit::Even && half(c)));
+    }
+
+    #[test]
+    fn mesh_attention_is_tried_where_the_shape_allows_or_pinned_and_on_a_two_by_two_grid() {
+        let exchanges = |shape: &Shape| -> std::collections::BTreeSet<(u64, CpComm)> {
+            candidates(shape, &Constraints::default(), &PlanSpec::default())
+                .iter()
+                .map(|c| (c.cp, c.cp_comm))
+                .collect()
+        };
+        let targeted = exchanges(&shape());
+        assert!(!targeted.iter().any(|&(_, comm)| comm == CpComm::Mesh));
+        // A shape that tries it (an engine that ran it) tries every grid of 2 x 2 at least.
+        let any_engine = exchanges(&Shape { mesh_attention: true, ..shape() });
+        let mesh: Vec<u64> = any_engine
+            .iter()
+            .filter(|(_, comm)| *comm == CpComm::Mesh)
+            .map(|(cp, _)| *cp)
+            .collect();
+        // cp 4, 8 and 16 of 16 GPUs; cp 2 has only the ring's one-row grid.
+        assert_eq!(mesh, [4, 8, 16]);
+        assert!(targeted.iter().all(|pair| any_engine.contains(pair)));
+        // Pinned, a targeted search prices it too, for the engine check to reject with its reason.
+        let pins = PlanSpec { cp_comm: Some(CpComm::Mesh), ..PlanSpec::default() };
+        let pinned = candidates(&shape(), &Constraints::default(), &pins);
+        assert!(!pinned.is_empty() && pinned.iter().all(|c| c.cp_comm == CpComm::Mesh));
     }
 }
