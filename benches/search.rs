@@ -2,8 +2,10 @@
 //! 175B on 1,024 A100 80GB in 0.5 s, Llama 3.1 405B on 16,384 H100 in 1 s, DeepSeek-V3 on 1,024
 //! H100 in 2 s and on 8,192 H100 in 4 s), of Qwen3-30B-A3B on 64 H100 and of Llama 3.1 405B on
 //! 131,072 H100, and (issue #16) of Llama 2 7B at 128K tokens on 64 H100 over a long-tailed
-//! document mix: without the lengths, with them packed as they arrive (`balance_window` pinned
-//! to 0), and trying every re-packing window (0 to 8 global batches). Each also prints the candidates it considered, priced and simulated, and the
+//! document mix: without the lengths; with them packed as they arrive and static CP (no
+//! balancing strategy: `balance_window` pinned to 0, `hybrid_cp` to false); packed as they
+//! arrive with hybrid CP tried; and trying every balancing strategy (re-packing windows of 0 to
+//! 8 global batches and hybrid CP with both schedulers). Each also prints the candidates it considered, priced and simulated, and the
 //! candidates considered per second. `RAYON_NUM_THREADS=1` measures one thread.
 
 use std::time::{Duration, Instant};
@@ -33,7 +35,7 @@ fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> S
 
 /// WLB-LLM's 7B-128K setting on a stated long-tailed mix (the README's example): mostly 0.5-4K
 /// documents, some of 32-128K and a few past the 128K sequence.
-fn long_context(data: bool, balance_window: Option<i64>) -> SearchSpec {
+fn long_context(data: bool, balance_window: Option<i64>, hybrid_cp: Option<bool>) -> SearchSpec {
     let mut spec = spec("llama2-7b", "h100-sxm", 64, 131_072, 16);
     let bin = |min, max, count| LengthBinSpec { min, max, count };
     spec.base.data = data.then(|| DataSpec {
@@ -44,7 +46,7 @@ fn long_context(data: bool, balance_window: Option<i64>) -> SearchSpec {
         ]),
         ..DataSpec::default()
     });
-    spec.base.plan = PlanSpec { balance_window, ..PlanSpec::default() };
+    spec.base.plan = PlanSpec { balance_window, hybrid_cp, ..PlanSpec::default() };
     spec
 }
 
@@ -59,9 +61,13 @@ fn bench_search(c: &mut Criterion) {
             "search llama3.1-405b 131072 h100",
             spec("llama3.1-405b", "h100-sxm", 131072, 8192, 16384),
         ),
-        ("search llama2-7b 64 h100 128k", long_context(false, None)),
-        ("search llama2-7b 64 h100 128k lengths packed", long_context(true, Some(0))),
-        ("search llama2-7b 64 h100 128k lengths re-packing", long_context(true, None)),
+        ("search llama2-7b 64 h100 128k", long_context(false, None, None)),
+        (
+            "search llama2-7b 64 h100 128k lengths packed static",
+            long_context(true, Some(0), Some(false)),
+        ),
+        ("search llama2-7b 64 h100 128k lengths packed", long_context(true, Some(0), None)),
+        ("search llama2-7b 64 h100 128k lengths every strategy", long_context(true, None, None)),
     ];
     let mut group = c.benchmark_group("search");
     group.sample_size(10).measurement_time(Duration::from_secs(10));
