@@ -10,6 +10,7 @@
 pub mod capability;
 mod deepspeed;
 mod megatron;
+mod refusal;
 mod torchtitan;
 
 use std::fmt;
@@ -18,7 +19,8 @@ use crate::estimate::Estimate;
 use crate::run::Run;
 use crate::units::Bytes;
 
-pub use capability::{Capabilities, Refusal, refusals};
+pub use capability::{Capabilities, refusals};
+pub use refusal::Refusal;
 
 pub use crate::plan::Engine;
 

@@ -1,0 +1,292 @@
+//! Every reason an engine refuses a plan ([`Refusal`], found by `capability::refusals`) and what
+//! each says: what the engine lacks and what to change; and the kinds of expert-tensor
+//! parallelism an engine runs, which a refusal names.
+
+use std::fmt;
+
+use crate::plan::{AdamMoments, CpComm, PipelineSchedule, Precision, RecomputeKind, Sharding};
+
+use super::Engine;
+
+/// Which expert-tensor-parallel sizes an engine runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertTensorParallel {
+    /// Any etp (MoE Parallel Folding).
+    Any,
+    /// 1, or the attention's tp.
+    OneOrTp,
+    /// Experts are never split inside (etp 1 only).
+    One,
+}
+
+/// One reason an engine cannot run a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// Gated DeltaNet layers, whose Megatron-LM flags meshplan does not write: an export's
+    /// refusal only (`export::export`), since Megatron-Core 0.17 runs them and the search still
+    /// prices their plans for it.
+    LinearAttentionLayers,
+    /// The model has a hybrid layer pattern the engine does not build.
+    HybridLayers {
+        /// The engine.
+        engine: Engine,
+    },
+    /// The pipeline schedule is not one the engine runs.
+    Schedule {
+        /// The engine.
+        engine: Engine,
+        /// The plan's schedule.
+        schedule: PipelineSchedule,
+    },
+    /// The data-parallel sharding is not one the engine runs at all.
+    Sharding {
+        /// The plan's sharding.
+        sharding: Sharding,
+    },
+    /// The sharding does not combine with pipeline parallelism.
+    ShardingWithPipeline {
+        /// The engine.
+        engine: Engine,
+        /// The plan's sharding.
+        sharding: Sharding,
+        /// Pipeline stages.
+        pp: u64,
+    },
+    /// An FSDP shard group smaller than dp.
+    HybridShard {
+        /// The shard group.
+        group: u64,
+        /// Data-parallel size.
+        dp: u64,
+    },
+    /// Plain data parallelism beside tp or pp.
+    DdpWithModelParallel,
+    /// No sharding with context parallelism, which the engine shards over anyway.
+    UnshardedContextParallel,
+    /// The parameter all-gather overlapped without the gradient-reduce overlap.
+    ParamGatherWithoutGradReduce,
+    /// Gradients reduced in bf16 where the engine reduces in float32 only.
+    Bf16GradReduce,
+    /// TP communication overlap where the engine has none.
+    TpCommOverlap,
+    /// A recompute kind the engine does not run.
+    RecomputeKind {
+        /// The plan's kind.
+        kind: RecomputeKind,
+        /// The selective recompute the engine runs, if any.
+        runs: Option<RecomputeKind>,
+    },
+    /// Documents re-packed across global batches, which no engine's data loader does.
+    DocumentRepacking {
+        /// Global batches re-packed together.
+        window: u64,
+    },
+    /// Per-document context-parallel groups where the engine has none, or with what its hybrid
+    /// context parallel refuses.
+    HybridCp {
+        /// The engine.
+        engine: Engine,
+        /// Why and what to do, when the engine has hybrid CP but not with this plan.
+        with: Option<&'static str>,
+    },
+    /// Activations offloaded to host memory, which no exporter writes yet.
+    ActivationOffload {
+        /// Layers per pipeline rank offloaded.
+        layers: u64,
+    },
+    /// Full recompute of only some of a stage's layers.
+    PartialRecompute {
+        /// Layers per stage that recompute.
+        layers: u64,
+    },
+    /// Context parallelism where the engine has none of its kind.
+    ContextParallel {
+        /// Context-parallel size.
+        cp: u64,
+    },
+    /// A context-parallel exchange the engine does not run (Mesh-Attention: none runs it).
+    CpComm {
+        /// The plan's exchange.
+        comm: CpComm,
+    },
+    /// The deduplicated (DeepEP) expert dispatch.
+    DeduplicatedDispatch,
+    /// An expert-tensor-parallel size the engine does not run.
+    ExpertTensorParallel {
+        /// The plan's etp.
+        etp: u64,
+        /// The plan's tp.
+        tp: u64,
+        /// The sizes the engine runs.
+        runs: ExpertTensorParallel,
+    },
+    /// An MoE capacity factor on a dropless engine.
+    CapacityFactor,
+    /// The balanced (uneven) pipeline split.
+    BalancedSplit {
+        /// The engine.
+        engine: Engine,
+    },
+    /// Adam moments stored at a precision the engine's optimizer does not offer.
+    AdamMoments {
+        /// The plan's moment precision.
+        moments: AdamMoments,
+    },
+    /// A precision the engine has no recipe for.
+    Precision {
+        /// The engine.
+        engine: Engine,
+        /// The plan's precision.
+        precision: Precision,
+    },
+}
+
+fn sharding_flag(sharding: Sharding) -> &'static str {
+    match sharding {
+        Sharding::None => "--zero 0",
+        Sharding::Optimizer => "--zero 1",
+        Sharding::OptimizerAndGradients => "--zero 2",
+        Sharding::Full => "--fsdp",
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Refusal::LinearAttentionLayers => f.write_str(
+                "meshplan does not write the flags of gated DeltaNet (G) layers yet; price the plan with estimate or search, and write those flags by hand",
+            ),
+            Refusal::HybridLayers { engine } => write!(
+                f,
+                "{} builds no hybrid (Mamba-2 / layer-pattern) model; export it for Megatron-LM (--engine megatron)",
+                engine.name()
+            ),
+            Refusal::Schedule { engine, schedule } => {
+                let explanation = match (engine, schedule) {
+                    (Engine::Torchtitan, PipelineSchedule::ZeroBubble) => "its zero-bubble schedules are multi-stage (InterleavedZeroBubble, ZBVZeroBubble), not ZB-H1 with one stage per rank".to_owned(),
+                    (Engine::Torchtitan, PipelineSchedule::Dualpipe) => {
+                        "it runs DualPipeV (one copy of the weights in a V), not DualPipe".to_owned()
+                    }
+                    (Engine::Megatron, _) => format!(
+                        "its pipeline schedules are 1F1B and interleaved 1F1B, not {}",
+                        schedule.name()
+                    ),
+                    (Engine::Deepspeed, _) => {
+                        format!("its pipeline engine runs 1F1B, not {}", schedule.name())
+                    }
+                    (Engine::Torchtitan, _) => format!(
+                        "its pipeline schedules are GPipe, 1F1B and interleaved 1F1B, not {}",
+                        schedule.name()
+                    ),
+                };
+                let runs: Vec<&str> =
+                    engine.capabilities().schedules.iter().map(|s| s.name()).collect();
+                write!(f, "{explanation}; use --schedule {}", runs.join(" or "))
+            }
+            Refusal::Sharding { .. } => f.write_str(
+                "it shards data-parallel state with FSDP2 only (no ZeRO-1/2); use --fsdp or --zero 0",
+            ),
+            Refusal::ShardingWithPipeline { engine, sharding, pp } => {
+                let explanation = match engine {
+                    Engine::Deepspeed => "pipeline parallelism is not compatible with ZeRO-2 and ZeRO-3",
+                    _ => "FSDP / ZeRO-2/3 sharding (Megatron-FSDP, FSDP2) does not combine with pipeline parallelism",
+                };
+                write!(
+                    f,
+                    "{explanation}; use --zero 0 or --zero 1 instead of {} with pp {pp}, or --pp 1",
+                    sharding_flag(sharding)
+                )
+            }
+            Refusal::HybridShard { group, dp } => write!(
+                f,
+                "hybrid sharding (an FSDP shard group smaller than dp) is not exported; drop --hybrid-shard {group} (dp is {dp})"
+            ),
+            Refusal::DdpWithModelParallel => f.write_str("its DDP (no FSDP) runs only when data parallelism is the only parallelism; use --fsdp (HSDP with --hybrid-shard) with tp or pp"),
+            Refusal::UnshardedContextParallel => f.write_str("with context parallelism it shards parameters over the cp ranks (FSDP2 over dp_shard x cp); use --fsdp"),
+            Refusal::ParamGatherWithoutGradReduce => f.write_str(
+                "--overlap-param-gather needs --overlap-grad-reduce (Megatron-LM's argument check); \
+                 set both overlaps on, or --overlap-param-gather false",
+            ),
+            Refusal::Bf16GradReduce => f.write_str(
+                "it reduces gradients in float32 only (training.mixed_precision_reduce); use --grad-reduce-in-fp32 true",
+            ),
+            Refusal::TpCommOverlap => f.write_str(
+                "its AutoTP does not overlap tensor-parallel communication with GEMMs; use --tp-comm-overlap false",
+            ),
+            Refusal::RecomputeKind { runs, .. } => match runs {
+                Some(RecomputeKind::Op) => f.write_str("its selective checkpointing is per op (--recompute op) or per layer; recomputing only the attention core is Megatron-LM's"),
+                Some(_) => f.write_str("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's"),
+                None => f.write_str("its activation checkpointing is per layer (full); selective recompute is not available; use --recompute full or none"),
+            },
+            Refusal::DocumentRepacking { window } => write!(
+                f,
+                "its data loader packs documents as they arrive; re-packing across global batches (WLB-LLM) is not in Megatron-LM, torchtitan or DeepSpeed; drop --balance-window {window}"
+            ),
+            Refusal::HybridCp { engine, with: None } => write!(
+                f,
+                "{} has no per-document context-parallel groups (Megatron-LM's --hybrid-context-parallel); drop --hybrid-cp or use --engine megatron",
+                engine.name()
+            ),
+            Refusal::HybridCp { with: Some(what), .. } => write!(
+                f,
+                "Megatron-LM's hybrid context parallel (core_v0.16 to v0.19) {what}"
+            ),
+            Refusal::ActivationOffload { layers } => write!(
+                f,
+                "the exported config does not write activation offloading yet (Megatron-LM's cpu_offloading and cpu_offloading_num_layers, with pp 1 and no recompute); drop --offload-activation-layers {layers}"
+            ),
+            Refusal::PartialRecompute { layers } => write!(
+                f,
+                "full activation checkpointing applies to every layer; partial recompute is not available; drop --recompute-num-layers {layers}"
+            ),
+            Refusal::ContextParallel { .. } => f.write_str(
+                "context parallelism is Ulysses sequence parallelism there, not ring attention; use --cp 1",
+            ),
+            Refusal::CpComm { comm: CpComm::Mesh } => f.write_str(
+                "no released engine runs Mesh-Attention (Chen et al. 2025); meshplan prices it only; use --cp-comm ring",
+            ),
+            Refusal::CpComm { comm } => write!(
+                f,
+                "its context parallelism passes keys and values around a ring; {} is Megatron-LM's; use --cp-comm ring",
+                comm.name()
+            ),
+            Refusal::DeduplicatedDispatch => f.write_str("its AutoEP dispatches one message per token and expert, not DeepEP's deduplicated dispatch; use --expert-dispatch all-to-all"),
+            Refusal::ExpertTensorParallel { etp, tp, runs } => match runs {
+                ExpertTensorParallel::One => f.write_str(
+                    "its AutoEP splits experts over ranks, not inside an expert (etp > 1); use --etp 1",
+                ),
+                _ => write!(
+                    f,
+                    "its expert tensor parallelism is 1 or tp ({tp}), not {etp}; use --etp 1 or --etp {tp}"
+                ),
+            },
+            Refusal::CapacityFactor => f.write_str(
+                "its MoE layers are dropless; a capacity factor is not available; drop --moe-capacity-factor",
+            ),
+            Refusal::BalancedSplit { engine } => {
+                let explanation = match engine {
+                    Engine::Deepspeed => "its PipelineModule partitions by parameters or uniformly, not by an explicit uneven layout",
+                    _ => "its stages hold the same number of layers (first/last one less at most); an uneven balanced split is not expressible",
+                };
+                write!(f, "{explanation}; use --pipeline-split even or embedding-and-loss with a pp that divides the layers")
+            }
+            Refusal::AdamMoments { moments } => write!(
+                f,
+                "its optimizer stores Adam's moments in fp32, not {}; use --adam-moments fp32",
+                moments.name()
+            ),
+            Refusal::Precision { engine, precision } => {
+                let explanation = match engine {
+                    Engine::Deepspeed => format!("its JSON config has no {} recipe", precision.name()),
+                    _ => format!(
+                        "its low-precision recipes are torchao float8 tensorwise and MXFP8, not {}",
+                        precision.name()
+                    ),
+                };
+                let runs: Vec<&str> =
+                    engine.capabilities().precisions.iter().map(|p| p.name()).collect();
+                write!(f, "{explanation}; use --precision {}", runs.join(" or "))
+            }
+        }
+    }
+}
