@@ -38,7 +38,7 @@ fn tokens_per_sec(spec: &RunSpec) -> f64 {
 /// ByteScale (arXiv 2502.21231, section 8.2 and figure 20): with static DP x CP the ring's
 /// traffic follows the packed length, and throughput halves with each context doubling; giving
 /// each document a group sized to it removes the exchange of short documents (ByteScale's
-/// "dynamic communication": 1.59x at 2M) and leaves the step nearly independent of the context.
+/// "dynamic communication": 1.59x at 2M), and its balancing slows the decay to /1.08 a doubling.
 /// Here, with either scheduler, throughput falls less than the static plan's at every doubling,
 /// the exchange all but vanishes at 2M, and the groups are at least 1.4x faster there. At 256K
 /// they gain nothing: with 8K tokens a rank, a 196K-token document runs on a ring of 32 ranks
