@@ -42,6 +42,10 @@ pub const DOCUMENTS: u64 = 1 << 50;
 /// Global batches whose documents are re-packed together (`--balance-window`): WLB-LLM re-packs
 /// over up to 8; 1024 is far past any benefit.
 pub const BALANCE_WINDOW: u64 = 1024;
+/// Ranks of a hybrid context-parallel pool (`dp x cp` with `--hybrid-cp`): 2^16, past ByteScale's
+/// 12,000 GPUs. Placing documents keeps a load per rank and reorders the pool's groups at each
+/// group size, and every plan prices every rank: a larger pool is refused.
+pub const HYBRID_CP_RANKS: u64 = 1 << 16;
 /// Sequences per optimizer step.
 pub const GLOBAL_BATCH: u64 = 1 << 24;
 /// Tasks of one simulated step (micro-batches x pipeline stages x virtual chunks x 2 phases):

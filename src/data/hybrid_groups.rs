@@ -152,42 +152,36 @@ fn place_batch(
 ) {
     let ranks = shape.ranks.max(1) as usize;
     let mut loads = vec![0.0f64; ranks];
-    let mut heap: Option<BinaryHeap<Reverse<(u64, usize)>>> = None;
+    // The blocks of the current group size by their busiest member's load (non-negative, so its
+    // bits order it), ties to the first block. Blocks of one size are disjoint, so placing a
+    // piece moves its own block only; pieces come longest first, so sizes only shrink, and the
+    // heap is rebuilt from the ranks' loads when they do.
+    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut heap_group = 0;
     for &(piece, attention) in pieces {
-        let group = shape.group(piece) as usize;
+        let group = (shape.group(piece) as usize).clamp(1, ranks);
+        if group != heap_group {
+            heap = (0..ranks / group)
+                .map(|block| {
+                    let members = &loads[block * group..(block + 1) * group];
+                    Reverse((members.iter().copied().fold(0.0, f64::max).to_bits(), block))
+                })
+                .collect();
+            heap_group = group;
+        }
         let weight = if shape.by_work {
             flops[0] * piece as f64 + flops[1] * attention[0]
         } else {
             (piece as f64).powi(2)
         } / group as f64;
-        let first = if group > 1 {
-            let block = (0..ranks / group)
-                .map(|block| {
-                    let members = &loads[block * group..(block + 1) * group];
-                    (block, members.iter().copied().fold(0.0, f64::max))
-                })
-                .min_by(|x, y| x.1.total_cmp(&y.1).then(x.0.cmp(&y.0)))
-                .map_or(0, |(block, _)| block);
-            for load in &mut loads[block * group..(block + 1) * group] {
-                *load += weight;
-            }
-            block * group
-        } else {
-            // Loads are non-negative, so their bits order them.
-            let heap = heap.get_or_insert_with(|| {
-                loads
-                    .iter()
-                    .enumerate()
-                    .map(|(rank, load)| Reverse((load.to_bits(), rank)))
-                    .collect()
-            });
-            let Some(Reverse((_, rank))) = heap.pop() else { break };
-            loads[rank] += weight;
-            heap.push(Reverse((loads[rank].to_bits(), rank)));
-            rank
-        };
+        let Some(Reverse((busiest, block))) = heap.pop() else { break };
+        for load in &mut loads[block * group..(block + 1) * group] {
+            *load += weight;
+        }
+        // Every member gained the same weight: the busiest is still the busiest.
+        heap.push(Reverse(((f64::from_bits(busiest) + weight).to_bits(), block)));
         out.push(PlacedDocument {
-            first_rank: first as u32,
+            first_rank: (block * group) as u32,
             group: group as u32,
             tokens: piece as f64,
             attention,

@@ -133,7 +133,17 @@ pub(super) fn validate_hybrid_cp(
         );
     }
     let pool = dp.saturating_mul(cp);
-    if pool < 2 || !pool.is_power_of_two() {
+    if pool > crate::limits::HYBRID_CP_RANKS {
+        collector.add(
+            hybrid,
+            format!("dp {dp} x cp {cp} = {pool}"),
+            format!(
+                "is more than the {} ranks meshplan places documents over",
+                crate::limits::HYBRID_CP_RANKS
+            ),
+            "use static context parallelism (drop --hybrid-cp) at this scale",
+        );
+    } else if pool < 2 || !pool.is_power_of_two() {
         collector.add(
             hybrid,
             format!("dp {dp} x cp {cp} = {pool}"),

@@ -467,7 +467,8 @@ fn hybrid_cps(
     pool: u64,
     pins: &PlanSpec,
 ) -> Vec<Option<HybridCpScheduler>> {
-    let possible = pp == 1 && pool >= 2 && pool.is_power_of_two();
+    let possible =
+        pp == 1 && pool >= 2 && pool.is_power_of_two() && pool <= crate::limits::HYBRID_CP_RANKS;
     let hybrid = shape
         .hybrid_cp_schedulers
         .iter()

@@ -121,6 +121,23 @@ fn a_hybrid_plan_that_breaks_every_rule_is_refused_with_every_reason() {
     assert_eq!(stray.code, 2);
     assert!(stray.stderr.contains("plan.max_seqlen_per_rank"), "{}", stray.stderr);
     assert!(stray.stderr.contains("plan.hybrid_cp_scheduler"), "{}", stray.stderr);
+    // A pool past the bound is refused, not placed for minutes.
+    let huge = run(&[
+        "estimate",
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "131072",
+        "--seq-len",
+        "8192",
+        "--global-batch",
+        "131072",
+        "--lengths",
+        "wikipedia",
+        "--hybrid-cp",
+    ]);
+    assert_eq!(huge.code, 2);
+    assert!(huge.stderr.contains("more than the 65536 ranks"), "{}", huge.stderr);
 }
 
 fn long_context_hybrid(scheduler: HybridCpScheduler) -> Run {
