@@ -80,10 +80,43 @@ pub fn collective_time(
     if group.size <= 1 || bytes.value() <= 0.0 {
         return Seconds::ZERO;
     }
+    match collective_terms(interconnect, collective, group) {
+        Some(terms) => terms.time(bytes),
+        None => all_to_all_time(interconnect, group, bytes),
+    }
+}
+
+/// What times a ring or send/receive collective over a group: its steps' latency, and the
+/// factor and bandwidth its bytes move at. A caller that times many buffers over one group
+/// computes them once.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CollectiveTerms {
+    /// The latency of its steps.
+    pub latency: Seconds,
+    /// The share of the buffer each rank moves.
+    pub factor: f64,
+    /// The bandwidth it moves at.
+    pub bandwidth: BytesPerSec,
+}
+
+impl CollectiveTerms {
+    /// The time of a buffer of `bytes` (more than none, over a group of more than one rank).
+    pub fn time(&self, bytes: Bytes) -> Seconds {
+        self.latency + (bytes * self.factor) / self.bandwidth
+    }
+}
+
+/// The terms of `collective` over `group` (of more than one rank); `None` for an all-to-all,
+/// which [`all_to_all_time`] times over both tiers at once.
+pub fn collective_terms(
+    interconnect: &Interconnect,
+    collective: Collective,
+    group: Group,
+) -> Option<CollectiveTerms> {
     let n = group.size as f64;
     let path = path(interconnect, group, collective);
     let (factor, steps, inter_steps) = match collective {
-        Collective::AllToAll => return all_to_all_time(interconnect, group, bytes),
+        Collective::AllToAll => return None,
         Collective::AllReduce => {
             (2.0 * (n - 1.0) / n, 2 * (group.size - 1), 2 * (path.domains - 1))
         }
@@ -94,7 +127,7 @@ pub fn collective_time(
     };
     let intra_steps = steps - inter_steps;
     let latency = path.intra_latency * intra_steps as f64 + path.inter_latency * inter_steps as f64;
-    latency + (bytes * factor) / path.bandwidth
+    Some(CollectiveTerms { latency, factor, bandwidth: path.bandwidth })
 }
 
 /// Pairwise-exchange all-to-all (reference section 8.1: `(p - 1) alpha + n beta`, `n` the bytes a

@@ -21,7 +21,7 @@
 //! mean rank's exchange and host wait replace the static exchange in the micro-batch's work, and
 //! the slowest rank's excess over the mean is the step's data imbalance.
 
-use crate::cost::collective::{Collective, Group, collective_time};
+use crate::cost::collective::{Collective, CollectiveTerms, Group, collective_terms};
 use crate::cost::imbalance::{DataImbalance, attention_seconds_per_unit};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Work};
 use crate::data::{GroupShape, PlacedDocument};
@@ -92,25 +92,20 @@ struct Pricing {
     kv_bytes_per_token: f64,
     attention_layers: f64,
     host_floor: f64,
-    /// One ring step's latency and seconds per byte for each group size `2^i` of the pool
-    /// (a send/receive is linear in its bytes).
-    rings: Vec<(f64, f64)>,
+    /// What times one ring step for each group size `2^i` of the pool.
+    rings: Vec<Option<CollectiveTerms>>,
 }
 
-/// A ring step's latency and seconds per byte on groups of `2^i` ranks of the pool, `i` from 0
-/// to the pool's size, consecutive members `stride` ranks apart.
-fn ring_steps(run: &Run, pool: u64, stride: u64) -> Vec<(f64, f64)> {
+/// What times one ring step on groups of `2^i` ranks of the pool, `i` from 0 to the pool's size,
+/// consecutive members `stride` ranks apart (`None` for a group of one, which exchanges nothing).
+fn ring_steps(run: &Run, pool: u64, stride: u64) -> Vec<Option<CollectiveTerms>> {
     let links = run.cluster().interconnect();
     let sizes = std::iter::successors(Some(1u64), |g| g.checked_mul(2)).take_while(|&g| g <= pool);
     sizes
         .map(|size| {
-            let ring = Group { size, stride };
-            let time = |bytes: f64| {
-                collective_time(links, Collective::SendRecv, ring, Bytes::new(bytes)).value()
-            };
-            let (one, two) = (time(1e6), time(2e6));
-            let per_byte = (two - one) / 1e6;
-            ((one - per_byte * 1e6).max(0.0), per_byte.max(0.0))
+            (size > 1)
+                .then(|| collective_terms(links, Collective::SendRecv, Group { size, stride }))
+                .flatten()
         })
         .collect()
 }
@@ -128,10 +123,9 @@ impl Pricing {
         let attention_forward = u_forward * a * share + v_forward * b;
         let attention_backward = u_backward * a * share + v_backward * b;
         let (forward_exchange, backward_exchange) = if document.group > 1 {
-            let bytes = document.tokens / group * self.kv_bytes_per_token;
-            let ring = document.group.trailing_zeros() as usize;
-            let (latency, per_byte) = self.rings.get(ring).copied().unwrap_or((0.0, 0.0));
-            let step = latency + bytes * per_byte;
+            let bytes = Bytes::new(document.tokens / group * self.kv_bytes_per_token);
+            let ring = self.rings.get(document.group.trailing_zeros() as usize).copied().flatten();
+            let step = ring.map_or(0.0, |ring| ring.time(bytes).value());
             let steps = (group - 1.0) * self.attention_layers;
             let exposed =
                 |comm: f64, attention: f64| (comm - attention * OVERLAP_EFFICIENCY).max(0.0);
@@ -232,6 +226,7 @@ pub fn hybrid_cp_step(run: &Run, work: &Work) -> Option<HybridCpStep> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cost::collective::collective_time;
     use crate::cost::priced::PricedRun;
     use crate::data::{DataSpec, LengthBinSpec};
     use crate::hardware::ClusterSpec;
@@ -294,9 +289,9 @@ mod tests {
         let step = collective_time(links, Collective::SendRecv, ring, Bytes::new(65536.0 * 512.0));
         let forward = (32.0 * step.value() - 0.5 * OVERLAP_EFFICIENCY).max(0.0);
         let backward = (64.0 * step.value() - 1.0 * OVERLAP_EFFICIENCY).max(0.0);
-        assert!((cost.forward_exchange - forward).abs() < 1e-9);
-        assert!((cost.backward_exchange - backward).abs() < 1e-9);
-        assert!((cost.time - (2.5 + forward + backward)).abs() < 1e-9);
+        assert!((cost.forward_exchange - forward).abs() < 1e-12);
+        assert!((cost.backward_exchange - backward).abs() < 1e-12);
+        assert!((cost.time - (2.5 + forward + backward)).abs() < 1e-12);
         assert_eq!(cost.host_wait, 0.0);
     }
 
