@@ -10,7 +10,7 @@
 //! bound prices only the path's work and parameters.
 
 use std::borrow::Cow;
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::hybrid_cp::{HybridCpStep, hybrid_cp_step};
@@ -24,6 +24,7 @@ use crate::cost::step_terms::{
 use crate::cost::work::{
     Segment, Tables, Work, path_segments, segment_work, stage_segments, with_offload_stalls,
 };
+use crate::data::ShapeCache;
 use crate::run::Run;
 use crate::units::{Bytes, Seconds};
 
@@ -54,39 +55,11 @@ pub struct SharedPricing {
     hybrid: OnceLock<Option<HybridCpStep>>,
     /// The data's imbalance by re-packing window: it reads the critical stage's work, the
     /// micro-batches and the replicas, none of which sharding or schedule change.
-    imbalances: ImbalanceByWindow,
+    imbalances: ShapeCache<u64, Option<DataImbalance>>,
     /// The plan, less its sharding and schedule, of the first run priced with it: every run that
     /// shares it must have the same (checked in debug builds, which the tests run).
     #[cfg(debug_assertions)]
     shared_by: OnceLock<crate::plan::PlanSpec>,
-}
-
-/// The data imbalance of each re-packing window priced so far (a search tries a handful).
-#[derive(Debug, Default)]
-struct ImbalanceByWindow(Mutex<Vec<(u64, Option<DataImbalance>)>>);
-
-impl ImbalanceByWindow {
-    /// The imbalance of `window`, priced by `price` the first time it is asked for.
-    fn get_or_price(
-        &self,
-        window: u64,
-        price: impl FnOnce() -> Option<DataImbalance>,
-    ) -> Option<DataImbalance> {
-        let mut known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((_, imbalance)) = known.iter().find(|(w, _)| *w == window) {
-            return *imbalance;
-        }
-        let imbalance = price();
-        known.push((window, imbalance));
-        imbalance
-    }
-}
-
-impl Clone for ImbalanceByWindow {
-    fn clone(&self) -> ImbalanceByWindow {
-        let known = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        ImbalanceByWindow(Mutex::new(known.clone()))
-    }
 }
 
 /// What runs that share a [`SharedPricing`] must agree on: the resolved plan with its sharding,
@@ -293,7 +266,8 @@ impl<'a> PricedRun<'a> {
                 None => data_imbalance(self.run, &self.critical_stage().0),
             };
             let window = self.run.plan().balance_window();
-            let imbalance = self.shared.imbalances.get_or_price(window, price);
+            let imbalance = self.shared.imbalances.get_or_make(window, price).get().copied();
+            let imbalance = imbalance.flatten();
             debug_assert_eq!(imbalance, price(), "runs sharing their pricing differ in balance");
             imbalance
         })
@@ -310,10 +284,11 @@ impl<'a> PricedRun<'a> {
     /// The spread of the run's data were its documents re-packed over `window` global batches
     /// instead, the plan otherwise the same; priced once per window like [`Self::data_imbalance`].
     pub fn data_imbalance_with_window(&self, window: u64) -> Option<DataImbalance> {
-        self.shared.imbalances.get_or_price(window, || {
+        let slot = self.shared.imbalances.get_or_make(window, || {
             let variant = self.run.with_balance_window(window);
             data_imbalance(&variant, &self.critical_stage().0)
-        })
+        });
+        slot.get().copied().flatten()
     }
 
     /// The data-parallel collectives of the first stage's parameters.

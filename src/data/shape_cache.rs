@@ -1,7 +1,7 @@
 //! A cache of what a run's data gives for one shape of batch (a dealing of re-packed windows, a
-//! placement of documents on hybrid context-parallel groups), made the first time a run of that
-//! shape asks and shared by every run that prices the same data and model (every candidate of a
-//! search).
+//! placement of documents on hybrid context-parallel groups, a re-packing window's imbalance),
+//! made the first time a run of that shape asks and shared by every run that prices the same data
+//! and model (every candidate of a search, or those that share their pricing).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
