@@ -192,14 +192,7 @@ fn place_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{DataSpec, LengthBinSpec};
-
-    fn data(histogram: &[(i64, i64, i64)]) -> Data {
-        let histogram =
-            histogram.iter().map(|&(min, max, count)| LengthBinSpec { min, max, count }).collect();
-        let spec = DataSpec { histogram: Some(histogram), ..DataSpec::default() };
-        Data::from_spec(&spec, None).unwrap()
-    }
+    use crate::data::histogram_data as data;
 
     #[test]
     fn every_token_of_a_batch_is_placed_once_on_an_aligned_group_that_holds_it() {

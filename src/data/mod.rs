@@ -182,3 +182,13 @@ impl Data {
         }
     }
 }
+
+/// Data of a histogram of `(min, max, count)` bins, packed: what unit tests of the dealing and
+/// the placement draw from.
+#[cfg(test)]
+pub(crate) fn histogram_data(bins: &[(i64, i64, i64)]) -> Data {
+    let histogram =
+        bins.iter().map(|&(min, max, count)| LengthBinSpec { min, max, count }).collect();
+    let spec = DataSpec { histogram: Some(histogram), ..DataSpec::default() };
+    Data::from_spec(&spec, None).unwrap()
+}

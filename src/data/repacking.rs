@@ -125,14 +125,7 @@ pub type DealCache = ShapeCache<DealShape, Option<DealtWindows>>;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::data::{DataSpec, LengthBinSpec};
-
-    fn data(histogram: &[(i64, i64, i64)]) -> Data {
-        let histogram =
-            histogram.iter().map(|&(min, max, count)| LengthBinSpec { min, max, count }).collect();
-        let spec = DataSpec { histogram: Some(histogram), ..DataSpec::default() };
-        Data::from_spec(&spec, None).unwrap()
-    }
+    use crate::data::histogram_data as data;
 
     #[test]
     fn greedy_dealing_puts_each_piece_on_the_least_loaded_micro_batch() {
