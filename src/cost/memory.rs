@@ -16,6 +16,7 @@ pub use crate::cost::activations::{
 };
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::layer::padded_vocab;
+use crate::cost::repacking::repacked_token_peak;
 use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
 use crate::model::{PositionEmbedding, SUBLAYER_KINDS, Sublayer};
@@ -262,26 +263,37 @@ pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
         .map(|(segment, stage)| {
             let states = model_state_memory(run, segment_params(run, segment), segment.layers);
             let stored = activations.stored(segment);
-            StageMemory { stage, breakdown: stage_peak(run, stage, states, stored, &activations) }
+            let window = run.plan().balance_window();
+            let breakdown = stage_peak(run, stage, window, states, stored, &activations);
+            StageMemory { stage, breakdown }
         })
         .collect()
 }
 
-/// The peak memory of pipeline stage `stage`: its model states, the activations `stored` per
-/// micro-batch times the micro-batches it holds at once, the working bytes of a recomputing
-/// backward and, on the last stage, the logits; with the fragmentation allowance.
+/// The peak memory of pipeline stage `stage` with the documents re-packed over `window` global
+/// batches (the plan's own window, or another a search tries): its model states, the
+/// activations `stored` per micro-batch times the micro-batches it holds at once, the working
+/// bytes of a recomputing backward and, on the last stage, the logits; with the fragmentation
+/// allowance. Re-packed micro-batches carry unequal tokens: the held ones are taken at the most
+/// tokens that many consecutive ones carried, the working bytes and logits at the largest one's.
 pub fn stage_peak(
     run: &Run,
     stage: u64,
+    window: u64,
     states: MemoryBreakdown,
     stored: Bytes,
     activations: &ActivationBytes,
 ) -> MemoryBreakdown {
+    let held = in_flight_microbatches(run, stage);
+    let (held_tokens, largest) = if window == 0 {
+        (1.0, 1.0)
+    } else {
+        (repacked_token_peak(run, window, held.ceil() as u64), repacked_token_peak(run, window, 1))
+    };
     let mut memory = states;
-    memory.activations =
-        stored * in_flight_microbatches(run, stage) + activations.recompute_working;
+    memory.activations = stored * (held * held_tokens) + activations.recompute_working * largest;
     if stage + 1 == run.plan().pp() {
-        memory.logits = activations.logits * (1.0 + run.model().mtp_layers() as f64);
+        memory.logits = activations.logits * ((1.0 + run.model().mtp_layers() as f64) * largest);
     }
     with_fragmentation(memory)
 }

@@ -330,6 +330,12 @@ impl<'a> PricedRun<'a> {
 
     /// The peak memory of every pipeline stage, as the closed form predicts it.
     pub fn stage_memory(&self) -> Vec<StageMemory> {
+        self.stage_memory_with_window(self.run.plan().balance_window())
+    }
+
+    /// The peak memory of every pipeline stage were the documents re-packed over `window` global
+    /// batches, the plan otherwise the same: re-packed micro-batches carry unequal tokens.
+    pub fn stage_memory_with_window(&self, window: u64) -> Vec<StageMemory> {
         // The middle stages of a pipeline are equal: their model states (which depend on the
         // stage's parameters and layers) and stored activations (on its segment) are priced once.
         let activations = self.activations();
@@ -344,7 +350,7 @@ impl<'a> PricedRun<'a> {
                     _ => (self.model_states(params, segment.layers), activations.stored(&segment)),
                 };
                 previous = Some((segment, params, states, stored));
-                let breakdown = stage_peak(self.run, stage, states, stored, activations);
+                let breakdown = stage_peak(self.run, stage, window, states, stored, activations);
                 StageMemory { stage, breakdown }
             })
             .collect()

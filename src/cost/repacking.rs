@@ -32,14 +32,51 @@ impl PieceWork {
 /// The shape of the batches `run` re-packs: its micro-batches' tokens, and its micro-batches
 /// of `balance_window` global batches.
 pub(crate) fn deal_shape(run: &Run) -> DealShape {
+    deal_shape_with_window(run, run.plan().balance_window())
+}
+
+/// The shape of the batches `run` would re-pack over `window` global batches.
+fn deal_shape_with_window(run: &Run, window: u64) -> DealShape {
     let plan = run.plan();
     DealShape {
         tokens_per_microbatch: run.training().micro_batch() * run.training().seq_len(),
-        microbatches_per_window: plan
-            .balance_window()
+        microbatches_per_window: window
             .saturating_mul(plan.dp())
             .saturating_mul(plan.num_microbatches()),
     }
+}
+
+/// The most tokens that `held` consecutive micro-batches of one replica carry when `run`'s
+/// documents are re-packed over `window` global batches, over `held` full micro-batches (`mbs x
+/// seq_len` tokens each): what a pipeline stage holding `held` micro-batches at once stores
+/// beyond the activations of packed ones. Re-packing balances work, not tokens: a micro-batch of
+/// short documents carries more tokens than one holding a long document's quadratic attention,
+/// and activation memory follows tokens. The largest over the dealt sample of micro-batches
+/// (at most 2^8 of them), so a longer run can meet a larger one. 1 without data or re-packing,
+/// and where micro-batches hold more pieces than are dealt (balanced).
+pub fn repacked_token_peak(run: &Run, window: u64, held: u64) -> f64 {
+    let Some(data) = run.data() else { return 1.0 };
+    if window == 0 {
+        return 1.0;
+    }
+    let shape = deal_shape_with_window(run, window);
+    let slot = data.dealt(run.model(), shape);
+    let Some(Some(dealt)) = slot.get() else { return 1.0 };
+    let m = (run.plan().num_microbatches() as usize).clamp(1, dealt.bins.max(1));
+    let held = (held as usize).clamp(1, m);
+    let mut most = 0.0f64;
+    for window in dealt.loads.chunks(dealt.bins.max(1)) {
+        for replica in window.chunks(m) {
+            let mut sum: f64 = replica.iter().take(held).map(|load| load[0]).sum();
+            most = most.max(sum);
+            for (entering, leaving) in replica.iter().skip(held).zip(replica) {
+                sum += entering[0] - leaving[0];
+                most = most.max(sum);
+            }
+        }
+    }
+    let full = (held as u64 * shape.tokens_per_microbatch) as f64;
+    (most / full).max(1.0)
 }
 
 /// What re-packing leaves: the slowest replica's work over the mean replica's and a replica's

@@ -34,9 +34,10 @@ pub(super) struct Kept {
 enum Priced {
     /// Rejected: its kind, and the rejection itself when asked to explain.
     Rejected(RejectionKind, Option<Box<Rejection>>),
-    /// Kept, with its closed-form step time, lower bound and peak memory, and the closed form and
-    /// bound of each re-packing window asked for (the same plan but for its data's balance).
-    Kept(Seconds, Seconds, Bytes, Vec<(Seconds, Seconds)>),
+    /// Kept, with its closed-form step time, lower bound and peak memory, and the closed form,
+    /// bound and peak of each re-packing window asked for (the same plan but for its data's
+    /// balance and its micro-batches' tokens), `None` where that window's micro-batches do not fit.
+    Kept(Seconds, Seconds, Bytes, Vec<Option<(Seconds, Seconds, Bytes)>>),
 }
 
 /// What candidates priced together share: the slot of their op tables (built from the first
@@ -50,8 +51,8 @@ struct Shared<'a> {
 /// Prices one candidate, with what it shares with others (filled from this candidate's run where
 /// empty) or on its own, and the same plan re-packing its documents over each of `windows`
 /// global batches: re-packing changes neither the rules a plan passes, nor what its engine runs
-/// (the space tries only windows the engine's loader has), nor its memory, only its data's
-/// balance. A rejection's reason is written only when `explain` asks for it: a search rejects
+/// (the space tries only windows the engine's loader has), only its data's balance and the
+/// tokens its micro-batches carry (so its memory). A rejection's reason is written only when `explain` asks for it: a search rejects
 /// millions of candidates and shows one example per reason.
 fn price(
     spec: &SearchSpec,
@@ -96,22 +97,42 @@ fn price(
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
     let (breakdown, bound) = (step_time_from(&priced), lower_bound_from(&priced));
-    // A variant prices its data's balance only: its closed form is the base's with that term
-    // priced again, and its bound, which leaves the data's imbalance out (it only adds), is the
-    // base's.
+    // A variant prices its data's balance and its micro-batches' tokens only: its memory holds
+    // the re-packed micro-batches, its closed form is the base's with the imbalance priced
+    // again, and its bound, which leaves the data's imbalance out (it only adds), is the base's.
     let variants = windows
         .iter()
         .map(|&window| {
+            let peak = priced
+                .stage_memory_with_window(window)
+                .iter()
+                .map(|s| s.breakdown.fit_need())
+                .fold(Bytes::ZERO, Bytes::max);
+            #[cfg(debug_assertions)]
+            let variant = run.with_balance_window(window);
+            #[cfg(debug_assertions)]
+            let on_its_own = PricedRun::with_tables(&variant, tables);
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(
+                on_its_own
+                    .stage_memory()
+                    .iter()
+                    .map(|s| s.breakdown.fit_need())
+                    .fold(Bytes::ZERO, Bytes::max),
+                peak,
+                "window {window}"
+            );
+            if !fits_in(peak, capacity, spec.memory_headroom) {
+                return None;
+            }
             let imbalance = priced.data_imbalance_with_window(window);
             let closed_form = step_time_with_imbalance(&breakdown, imbalance);
             #[cfg(debug_assertions)]
             {
-                let variant = run.with_balance_window(window);
-                let on_its_own = PricedRun::with_tables(&variant, tables);
                 debug_assert_eq!(closed_form, step_time_from(&on_its_own), "window {window}");
                 debug_assert_eq!(lower_bound_from(&on_its_own), bound, "window {window}");
             }
-            (closed_form.step_time(), bound)
+            Some((closed_form.step_time(), bound, peak))
         })
         .collect();
     Priced::Kept(breakdown.step_time(), bound, peak, variants)
@@ -379,9 +400,14 @@ pub(super) fn price_all(
                         }
                         Priced::Kept(closed_form, bound, peak, variants) => {
                             tally.kept.push(Kept { place, closed_form, bound, peak });
-                            for (w, (closed_form, bound)) in variants.into_iter().enumerate() {
+                            for (w, priced) in variants.into_iter().enumerate() {
                                 let place = variant(w + 1);
-                                tally.kept.push(Kept { place, closed_form, bound, peak });
+                                match priced {
+                                    Some((closed_form, bound, peak)) => {
+                                        tally.kept.push(Kept { place, closed_form, bound, peak })
+                                    }
+                                    None => tally.reject(RejectionKind::DoesNotFit, place),
+                                }
                             }
                         }
                     }

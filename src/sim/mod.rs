@@ -23,6 +23,7 @@ use serde::Serialize;
 use crate::cost::breakdown::{MemoryBreakdown, TimeBreakdown};
 use crate::cost::memory::{Params, with_fragmentation};
 use crate::cost::priced::{PricedRun, PricedSegment};
+use crate::cost::repacking::repacked_token_peak;
 use crate::cost::step_terms::DataParallelCollectives;
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables};
 use crate::plan::Sharding;
@@ -242,20 +243,33 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
     debug_assert_eq!(path.len(), program.positions as usize);
     let bytes = priced.activations();
     let layers: Vec<f64> = path.iter().map(|p| p.segment.layers).collect();
+    let held: Vec<Vec<u32>> = (0..program.ranks).map(|rank| program.positions_held(rank)).collect();
+    // Re-packed micro-batches carry unequal tokens; every micro-batch is simulated at the token
+    // peak the closed form takes for its rank (`crate::cost::memory::stage_peak`).
+    let tokens = |position: usize| -> (f64, f64) {
+        let window = plan.balance_window();
+        let rank = held.iter().position(|h| h.contains(&(position as u32))).unwrap_or(0) as u64;
+        let in_flight = crate::cost::memory::in_flight_microbatches(run, rank).ceil() as u64;
+        (repacked_token_peak(run, window, in_flight), repacked_token_peak(run, window, 1))
+    };
     let positions: Vec<engine::PositionCost> = path
         .iter()
-        .map(|p| engine::PositionCost {
-            layers: p.segment.layers,
-            work: p.work,
-            activations: priced.stored_activations(&p.segment),
-            weight_gradient_inputs: bytes.weight_gradient_inputs_per_layer * p.segment.layers,
-            backward_working: bytes.recompute_working
-                + if p.segment.last { bytes.logits } else { Bytes::ZERO },
-            logits: if p.segment.last { bytes.logits } else { Bytes::ZERO },
+        .enumerate()
+        .map(|(position, p)| {
+            let (held_tokens, largest) = tokens(position);
+            let logits = if p.segment.last { bytes.logits * largest } else { Bytes::ZERO };
+            engine::PositionCost {
+                layers: p.segment.layers,
+                work: p.work,
+                activations: priced.stored_activations(&p.segment) * held_tokens,
+                weight_gradient_inputs: bytes.weight_gradient_inputs_per_layer
+                    * (p.segment.layers * held_tokens),
+                backward_working: bytes.recompute_working * largest + logits,
+                logits,
+            }
         })
         .collect();
     let params: Vec<Params> = path.iter().map(|p| p.params).collect();
-    let held: Vec<Vec<u32>> = (0..program.ranks).map(|rank| program.positions_held(rank)).collect();
     let rank_params: Vec<Params> =
         held.iter().map(|held| held.iter().map(|&p| params[p as usize]).sum()).collect();
     let rank_layers: Vec<f64> =

@@ -412,3 +412,51 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
     let megatron = search(Some(Engine::Megatron), None);
     assert!(windows(&megatron).iter().all(|&window| window == 0));
 }
+
+/// Re-packing balances work, not tokens: a micro-batch of short documents carries more tokens
+/// than one that holds a long document's quadratic attention, and activation memory follows
+/// tokens. On WLB-LLM's 7B-128K layout the first stage, which holds the micro-batches of the
+/// whole pipeline at once, stores more activations re-packed than packed, by the most tokens
+/// any run of that many consecutive micro-batches carried. Documents that fill their sequences
+/// re-pack into the same micro-batches, and the same memory, as packing them.
+#[test]
+fn re_packed_micro_batches_hold_more_tokens_and_their_memory_is_priced() {
+    let run = |window: i64, data: DataSpec| {
+        let mut spec = spec(
+            presets::model("llama2-7b").unwrap(),
+            "h100-sxm",
+            64,
+            training(131_072, 8, 1, None),
+            PlanSpec {
+                tp: Some(8),
+                cp: Some(2),
+                pp: Some(4),
+                balance_window: Some(window),
+                ..PlanSpec::default()
+            },
+        );
+        spec.data = Some(data);
+        Run::from_spec(&spec).unwrap()
+    };
+    let activations = |run: &Run| closed_form(run).stages[0].breakdown.activations.value();
+    let packed = run(0, long_tailed());
+    for window in [2, 4, 8] {
+        let repacked = run(window, long_tailed());
+        let held = meshplan::cost::memory::in_flight_microbatches(&repacked, 0).ceil() as u64;
+        let peak = meshplan::cost::repacking::repacked_token_peak(&repacked, window as u64, held);
+        assert!(peak > 1.05, "window {window}: x{peak}");
+        let ratio = activations(&repacked) / activations(&packed);
+        assert!((ratio - peak).abs() < 0.01 * peak, "window {window}: x{ratio} vs x{peak}");
+        // The simulator holds the same micro-batches.
+        let (simulated, _) =
+            estimate_simulated_with(&repacked, SimOptions { timeline: false }).unwrap();
+        let closed = closed_form(&repacked);
+        let (sim_peak, closed_peak) = (
+            simulated.peak_memory.breakdown.total().value(),
+            closed.peak_memory.breakdown.total().value(),
+        );
+        assert!((sim_peak / closed_peak - 1.0).abs() < 0.02, "{sim_peak} vs {closed_peak}");
+    }
+    let filled = DataSpec { lengths: Some(vec![131_072]), ..DataSpec::default() };
+    assert_eq!(closed_form(&run(8, filled.clone())).stages, closed_form(&run(0, filled)).stages);
+}
