@@ -3,6 +3,7 @@
 //! recompute policy, what a recomputing backward rebuilds at once, and what offloading moves.
 
 use crate::cost::layer::padded_vocab;
+use crate::cost::mesh_attention::gathered_bytes;
 use crate::cost::work::Segment;
 use crate::model::{SUBLAYER_KINDS, Sublayer};
 use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules};
@@ -320,7 +321,8 @@ pub struct ActivationBytes {
     /// Share of each pipeline rank's layers whose stored activations go to host memory.
     offload_share: f64,
     /// Activations alive at once during the backward beyond the stored ones: a layer rebuilt by
-    /// recompute, and with offloading the layer brought back from host memory.
+    /// recompute, with offloading the layer brought back from host memory, and with
+    /// Mesh-Attention the chunks a layer's attention gathers.
     pub recompute_working: Bytes,
     /// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
     pub logits: Bytes,
@@ -381,6 +383,8 @@ impl ActivationBytes {
                 RecomputeKind::None | RecomputeKind::Op => Bytes::ZERO,
             };
         }
+        // Mesh-Attention's gathered chunks and partial gradients live through a layer's backward.
+        recompute_working += gathered_bytes(run);
         let layers_per_rank = run.model().num_layers() as f64 / plan.pp() as f64;
         let offload_share =
             (plan.offload_activation_layers() as f64 / layers_per_rank.max(1.0)).min(1.0);

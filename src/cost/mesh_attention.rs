@@ -36,7 +36,7 @@
 
 use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::op_table::{OpKind, OpTable, Phase};
-use crate::plan::{MeshGrid, Precision};
+use crate::plan::{CpComm, MeshGrid, Precision};
 use crate::run::Run;
 use crate::units::{Bytes, Flops};
 
@@ -122,6 +122,18 @@ pub fn traffic(grid: MeshGrid, chunks: &MeshChunks, phase: Phase) -> MeshTraffic
 /// The bytes a rank receives in both phases.
 fn both_phases(grid: MeshGrid, chunks: &MeshChunks) -> Bytes {
     traffic(grid, chunks, Phase::Forward).total() + traffic(grid, chunks, Phase::Backward).total()
+}
+
+/// The buffers a rank holds during one layer's attention backward beyond its own chunks, per
+/// micro-batch: the chunks it gathered and the partial gradients it reduces, as many bytes as it
+/// receives in that phase (the backward's exceed the forward's). Zero unless the run's exchange is
+/// Mesh-Attention: the ring holds one chunk in flight, which meshplan leaves out.
+pub fn gathered_bytes(run: &Run) -> Bytes {
+    if run.plan().cp_comm() != CpComm::Mesh {
+        return Bytes::ZERO;
+    }
+    grid(run)
+        .map_or(Bytes::ZERO, |grid| traffic(grid, &MeshChunks::of(run), Phase::Backward).total())
 }
 
 /// The grid meshplan prices for a run: of every grid of its cp ranks with two rows and two
@@ -240,5 +252,16 @@ mod tests {
             mesh.time(Phase::Forward, OpKind::Attention),
             ring.time(Phase::Forward, OpKind::Attention)
         );
+    }
+    #[test]
+    fn a_rank_holds_its_gathered_chunks_through_a_layers_backward() {
+        // The 4 x 4 grid above: the backward's buffers are what it receives, 3 (Q + O + 2S) +
+        // 3 Q + 6 KV = 675 MiB a layer; the ring holds none (one chunk in flight, left out).
+        let (mesh, ring) = (run("llama2-7b", CpComm::Mesh), run("llama2-7b", CpComm::Ring));
+        assert_eq!(gathered_bytes(&mesh).value(), (3.0 * 65.0 + 3.0 * 32.0 + 6.0 * 64.0) * MIB);
+        assert_eq!(gathered_bytes(&ring), Bytes::ZERO);
+        // They add to the stage's peak once, as transient bytes beside the stored activations.
+        let peak = |run: &Run| crate::cost::memory::stage_memory(run)[0].breakdown.activations;
+        assert_eq!((peak(&mesh) - peak(&ring)).value(), 675.0 * MIB);
     }
 }
