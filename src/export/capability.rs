@@ -197,8 +197,8 @@ const DEEPSPEED: Capabilities = Capabilities {
     hybrid_layers: false,
     balance_window: 0,
     hybrid_cp: false,
-    // `activation_checkpointing.cpu_checkpointing` (0.19.8, docs/activation-offload.md, section
-    // 2a).
+    // `activation_checkpointing.cpu_checkpointing`: full recompute's checkpoint inputs, all but
+    // the newest from 0.19.6 on (0.19.8 is pinned; docs/activation-offload.md, section 2a).
     activation_offload: ActivationOffload::CheckpointInputs,
 };
 
