@@ -1,10 +1,12 @@
 //! The one table of what each training engine runs, and every reason it refuses a plan.
 //!
 //! [`Capabilities`] holds each engine's facts (schedules, sharding, recompute kinds, context and
-//! expert parallelism, precisions, TP communication overlap, ...); [`refusals`] compares a plan
-//! with them and returns every mismatch as a typed [`Refusal`] (`refusal.rs`), whose `Display` says what the
-//! engine lacks and what to change. The exporters, the search (TP overlap, which selective
-//! recompute to try) and the calibration defaults read these facts instead of keeping copies.
+//! expert parallelism, precisions, TP communication overlap, activation offload, ...);
+//! [`refusals`] compares a plan with them and returns every mismatch as a typed [`Refusal`]
+//! (`refusal.rs`), whose `Display` says what the engine lacks and what to change. The exporters,
+//! the search (TP overlap, which selective recompute to try) and the calibration defaults read
+//! these facts instead of keeping copies; [`Capabilities::activation_offload_allowed`] says from
+//! them whether an engine runs an offloading plan of a given shape.
 
 use crate::plan::{
     AdamMoments, CpComm, ExpertDispatch, HybridCpScheduler, PipelineSchedule, PipelineSplit,
@@ -14,8 +16,9 @@ use crate::plan::{RecomputeKind, Sharding};
 use crate::run::Run;
 
 use super::Engine;
-pub use super::refusal::ExpertTensorParallel;
+pub use super::offload::ActivationOffload;
 use super::refusal::Refusal;
+pub use super::refusal::{ExpertTensorParallel, OffloadMismatch};
 
 /// What one engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +73,23 @@ pub struct Capabilities {
     pub balance_window: u64,
     /// Whether it places documents on per-document context-parallel groups (`--hybrid-cp`).
     pub hybrid_cp: bool,
+    /// The activation offload to host memory it runs (`offload.rs`, sources in
+    /// `docs/activation-offload.md`).
+    pub activation_offload: ActivationOffload,
+}
+
+impl Capabilities {
+    /// Whether the engine runs meshplan's activation offload (some of each rank's layers to host
+    /// memory, `offload_activation_layers`) on a plan of `pp` stages with `recompute`, for a
+    /// hybrid (layer-pattern) model or not: what a search asks before it tries offload.
+    pub fn activation_offload_allowed(
+        &self,
+        pp: u64,
+        recompute: RecomputeKind,
+        hybrid_model: bool,
+    ) -> bool {
+        self.activation_offload.mismatches(pp, recompute, hybrid_model).is_empty()
+    }
 }
 
 const ALL_SHARDINGS: &[Sharding] =
@@ -103,6 +123,14 @@ const MEGATRON: Capabilities = Capabilities {
     // `--hybrid-context-parallel --max-seqlen-per-dp-cp-rank`, core_v0.16.0 to core_v0.19.0
     // (docs/megatron-packing-schedulers.md).
     hybrid_cp: true,
+    // `--cpu-offloading-num-layers N`, core_v0.16.0 to core_v0.19.0: TransformerConfig refuses
+    // it with pp > 1 or any recompute; the hybrid (Mamba) stack never enters the offload context
+    // (docs/activation-offload.md, section 1a).
+    activation_offload: ActivationOffload::Layers {
+        with_pipeline: false,
+        with_recompute: false,
+        hybrid_layers: false,
+    },
 };
 
 const TORCHTITAN: Capabilities = Capabilities {
@@ -138,6 +166,9 @@ const TORCHTITAN: Capabilities = Capabilities {
     hybrid_layers: false,
     balance_window: 0,
     hybrid_cp: false,
+    // v0.2.2's only CPU offload, `training.enable_cpu_offload`, is FSDP2's parameter, gradient
+    // and optimizer-state offload (docs/activation-offload.md, section 3).
+    activation_offload: ActivationOffload::None,
 };
 
 const DEEPSPEED: Capabilities = Capabilities {
@@ -166,6 +197,9 @@ const DEEPSPEED: Capabilities = Capabilities {
     hybrid_layers: false,
     balance_window: 0,
     hybrid_cp: false,
+    // `activation_checkpointing.cpu_checkpointing`: full recompute's checkpoint inputs, all but
+    // the newest from 0.19.6 on (0.19.8 is pinned; docs/activation-offload.md, section 2a).
+    activation_offload: ActivationOffload::CheckpointInputs,
 };
 
 impl Engine {
@@ -232,8 +266,12 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     {
         out.push(Refusal::RecomputeKind { kind, runs: caps.selective_recompute });
     }
-    if plan.offload_activation_layers() > 0 {
-        out.push(Refusal::ActivationOffload { layers: plan.offload_activation_layers() });
+    let layers = plan.offload_activation_layers();
+    if layers > 0 {
+        let hybrid_model = run.model().hybrid().is_some();
+        for mismatch in caps.activation_offload.mismatches(pp, kind, hybrid_model) {
+            out.push(Refusal::ActivationOffload { engine, layers, mismatch });
+        }
     }
     if plan.hybrid_cp().is_some() {
         if !caps.hybrid_cp {

@@ -48,6 +48,8 @@ pub fn config(run: &Run) -> String {
         config["pipeline"] = json!({"stages": plan.pp(), "partition": "uniform"});
     }
     if plan.recompute() == RecomputeKind::Full {
+        // `cpu_checkpointing` stays off: it offloads every checkpointed input but the newest, not
+        // what a plan's offload prices, so the capability table refuses offloading plans.
         config["activation_checkpointing"] = json!({
             "partition_activations": plan.tp() > 1,
             "contiguous_memory_optimization": false,

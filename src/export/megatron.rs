@@ -1,6 +1,7 @@
 //! Megatron-LM `pretrain_gpt.py` arguments (`pretrain_mamba.py` for hybrid models; names from `megatron/training/arguments.py`,
-//! core_v0.15.0, reference section 2; the hybrid context-parallel flags are core_v0.16.0's), one
-//! flag per line, ready for a launch script.
+//! core_v0.15.0, reference section 2; the hybrid context-parallel flags and
+//! `--cpu-offloading-num-layers` are core_v0.16.0's), one flag per line, ready for a launch
+//! script.
 
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
 use crate::plan::{
@@ -263,6 +264,12 @@ pub fn arguments(run: &Run) -> String {
             args.push("--recompute-method block".into());
             args.push(format!("--recompute-num-layers {}", plan.recompute_num_layers()));
         }
+    }
+    if plan.offload_activation_layers() > 0 {
+        // core_v0.16.0 on (docs/activation-offload.md, section 1a): a count above zero turns
+        // `cpu_offloading` on, and Transformer Engine moves that many layers' activations to
+        // host memory (activations only, the defaults of the fields that have no flag).
+        args.push(format!("--cpu-offloading-num-layers {}", plan.offload_activation_layers()));
     }
     if plan.overlap_grad_reduce() && plan.dp() * plan.cp() > 1 {
         args.push("--overlap-grad-reduce".into());

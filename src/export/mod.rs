@@ -2,14 +2,16 @@
 //! arguments (`megatron.rs`), a torchtitan job TOML (`torchtitan.rs`) and a DeepSpeed JSON config
 //! (`deepspeed.rs`), with exactly the option names of `reference/formats-and-hardware.md`.
 //!
-//! What each engine runs is one table (`capability.rs`): [`check`] returns every reason an engine
-//! refuses a plan; the search uses the same check to reject candidates for a target engine, and an
-//! export of such a plan is refused with all the reasons. [`check_memory`] is the export's other
-//! refusal: a plan predicted over the GPU's memory.
+//! What each engine runs is one table (`capability.rs`; its activation offload is described in
+//! `offload.rs`): [`check`] returns every reason an engine refuses a plan; the search uses the
+//! same check to reject candidates for a target engine, and an export of such a plan is refused
+//! with all the reasons. [`check_memory`] is the export's other refusal: a plan predicted over the
+//! GPU's memory.
 
 pub mod capability;
 mod deepspeed;
 mod megatron;
+mod offload;
 mod refusal;
 mod torchtitan;
 

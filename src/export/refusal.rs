@@ -1,6 +1,7 @@
 //! Every reason an engine refuses a plan ([`Refusal`], found by `capability::refusals`) and what
-//! each says: what the engine lacks and what to change; and the kinds of expert-tensor
-//! parallelism an engine runs, which a refusal names.
+//! each says: what the engine lacks and what to change; the kinds of expert-tensor parallelism an
+//! engine runs, which a refusal names; and how a plan's activation offload differs from an
+//! engine's ([`OffloadMismatch`], found by `offload.rs`).
 
 use std::fmt;
 
@@ -17,6 +18,29 @@ pub enum ExpertTensorParallel {
     OneOrTp,
     /// Experts are never split inside (etp 1 only).
     One,
+}
+
+/// How a plan's activation offload differs from what an engine runs (`docs/activation-offload.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OffloadMismatch {
+    /// The engine offloads no activations to host memory in a release.
+    NoOffload,
+    /// The engine offloads only without pipeline parallelism.
+    Pipeline {
+        /// Pipeline stages.
+        pp: u64,
+    },
+    /// The engine offloads only without activation recomputation.
+    Recompute {
+        /// The plan's recompute.
+        kind: RecomputeKind,
+    },
+    /// The engine's hybrid (Mamba-2 / layer-pattern) stack does not offload.
+    HybridLayers,
+    /// The engine offloads every checkpointed layer's input but the newest (full recompute only)
+    /// and copies each back on demand: not N layers' activations copied back beside the
+    /// backward, what meshplan prices.
+    CheckpointInputs,
 }
 
 /// One reason an engine cannot run a plan.
@@ -89,10 +113,14 @@ pub enum Refusal {
         /// Why and what to do, when the engine has hybrid CP but not with this plan.
         with: Option<&'static str>,
     },
-    /// Activations offloaded to host memory, which no exporter writes yet.
+    /// Activations offloaded to host memory in a way the engine does not run.
     ActivationOffload {
+        /// The engine.
+        engine: Engine,
         /// Layers per pipeline rank offloaded.
         layers: u64,
+        /// How the plan's offload differs from the engine's.
+        mismatch: OffloadMismatch,
     },
     /// Full recompute of only some of a stage's layers.
     PartialRecompute {
@@ -231,10 +259,31 @@ impl fmt::Display for Refusal {
                 f,
                 "Megatron-LM's hybrid context parallel (core_v0.16 to v0.19) {what}"
             ),
-            Refusal::ActivationOffload { layers } => write!(
-                f,
-                "the exported config does not write activation offloading yet (Megatron-LM's cpu_offloading and cpu_offloading_num_layers, with pp 1 and no recompute); drop --offload-activation-layers {layers}"
-            ),
+            Refusal::ActivationOffload { layers, mismatch, .. } => {
+                let drop = format!("drop --offload-activation-layers {layers}");
+                match mismatch {
+                    OffloadMismatch::NoOffload => write!(
+                        f,
+                        "it offloads no activations to host memory in a release; {drop}, or export for Megatron-LM (--engine megatron) with --pp 1 and no recompute"
+                    ),
+                    OffloadMismatch::Pipeline { pp } => write!(
+                        f,
+                        "its activation offloading runs only without pipeline parallelism; use --pp 1 instead of pp {pp}, or {drop}"
+                    ),
+                    OffloadMismatch::Recompute { .. } => write!(
+                        f,
+                        "its activation offloading does not run with activation recomputation; use --recompute none, or {drop}"
+                    ),
+                    OffloadMismatch::HybridLayers => write!(
+                        f,
+                        "its hybrid (Mamba) stack does not offload activations, only its GPT transformer block does; {drop}"
+                    ),
+                    OffloadMismatch::CheckpointInputs => write!(
+                        f,
+                        "its cpu_checkpointing moves the input of every checkpointed layer but the newest to host memory (full recompute only) and copies each back when its backward asks, not the activations of N layers per rank copied back beside the backward as priced; {drop}, or export for Megatron-LM (--engine megatron) with --pp 1 and no recompute"
+                    ),
+                }
+            }
             Refusal::PartialRecompute { layers } => write!(
                 f,
                 "full activation checkpointing applies to every layer; partial recompute is not available; drop --recompute-num-layers {layers}"

@@ -301,8 +301,9 @@ pub struct PlanSpec {
     #[arg(help_heading = PLAN)]
     pub recompute_modules: Option<Vec<RecomputeModule>>,
     /// Transformer layers per pipeline rank whose activations are offloaded to host memory
-    /// during the forward and brought back for the backward (Megatron-LM --cpu-offloading
-    /// --cpu-offloading-num-layers; NeMo's activation_offload_layers). [default: 0]
+    /// during the forward and brought back for the backward (Megatron-LM's
+    /// --cpu-offloading-num-layers, which it runs with pp 1 and no recompute; NeMo's
+    /// activation_offload_layers). [default: 0]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
     pub offload_activation_layers: Option<i64>,
     /// Overlap the data-parallel gradient reduction with the backward. [default: true]

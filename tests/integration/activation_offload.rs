@@ -1,0 +1,174 @@
+//! Activation offload to host memory (`--offload-activation-layers`, MEMO-style) where the engines
+//! run it (`docs/activation-offload.md`): Megatron-LM's export writes the layer count for the
+//! plans it runs as priced (pp 1, no recompute, a GPT-style model), every other offload plan is
+//! refused with its typed reason, and a search with the offload pinned finds Megatron-LM's plans.
+
+use meshplan::Run;
+use meshplan::export::capability::OffloadMismatch;
+use meshplan::export::{Engine, Refusal, export, refusals};
+use meshplan::plan::{PlanSpec, Precision, RecomputeKind};
+use meshplan::search::{Constraints, SearchSpec, search};
+
+use crate::support::{preset_run, run, spec, training, words};
+
+/// Llama 3.1 8B at 64K tokens on 16 H100 (tp 4 and cp 4 unless `plan` says, the distributed
+/// optimizer), `layers` per pipeline rank offloaded, on top of `plan`.
+fn long_context(layers: i64, plan: PlanSpec) -> Run {
+    let plan = PlanSpec {
+        tp: plan.tp.or(Some(4)),
+        cp: plan.cp.or(Some(4)),
+        zero: Some(1),
+        offload_activation_layers: Some(layers),
+        ..plan
+    };
+    preset_run("llama3.1-8b", "h100-sxm", 16, training(65536, 16, 1, Some(Precision::Bf16)), plan)
+}
+
+/// Only the offload refusals of an engine for a run.
+fn offload_refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
+    refusals(engine, run)
+        .into_iter()
+        .filter(|refusal| matches!(refusal, Refusal::ActivationOffload { .. }))
+        .collect()
+}
+
+/// The count meshplan prices is the count Megatron-LM's flag asks for, and it is priced: the
+/// offloading plan stores less on the GPU than the same plan without offload.
+#[test]
+fn megatron_exports_the_offloaded_layer_count_it_was_priced_with() {
+    let run = long_context(24, PlanSpec::default());
+    let args = export(Engine::Megatron, &run).unwrap();
+    insta::assert_snapshot!("megatron_offload_24_layers", args);
+    assert!(args.lines().any(|line| line == "--cpu-offloading-num-layers 24"), "{args}");
+    assert!(!args.contains("--recompute-granularity"), "{args}");
+    assert!(args.lines().any(|line| line == "--pipeline-model-parallel-size 1"), "{args}");
+    let kept = meshplan::closed_form(&long_context(0, PlanSpec::default()));
+    let offloaded = meshplan::closed_form(&run);
+    assert!(
+        offloaded.peak_memory.breakdown.activations < kept.peak_memory.breakdown.activations,
+        "{:?} vs {:?}",
+        offloaded.peak_memory.breakdown.activations,
+        kept.peak_memory.breakdown.activations
+    );
+}
+
+/// Every offload plan an engine would run differently from what meshplan priced is refused with
+/// the typed reason and a message that says what to change.
+#[test]
+fn offload_plans_an_engine_does_not_run_as_priced_are_refused_with_the_reason() {
+    let pipeline = long_context(8, PlanSpec { pp: Some(2), cp: Some(2), ..PlanSpec::default() });
+    let full =
+        long_context(24, PlanSpec { recompute: Some(RecomputeKind::Full), ..PlanSpec::default() });
+    let selective = long_context(
+        24,
+        PlanSpec { recompute: Some(RecomputeKind::Selective), ..PlanSpec::default() },
+    );
+    let plain = long_context(24, PlanSpec::default());
+    let nemotronh = preset_run(
+        "nemotronh-8b",
+        "h100-sxm",
+        16,
+        training(8192, 64, 1, Some(Precision::Bf16)),
+        PlanSpec { fsdp: Some(true), offload_activation_layers: Some(8), ..PlanSpec::default() },
+    );
+    let cases = [
+        (
+            Engine::Megatron,
+            &pipeline,
+            8,
+            OffloadMismatch::Pipeline { pp: 2 },
+            "use --pp 1 instead of pp 2",
+        ),
+        (
+            Engine::Megatron,
+            &full,
+            24,
+            OffloadMismatch::Recompute { kind: RecomputeKind::Full },
+            "use --recompute none",
+        ),
+        (
+            Engine::Megatron,
+            &selective,
+            24,
+            OffloadMismatch::Recompute { kind: RecomputeKind::Selective },
+            "use --recompute none",
+        ),
+        (Engine::Megatron, &nemotronh, 8, OffloadMismatch::HybridLayers, "hybrid (Mamba) stack"),
+        (Engine::Deepspeed, &full, 24, OffloadMismatch::CheckpointInputs, "cpu_checkpointing"),
+        (
+            Engine::Deepspeed,
+            &plain,
+            24,
+            OffloadMismatch::CheckpointInputs,
+            "every checkpointed layer",
+        ),
+        (Engine::Torchtitan, &plain, 24, OffloadMismatch::NoOffload, "offloads no activations"),
+    ];
+    for (engine, run, layers, mismatch, says) in cases {
+        assert_eq!(
+            offload_refusals(engine, run),
+            [Refusal::ActivationOffload { engine, layers, mismatch }],
+            "{engine:?}"
+        );
+        let err = export(engine, run).unwrap_err().to_string();
+        assert!(err.contains(says), "{engine:?}: {err}");
+        assert!(err.contains(&format!("drop --offload-activation-layers {layers}")), "{err}");
+    }
+}
+
+/// The binary: `export --to megatron` writes the flag, `--to deepspeed` refuses with the reason
+/// and writes nothing.
+#[test]
+fn the_command_line_exports_offload_for_megatron_and_refuses_it_elsewhere() {
+    let line = "export --model llama3.1-8b --gpus 16 --seq-len 65536 --global-batch 16 --tp 4 \
+                --cp 4 --zero 1 --offload-activation-layers 24 --to";
+    let megatron = run(&[words(line), vec!["megatron"]].concat());
+    assert_eq!(megatron.code, 0, "{}", megatron.stderr);
+    assert!(
+        megatron.stdout.lines().any(|l| l == "--cpu-offloading-num-layers 24"),
+        "{}",
+        megatron.stdout
+    );
+    for (engine, says) in
+        [("deepspeed", "cpu_checkpointing"), ("torchtitan", "offloads no activations")]
+    {
+        let refused = run(&[words(line), vec![engine]].concat());
+        assert_ne!(refused.code, 0, "{engine}");
+        assert!(refused.stdout.is_empty(), "{engine}: {}", refused.stdout);
+        assert!(refused.stderr.contains(says), "{engine}: {}", refused.stderr);
+    }
+}
+
+/// With the offload pinned, a search for Megatron-LM keeps only the plans it runs offloading:
+/// no pipeline and no recompute, each exportable with the flag.
+#[test]
+fn a_search_with_offload_pinned_finds_megatron_plans_without_pipeline_or_recompute() {
+    let base = spec(
+        meshplan::presets::model("llama3.1-8b").unwrap(),
+        "h100-sxm",
+        8,
+        training(32768, 8, 1, Some(Precision::Bf16)),
+        PlanSpec { offload_activation_layers: Some(16), ..PlanSpec::default() },
+    );
+    let spec = SearchSpec {
+        base,
+        constraints: Constraints::default(),
+        memory_headroom: 0.05,
+        engine: Some(Engine::Megatron),
+        top: 3,
+    };
+    let report = search(&spec, &|_, _| {}).unwrap();
+    assert!(!report.plans.is_empty());
+    for plan in &report.plans {
+        let chosen = plan.run.plan();
+        assert_eq!(
+            (chosen.pp(), chosen.recompute()),
+            (1, RecomputeKind::None),
+            "{}",
+            chosen.label()
+        );
+        assert_eq!(chosen.offload_activation_layers(), 16);
+        let args = export(Engine::Megatron, &plan.run).unwrap();
+        assert!(args.contains("--cpu-offloading-num-layers 16"), "{args}");
+    }
+}
