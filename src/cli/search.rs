@@ -498,7 +498,7 @@ impl RejectionJson {
         let (field, memory) = match example {
             Rejection::BreaksARule(violation) => (Some(violation.field.clone()), None),
             Rejection::DoesNotFit(over) => (None, Some((over.needed, over.available))),
-            Rejection::UnsupportedByEngine(_) => (None, None),
+            Rejection::UnsupportedByEngine(_) | Rejection::OffloadNotNeeded(_) => (None, None),
         };
         RejectionJson {
             reason: kind.name(),

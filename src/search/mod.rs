@@ -238,6 +238,16 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         mesh_attention: spec
             .engine
             .is_some_and(|engine| engine.capabilities().cp_comms.contains(&CpComm::Mesh)),
+        // Offload needs a host link to copy over, and a target engine that offloads a layout
+        // without a pipeline and without recompute (Megatron-LM's `--cpu-offloading-num-layers`).
+        activation_offload: cluster.interconnect().host_bandwidth().is_some()
+            && spec.engine.is_none_or(|engine| {
+                engine.capabilities().activation_offload_allowed(
+                    1,
+                    RecomputeKind::None,
+                    model.hybrid().is_some(),
+                )
+            }),
     })
 }
 

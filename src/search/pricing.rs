@@ -3,7 +3,7 @@
 //! sharding of one tp x cp x pp), with op tables built once per table key and model states checked
 //! once per layout, both found by index rather than looked up per candidate.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -257,15 +257,19 @@ fn table_slots(blocks: &[Block]) -> (Vec<Vec<usize>>, Vec<OnceLock<Tables>>) {
     (slots, (0..keys.len()).map(|_| OnceLock::new()).collect())
 }
 
-const KINDS: [RejectionKind; 3] =
-    [RejectionKind::BreaksARule, RejectionKind::DoesNotFit, RejectionKind::UnsupportedByEngine];
+const KINDS: [RejectionKind; 4] = [
+    RejectionKind::BreaksARule,
+    RejectionKind::DoesNotFit,
+    RejectionKind::UnsupportedByEngine,
+    RejectionKind::OffloadNotNeeded,
+];
 
 /// What pricing one group of candidates found: its kept candidates, and per rejection kind (in
 /// the order of `KINDS`) the count and the first place rejected so.
 #[derive(Default)]
 struct Tally {
     kept: Vec<Kept>,
-    rejected: [Option<(usize, Place)>; 3],
+    rejected: [Option<(usize, Place)>; 4],
 }
 
 impl Tally {
@@ -360,12 +364,28 @@ pub(super) fn price_all(
             let windows = block.balance_windows.len().max(1);
             let mut tally = Tally::default();
             let mut count = 0;
+            // The (layout, sharding, inner combination) whose plan without recompute fits: its
+            // offload choices, priced after it, are not needed.
+            let mut fits_plainly: HashSet<(usize, usize, usize)> = HashSet::new();
             for group in group_places(block, *b, members) {
                 let pricing = SharedPricing::new();
                 for place in group {
                     count += 1;
                     let (layout, sharding, inner) =
                         (place.layout(), place.sharding(), place.inner());
+                    let choice = block.recomputes[layout][place.recompute()];
+                    // The same candidate re-packing over each further window.
+                    let variant = |w: usize| {
+                        let inner = inner + w * block.per_window();
+                        Place::new(*b, layout, sharding, place.recompute(), inner)
+                    };
+                    if choice.offloads() && fits_plainly.contains(&(layout, sharding, inner)) {
+                        count += windows - 1;
+                        for w in 0..windows {
+                            tally.reject(RejectionKind::OffloadNotNeeded, variant(w));
+                        }
+                        continue;
+                    }
                     let candidate = place.candidate(blocks);
                     // Hybrid CP places documents by its own scheduler: re-packing them as well
                     // breaks a rule, so its window variants are rejected unpriced.
@@ -380,11 +400,9 @@ pub(super) fn price_all(
                         });
                         price(spec, template, candidate, shared, false, priced_windows)
                     };
-                    // The same candidate re-packing over each further window.
-                    let variant = |w: usize| {
-                        let inner = inner + w * block.per_window();
-                        Place::new(*b, layout, sharding, place.recompute(), inner)
-                    };
+                    if choice == RecomputeChoice::None && matches!(priced, Priced::Kept(..)) {
+                        fits_plainly.insert((layout, sharding, inner));
+                    }
                     count += windows - 1;
                     if hybrid {
                         for w in 1..windows {
@@ -428,6 +446,14 @@ pub(super) fn price_all(
     // the candidate priced again with its reason written.
     let explain = |kind: RejectionKind, place: Place| -> Rejection {
         let (b, block) = (place.block(), &blocks[place.block()]);
+        if kind == RejectionKind::OffloadNotNeeded {
+            let candidate = place.candidate(blocks);
+            let label = candidate_run(spec, template, &candidate).map_or_else(
+                |_| format!("{candidate:?}"),
+                |run| format!("{} {}", run.plan().label(), run.plan().memory_label()),
+            );
+            return Rejection::OffloadNotNeeded(label);
+        }
         if kind == RejectionKind::DoesNotFit
             && let Some(reason) =
                 states[b].verdict(block, place.layout(), place.sharding(), place.inner())
@@ -439,7 +465,7 @@ pub(super) fn price_all(
             _ => unreachable!("pricing a candidate twice gives the same verdict, explained"),
         }
     };
-    let mut first: [Option<(usize, Place)>; 3] = [None; 3];
+    let mut first: [Option<(usize, Place)>; 4] = [None; 4];
     let mut kept = Vec::with_capacity(tallies.len());
     for tally in tallies {
         for (entry, found) in first.iter_mut().zip(tally.rejected) {

@@ -23,6 +23,9 @@ pub enum RejectionKind {
     DoesNotFit,
     /// The target engine cannot run it.
     UnsupportedByEngine,
+    /// It offloads activations to host memory, and the same plan fits without: offload is tried
+    /// as a way to fit, never faster than keeping the activations.
+    OffloadNotNeeded,
 }
 
 impl RejectionKind {
@@ -32,6 +35,7 @@ impl RejectionKind {
             RejectionKind::BreaksARule => "breaks a plan rule",
             RejectionKind::DoesNotFit => "does not fit in memory",
             RejectionKind::UnsupportedByEngine => "unsupported by the target engine",
+            RejectionKind::OffloadNotNeeded => "offload not needed",
         }
     }
 }
@@ -71,6 +75,8 @@ pub enum Rejection {
     DoesNotFit(OverMemory),
     /// Every reason the engine refuses it.
     UnsupportedByEngine(Unsupported),
+    /// The plan (its label) offloads activations although it fits without.
+    OffloadNotNeeded(String),
 }
 
 impl Rejection {
@@ -80,6 +86,7 @@ impl Rejection {
             Rejection::BreaksARule(_) => RejectionKind::BreaksARule,
             Rejection::DoesNotFit(_) => RejectionKind::DoesNotFit,
             Rejection::UnsupportedByEngine(_) => RejectionKind::UnsupportedByEngine,
+            Rejection::OffloadNotNeeded(_) => RejectionKind::OffloadNotNeeded,
         }
     }
 }
@@ -109,6 +116,10 @@ impl fmt::Display for Rejection {
                 }
                 None => write!(f, "{unsupported}"),
             },
+            Rejection::OffloadNotNeeded(plan) => write!(
+                f,
+                "{plan} fits without its offload, which copies over the host link and saves no time"
+            ),
         }
     }
 }

@@ -50,6 +50,12 @@ pub enum RecomputeChoice {
     /// Full recompute of this many layers per stage, only when pinned with
     /// `--recompute-num-layers`.
     Layers(u32),
+    /// No recomputation; the activations of half of each stage's layers go to host memory
+    /// (`offload_activation_layers`), copied back beside the backward.
+    OffloadHalf,
+    /// No recomputation; the activations of every layer of a stage but its last go to host
+    /// memory (the last one's backward starts at once, so engines keep it).
+    OffloadAllButLast,
 }
 
 /// One point of the space. Field order is the tie-break order of equal predictions.
@@ -137,6 +143,9 @@ pub struct Shape {
     /// Whether Mesh-Attention is tried unpinned: no release of any engine runs it, so only a
     /// pin (`--cp-comm mesh`) brings it into a search.
     pub mesh_attention: bool,
+    /// Whether activation offload to host memory is tried unpinned, on layouts without a
+    /// pipeline (the GPU has a host link, and the target engine, if any, offloads there).
+    pub activation_offload: bool,
 }
 
 /// Largest micro-batch size the space tries.
@@ -360,7 +369,7 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                 let recomputes = layouts
                     .iter()
                     .map(|&(_, split, _)| {
-                        recomputes(shape, stage_layers(shape.layers, pp, split), pins)
+                        recomputes(shape, pp, stage_layers(shape.layers, pp, split), pins)
                     })
                     .collect();
                 out.push(Block {
@@ -398,9 +407,11 @@ const RECOMPUTE: [RecomputeChoice; 4] = [
     RecomputeChoice::Full,
 ];
 
-/// The recompute choices for stages of `stage_layers` layers: the pinned kind (and layer count)
-/// alone, else every kind, with the engine's selective kind.
-fn recomputes(shape: &Shape, stage_layers: u64, pins: &PlanSpec) -> Vec<RecomputeChoice> {
+/// The recompute choices for `pp` stages of `stage_layers` layers: the pinned kind (and layer
+/// count) alone, else every kind, with the engine's selective kind, and on a layout without a
+/// pipeline offloading half or all but one of the layers' activations where the shape allows it
+/// and no offload is pinned (a pinned offload holds for every candidate).
+fn recomputes(shape: &Shape, pp: u64, stage_layers: u64, pins: &PlanSpec) -> Vec<RecomputeChoice> {
     if let Some(layers) = pins.recompute_num_layers {
         let full = agrees(pins.recompute, RecomputeKind::Full);
         return if full {
@@ -428,15 +439,42 @@ fn recomputes(shape: &Shape, stage_layers: u64, pins: &PlanSpec) -> Vec<Recomput
                 _ => None,
             },
         )
+        .chain(offloads(shape, pp, stage_layers, pins))
         .filter(|choice| agrees(pins.recompute, choice.kind()))
         .collect()
 }
 
+/// The offload choices tried: none on a pipeline, on a stage of one layer (whose one layer an
+/// engine keeps), or when the shape or a pin rules offload out; half of the layers only where
+/// that is not also all but the last.
+fn offloads(shape: &Shape, pp: u64, stage_layers: u64, pins: &PlanSpec) -> Vec<RecomputeChoice> {
+    if !shape.activation_offload
+        || pp > 1
+        || stage_layers < 2
+        || pins.offload_activation_layers.is_some()
+    {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    if stage_layers / 2 < stage_layers - 1 {
+        out.push(RecomputeChoice::OffloadHalf);
+    }
+    out.push(RecomputeChoice::OffloadAllButLast);
+    out
+}
+
 impl RecomputeChoice {
+    /// Whether this choice offloads activations to host memory.
+    pub fn offloads(self) -> bool {
+        matches!(self, RecomputeChoice::OffloadHalf | RecomputeChoice::OffloadAllButLast)
+    }
+
     /// The recompute kind of this choice.
     pub fn kind(self) -> RecomputeKind {
         match self {
-            RecomputeChoice::None => RecomputeKind::None,
+            RecomputeChoice::None
+            | RecomputeChoice::OffloadHalf
+            | RecomputeChoice::OffloadAllButLast => RecomputeKind::None,
             RecomputeChoice::Selective => RecomputeKind::Selective,
             RecomputeChoice::Op => RecomputeKind::Op,
             RecomputeChoice::HalfFull | RecomputeChoice::Full | RecomputeChoice::Layers(_) => {
@@ -630,6 +668,11 @@ impl Candidate {
             RecomputeChoice::Layers(layers) => Some(layers as i64),
             _ => None,
         };
+        let offload_activation_layers = match self.recompute {
+            RecomputeChoice::OffloadHalf => Some((stage_layers / 2) as i64),
+            RecomputeChoice::OffloadAllButLast => Some(stage_layers as i64 - 1),
+            _ => template.offload_activation_layers,
+        };
         PlanSpec {
             tp: Some(self.tp as i64),
             pp: Some(self.pp as i64),
@@ -646,6 +689,7 @@ impl Candidate {
             hybrid_shard,
             recompute: Some(self.recompute.kind()),
             recompute_num_layers,
+            offload_activation_layers,
             balance_window: Some(self.balance_window as i64),
             hybrid_cp: Some(self.hybrid_cp.is_some()),
             hybrid_cp_scheduler: self.hybrid_cp,
@@ -656,107 +700,4 @@ impl Candidate {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn shape() -> Shape {
-        Shape {
-            gpus: 16,
-            nvlink_domain: 8,
-            gpus_per_node: 8,
-            layers: 32,
-            heads: 32,
-            kv_heads: 8,
-            seq_len: 4096,
-            global_batch: 32,
-            experts: 0,
-            selective_recompute: RecomputeKind::Selective,
-            max_balance_window: 0,
-            hybrid_cp_schedulers: &[],
-            mesh_attention: false,
-        }
-    }
-
-    #[test]
-    fn divisors_are_complete_and_sorted() {
-        assert_eq!(divisors(36).collect::<Vec<_>>(), [1, 2, 3, 4, 6, 9, 12, 18, 36]);
-        assert_eq!(divisors(1).collect::<Vec<_>>(), [1]);
-        assert_eq!(divisors(16384).count(), 15);
-    }
-
-    #[test]
-    fn the_space_covers_every_factorization_and_respects_constraints() {
-        let all = candidates(&shape(), &Constraints::default(), &PlanSpec::default());
-        let factorizations: std::collections::BTreeSet<_> =
-            all.iter().map(|c| (c.tp, c.cp, c.pp)).collect();
-        // tp <= 8 (NVLink domain), and every tp x cp x pp dividing 16.
-        assert!(factorizations.contains(&(8, 2, 1)) && factorizations.contains(&(1, 1, 16)));
-        assert!(!factorizations.iter().any(|(tp, _, _)| *tp > 8));
-        assert!(all.iter().all(|c| 16 % (c.tp * c.cp * c.pp) == 0));
-        let limited = candidates(
-            &shape(),
-            &Constraints { max_pp: Some(2), ..Constraints::default() },
-            &PlanSpec { tp: Some(4), ..PlanSpec::default() },
-        );
-        assert!(!limited.is_empty() && limited.iter().all(|c| c.pp <= 2 && c.tp == 4));
-        let mut sorted = all.clone();
-        sorted.sort();
-        sorted.dedup();
-        assert_eq!(sorted.len(), all.len(), "candidates are unique");
-    }
-
-    #[test]
-    fn a_torchtitan_search_tries_per_op_checkpointing_instead_of_the_attention_core() {
-        let kinds = |shape: &Shape| -> std::collections::BTreeSet<RecomputeChoice> {
-            candidates(shape, &Constraints::default(), &PlanSpec::default())
-                .iter()
-                .map(|c| c.recompute)
-                .collect()
-        };
-        let megatron = kinds(&shape());
-        assert!(megatron.contains(&RecomputeChoice::Selective));
-        assert!(!megatron.contains(&RecomputeChoice::Op));
-        let torchtitan = kinds(&Shape { selective_recompute: RecomputeKind::Op, ..shape() });
-        assert!(torchtitan.contains(&RecomputeChoice::Op));
-        assert!(!torchtitan.contains(&RecomputeChoice::Selective));
-    }
-
-    #[test]
-    fn one_layer_stages_have_no_half_recompute() {
-        // 32 layers over pp 16 leave two per stage (half is one layer); over pp 32 (on 32 GPUs),
-        // one, whose half would be no recompute again.
-        let half = |c: &Candidate| c.recompute == RecomputeChoice::HalfFull;
-        let all = candidates(&shape(), &Constraints::default(), &PlanSpec::default());
-        assert!(all.iter().any(|c| c.pp == 16 && half(c)));
-        let wide = Shape { gpus: 32, global_batch: 64, ..shape() };
-        let all = candidates(&wide, &Constraints::default(), &PlanSpec::default());
-        assert!(all.iter().any(|c| c.pp == 32 && c.recompute == RecomputeChoice::None));
-        assert!(!all.iter().any(|c| c.pp == 32 && c.split == PipelineSplit::Even && half(c)));
-    }
-
-    #[test]
-    fn mesh_attention_is_tried_where_the_shape_allows_or_pinned_and_on_a_two_by_two_grid() {
-        let exchanges = |shape: &Shape| -> std::collections::BTreeSet<(u64, CpComm)> {
-            candidates(shape, &Constraints::default(), &PlanSpec::default())
-                .iter()
-                .map(|c| (c.cp, c.cp_comm))
-                .collect()
-        };
-        let targeted = exchanges(&shape());
-        assert!(!targeted.iter().any(|&(_, comm)| comm == CpComm::Mesh));
-        // A shape that tries it (an engine that ran it) tries every grid of 2 x 2 at least.
-        let any_engine = exchanges(&Shape { mesh_attention: true, ..shape() });
-        let mesh: Vec<u64> = any_engine
-            .iter()
-            .filter(|(_, comm)| *comm == CpComm::Mesh)
-            .map(|(cp, _)| *cp)
-            .collect();
-        // cp 4, 8 and 16 of 16 GPUs; cp 2 has only the ring's one-row grid.
-        assert_eq!(mesh, [4, 8, 16]);
-        assert!(targeted.iter().all(|pair| any_engine.contains(pair)));
-        // Pinned, a targeted search prices it too, for the engine check to reject with its reason.
-        let pins = PlanSpec { cp_comm: Some(CpComm::Mesh), ..PlanSpec::default() };
-        let pinned = candidates(&shape(), &Constraints::default(), &pins);
-        assert!(!pinned.is_empty() && pinned.iter().all(|c| c.cp_comm == CpComm::Mesh));
-    }
-}
+mod tests;
