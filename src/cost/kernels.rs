@@ -157,18 +157,11 @@ pub fn attention_backward_time(
         / (attention_rate(gpu, seq_len, head_dim, base, half_seq) * speed)
 }
 
-/// Fraction of the BF16 tensor-core peak Mamba-2's chunked scan reaches as mamba_ssm's five
-/// Triton kernels: TileLang's fused chunk-scan forward runs at 126-136 TFLOP/s on an H800
-/// (`tile-ai/tilelang` `benchmark/mamba2/README.md`, b 8, 80 heads, Q 256, P 64, N 128, 1K-32K
-/// tokens), and fusing the five kernels into one is 1.50-2.51x faster than the unfused ones on
-/// A100 and H100 (PyTorch blog, "Accelerating Mamba2 with Kernel Fusion"): 130 TFLOP/s over
-/// the middle speedup, 2.0, is 65 TFLOP/s, 0.066 of 989.
-pub const SCAN_TENSOR_EFFICIENCY: f64 = 0.066;
-
 /// Time of Mamba-2's chunked scan doing `flops` of matmuls while moving `bytes` through HBM:
-/// bound by the slower of its small matmuls and its memory traffic.
+/// bound by the slower of its small matmuls (at the GPU's `efficiency.scan` of its BF16 peak)
+/// and its memory traffic.
 pub fn scan_time(gpu: &Gpu, flops: Flops, bytes: Bytes) -> Seconds {
-    (flops / (gpu.peak_bf16() * SCAN_TENSOR_EFFICIENCY)).max(memory_time(gpu, bytes))
+    (flops / (gpu.peak_bf16() * gpu.efficiency().scan)).max(memory_time(gpu, bytes))
 }
 
 /// Fractions of HBM bandwidth that eager PyTorch element-wise code reaches on H100 SXM

@@ -65,10 +65,24 @@ pub struct EfficiencySpec {
     /// Same for the attention backward (default 512).
     #[serde(default)]
     pub attention_backward_half_seq: Option<f64>,
+    /// Fraction of the 16-bit peak Mamba-2's chunked scan (mamba_ssm's Triton kernels) reaches
+    /// (default [`DEFAULT_SCAN_EFFICIENCY`], derived on Hopper). A kernel figure, not scaled by
+    /// `calibration`.
+    #[serde(default)]
+    pub scan: Option<f64>,
 }
 
 /// Default of `gemm_k_overhead`: cuBLAS efficiency on A100 falls below ~1k of K in public sweeps.
 pub const DEFAULT_GEMM_K_OVERHEAD: f64 = 64.0;
+/// Default of `scan`: the fraction of the BF16 tensor-core peak Mamba-2's chunked scan reaches as
+/// mamba_ssm's five Triton kernels on Hopper. TileLang's fused chunk-scan forward runs at 126-136
+/// TFLOP/s on an H800 (`tile-ai/tilelang` `benchmark/mamba2/README.md`, b 8, 80 heads, Q 256, P
+/// 64, N 128, 1K-32K tokens), and fusing the five kernels into one is 1.50-2.51x faster than the
+/// unfused ones on A100 and H100 (PyTorch blog, "Accelerating Mamba2 with Kernel Fusion"): 130
+/// TFLOP/s over the middle speedup, 2.0, is 65 TFLOP/s, 0.066 of 989. vLLM's copy of the same
+/// five kernels runs at about 68-82 TFLOP/s on one H100 (vllm-project/vllm PR 27299,
+/// "microbenchmark", "Original" column, granite-4.0-h-small shapes, in meshplan's FLOP count).
+pub const DEFAULT_SCAN_EFFICIENCY: f64 = 0.066;
 /// Default of the attention half-efficiency sequence lengths (FlashAttention-2 paper, causal
 /// throughput against sequence length on A100, head dim 128).
 pub const DEFAULT_ATTENTION_HALF_SEQ: f64 = 512.0;
@@ -150,6 +164,8 @@ pub struct Efficiency {
     pub attention_forward_half_seq: f64,
     /// Same for the attention backward.
     pub attention_backward_half_seq: f64,
+    /// Fraction of the 16-bit peak Mamba-2's chunked scan reaches.
+    pub scan: f64,
 }
 
 /// A validated GPU.
@@ -289,6 +305,7 @@ impl Gpu {
                 "attention_backward_half_seq",
                 eff.attention_backward_half_seq.unwrap_or(DEFAULT_ATTENTION_HALF_SEQ),
             ),
+            scan: fraction(&mut collector, "scan", eff.scan.unwrap_or(DEFAULT_SCAN_EFFICIENCY)),
         };
         if spec.sm_count <= 0 {
             collector.add(
