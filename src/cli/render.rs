@@ -145,6 +145,12 @@ fn data_label(data: &crate::run::RunData, seq_len: u64) -> String {
             "one document per {seq_len}-token sequence, padded ({:.1} % of tokens trained)",
             data.loads.trained_fraction * 100.0
         ),
+        crate::data::Batching::Whole => format!(
+            "whole documents packed into {seq_len}-token sequences, the rest padded ({:.1} \
+             documents each on average, {:.1} % of tokens trained)",
+            data.loads.pieces_per_sequence,
+            data.loads.trained_fraction * 100.0
+        ),
     };
     format!(
         "{name}, mean document {:.0} tokens, up to {}; {batching}; {} sequences sampled, seed {}",

@@ -100,8 +100,10 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
     let mut rng = StdRng::seed_from_u64(data.seed());
     let seq_len = work.seq_len();
     let pieces = match data.batching() {
-        Batching::Pack => (seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0)
-            .min(PIECES_PER_SEQUENCE as f64),
+        Batching::Pack | Batching::Whole => {
+            (seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0)
+                .min(PIECES_PER_SEQUENCE as f64)
+        }
         Batching::Pad => 1.0,
     };
     let sequences = ((DRAW_BUDGET as f64 / pieces) as u64).clamp(SEQUENCES.0, SEQUENCES.1);
@@ -146,6 +148,41 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                     }
                 }
                 trained += seq_len;
+                values.push(if work.attends() { [a, b] } else { [1.0, 1.0] });
+            }
+            Batching::Whole => {
+                let (mut room, mut a, mut b) = (seq_len, 0.0, 0.0);
+                let mut drawn = 0u64;
+                while room > 0 {
+                    if drawn == PIECES_PER_SEQUENCE {
+                        // The rest as more of the same, as packing takes it.
+                        let scale = room as f64 / (seq_len - room) as f64;
+                        (a, b) = (a * (1.0 + scale), b * (1.0 + scale));
+                        pieces_total += (drawn as f64 * scale) as u64;
+                        trained += room;
+                        carried = 0;
+                        break;
+                    }
+                    // A document that did not fit the last sequence opens this one.
+                    let length = if carried > 0 {
+                        std::mem::take(&mut carried)
+                    } else {
+                        distribution.draw(&mut rng).min(seq_len)
+                    };
+                    if length > room {
+                        // It starts the next sequence; the rest of this one is padding.
+                        carried = length;
+                        break;
+                    }
+                    drawn += 1;
+                    room -= length;
+                    trained += length;
+                    pieces_total += 1;
+                    if let Some([piece_a, piece_b]) = work.piece(length) {
+                        a += piece_a;
+                        b += piece_b;
+                    }
+                }
                 values.push(if work.attends() { [a, b] } else { [1.0, 1.0] });
             }
         }
@@ -285,6 +322,31 @@ mod tests {
         );
         assert_eq!(loads.mean, [1.0, 1.0]);
         assert!((loads.trained_fraction - 0.5).abs() < 0.03, "{}", loads.trained_fraction);
+    }
+
+    #[test]
+    fn whole_documents_start_a_new_sequence_when_they_do_not_fit_and_the_rest_is_padding() {
+        // 3072-token documents in 4096-token sequences: one a sequence, 1024 tokens of padding
+        // each, which attend to nothing: a = F(3072) / F(4096) = 9/16, three quarters trained.
+        let loads = sample_sequences(
+            &data(vec![3072], Batching::Whole),
+            &AttentionWork::new(&|s| (s * s) as f64, 4096),
+        );
+        assert_eq!(loads.mean[0], 9.0 / 16.0);
+        assert_eq!(loads.trained_fraction, 0.75);
+        assert_eq!(loads.pieces_per_sequence, 1.0);
+        // Two 2048-token documents fill a sequence exactly: as packing them.
+        let alternating = sample_sequences(
+            &data(vec![2048], Batching::Whole),
+            &AttentionWork::new(&|s| (s * s) as f64, 4096),
+        );
+        assert_eq!((alternating.mean[0], alternating.trained_fraction), (0.5, 1.0));
+        // Longer documents are cut to the sequence, their rest dropped: one full sequence each.
+        let long = sample_sequences(
+            &data(vec![6144], Batching::Whole),
+            &AttentionWork::new(&|s| (s * s) as f64, 4096),
+        );
+        assert_eq!((long.mean, long.trained_fraction), ([1.0, 1.0], 1.0));
     }
 
     #[test]

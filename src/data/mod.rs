@@ -49,6 +49,12 @@ pub enum Batching {
     /// One document per sequence, cut at `seq_len` and padded to it: every sequence costs a full
     /// one, and only the document's tokens count as trained.
     Pad,
+    /// Whole documents packed in the order they arrive, each attending only to itself, a
+    /// document that does not fit the rest of a sequence starting the next one and the rest
+    /// padded (Megatron-LM's `--sft` packing; DeepSpeed's dynamic batching in data-loader
+    /// order); a document longer than `seq_len` is cut to it. Padding costs its linear work
+    /// and no attention, and only the documents' tokens count as trained.
+    Whole,
 }
 
 impl Batching {
@@ -57,6 +63,7 @@ impl Batching {
         match self {
             Batching::Pack => "pack",
             Batching::Pad => "pad",
+            Batching::Whole => "whole",
         }
     }
 }

@@ -205,6 +205,9 @@ fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
     let batching = match data.batching {
         Batching::Pack => format!("packed into {}-token sequences", data.seq_len),
         Batching::Pad => format!("one document per {}-token sequence, padded", data.seq_len),
+        Batching::Whole => {
+            format!("whole documents packed into {}-token sequences, padded", data.seq_len)
+        }
     };
     check_finite("lengths", [("the mean", data.mean_length), ("a share", data.long_token_share)])?;
     let caption = format!(

@@ -115,6 +115,53 @@ fn equal_documents_shorter_than_the_sequence_cut_attention_and_add_no_imbalance(
     assert!(quarter.throughput.model_tflops_per_gpu < plain.throughput.model_tflops_per_gpu);
 }
 
+/// Whole documents packed with the rest padded (Megatron-LM's `--sft` packing): documents of the
+/// sequence's length price exactly as no data; shorter ones that leave a sequence's tail empty
+/// train fewer tokens in the same time as packing them cut would, and Wikipedia's short
+/// documents nearly fill their sequences (`--batching whole` end to end).
+#[test]
+fn whole_documents_pad_the_rest_of_a_sequence_and_train_only_their_tokens() {
+    let base = llama_spec(8, 8192, 8, PlanSpec { tp: Some(8), ..PlanSpec::default() });
+    let batched = |lengths: Vec<i64>, batching| {
+        let mut spec = with_lengths(base.clone(), lengths);
+        spec.data.as_mut().unwrap().batching = Some(batching);
+        closed_form(&Run::from_spec(&spec).unwrap())
+    };
+    let plain = closed_form(&Run::from_spec(&base).unwrap());
+    let filled = batched(vec![8192], Batching::Whole);
+    assert_eq!((filled.time, filled.throughput), (plain.time, plain.throughput));
+    // 5000-token documents: one a sequence, 3192 tokens of padding each.
+    let (whole, packed) =
+        (batched(vec![5000], Batching::Whole), batched(vec![5000], Batching::Pack));
+    let trained = whole.throughput.tokens_per_sec_per_gpu / plain.throughput.tokens_per_sec_per_gpu;
+    assert!(whole.time.step_time() < plain.time.step_time());
+    assert!(trained < 5000.0 / 8192.0 * 1.2, "x{trained}");
+    assert!(whole.throughput.tokens_per_sec_per_gpu < packed.throughput.tokens_per_sec_per_gpu);
+    let output = run(&[
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--seq-len",
+        "8192",
+        "--global-batch",
+        "8",
+        "--tp",
+        "8",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "whole",
+    ]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.contains("whole documents packed into 8192-token sequences, the rest padded"),
+        "{}",
+        output.stdout
+    );
+}
+
 #[test]
 fn the_slowest_of_more_replicas_is_slower() {
     let imbalance = |dp: i64| {
