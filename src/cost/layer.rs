@@ -477,8 +477,10 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
     if ring > 1 {
         // After the all-to-all a ring rank holds a2a times the tokens with 1 / a2a of the heads:
         // its key/value shard has the same size as without the all-to-all.
+        // The ring's steps run in lock-step: one that spans NVLink domains paces every step at
+        // a send/receive over the NICs.
         let kv_bytes = width(2 * model.kv_width());
-        let group = Group { size: 2, stride: plan.tp() * a2a };
+        let group = Group { size: ring, stride: plan.tp() * a2a };
         let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
         let steps = (ring - 1) as f64;
         table.push(
@@ -605,5 +607,27 @@ mod tests {
             }
             assert!(kept[0].totals.forward.compute > Seconds::ZERO);
         }
+    }
+    #[test]
+    fn a_ring_that_spans_nodes_paces_every_step_at_the_nics() {
+        // Llama 3.1 8B at cp 4 on H100 nodes of 8: at tp 2 the ring's 8 GPUs share a node, at
+        // tp 4 its 16 GPUs span two and the hop between them sets every step (one NIC a GPU).
+        let step = |tp: i64| {
+            let plan = PlanSpec { tp: Some(tp), cp: Some(4), ..PlanSpec::default() };
+            let run = test_run(presets::model("llama3.1-8b").unwrap(), 4 * tp, 32768, 1, 1, plan);
+            let layer = transformer_layer(&run, true, Rows::Keep);
+            let ring = layer.ops.iter().find(|op| op.name == "cp-ring").unwrap();
+            let links = run.cluster().interconnect();
+            let kv = ring.bytes * (1.0 / 3.0);
+            let over = |size, stride| {
+                collective_time(links, Collective::SendRecv, Group { size, stride }, kv)
+            };
+            (ring.time * (1.0 / 3.0), over(2, 1), over(2, 8))
+        };
+        let (within, nvlink, _) = step(2);
+        assert_eq!(within, nvlink);
+        let (across, _, network) = step(4);
+        assert_eq!(across, network);
+        assert!(across > within * 2.0, "{across:?} vs {within:?}");
     }
 }
