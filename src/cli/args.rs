@@ -140,6 +140,12 @@ pub struct SearchArgs {
     /// report; implies --engine ENGINE.
     #[arg(long, value_enum, value_name = "ENGINE", help_heading = "Search")]
     pub export_to: Option<Engine>,
+    /// Search every plan meshplan prices, whatever engine runs it: no engine's refusals apply,
+    /// and with document lengths the search also tries re-packing across global batches and
+    /// both hybrid-CP schedulers, which no released engine runs. Not with --engine or
+    /// --export-to.
+    #[arg(long, help_heading = "Search")]
+    pub any_engine: bool,
     /// Write the best plan as a plan file (TOML, every option explicit) that `estimate`,
     /// `simulate`, `export` and `compare` read with --plan.
     #[arg(long, value_name = "FILE.toml", help_heading = "Search")]

@@ -17,18 +17,32 @@ use serde::Serialize;
 use super::args::{Format, Objective, SearchArgs};
 use super::{CliError, Progress, inputs, render, whole_run, write_atomically};
 
-/// The engine a search is for: `--engine`, else the one `--export-to` names, else Megatron-LM.
-/// Two different engines are a contradiction, refused with both named.
-fn engine_of(pinned: Option<Engine>, export_to: Option<Engine>) -> Result<Engine, Violations> {
+/// The engine a search is for: none with `--any-engine`, else `--engine`, else the one
+/// `--export-to` names, else Megatron-LM. Two different engines, or an engine beside
+/// `--any-engine`, are a contradiction, refused naming both.
+fn engine_of(
+    pinned: Option<Engine>,
+    export_to: Option<Engine>,
+    any_engine: bool,
+) -> Result<Option<Engine>, Violations> {
     match (pinned, export_to) {
+        (Some(engine), _) | (None, Some(engine)) if any_engine => {
+            Err(Violations::one(Violation::new(
+                "any_engine",
+                "true",
+                format!("searches for no engine, but {} is named", engine.name()),
+                "drop --any-engine, or drop --engine / --export-to (and a plan file's engine)",
+            )))
+        }
         (Some(pinned), Some(target)) if pinned != target => Err(Violations::one(Violation::new(
             "export_to",
             target.name(),
             format!("differs from --engine {}", pinned.name()),
             "--export-to implies --engine: give one of the two, or the same engine to both",
         ))),
-        (Some(engine), _) | (None, Some(engine)) => Ok(engine),
-        (None, None) => Ok(Engine::DEFAULT),
+        (Some(engine), _) | (None, Some(engine)) => Ok(Some(engine)),
+        (None, None) if any_engine => Ok(None),
+        (None, None) => Ok(Some(Engine::DEFAULT)),
     }
 }
 
@@ -86,8 +100,8 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
     }
     let flags_accepted = problems.is_empty();
     let base = problems.take(inputs::build_run_spec(&args.run));
-    let engine =
-        problems.take(engine_of(base.as_ref().and_then(|b| b.plan.engine), args.export_to));
+    let pinned = base.as_ref().and_then(|b| b.plan.engine);
+    let engine = problems.take(engine_of(pinned, args.export_to, args.any_engine));
     let (Some(base), Some(engine)) = (base, engine) else {
         return Err(CliError::Input(problems.finish().expect_err("a problem was recorded")));
     };
@@ -102,7 +116,6 @@ pub fn run(args: &SearchArgs) -> Result<String, CliError> {
             .map(|m| m.max(0) as u64),
         extra_micro_batch: None,
     };
-    let engine = Some(engine);
     let spec = SearchSpec {
         base,
         constraints,

@@ -507,3 +507,44 @@ fn re_packed_micro_batches_hold_more_tokens_and_their_memory_is_priced() {
     let filled = DataSpec { lengths: Some(vec![131_072]), ..DataSpec::default() };
     assert_eq!(closed_form(&run(8, filled.clone())).stages, closed_form(&run(0, filled)).stages);
 }
+
+/// `search --any-engine` reaches the library's untargeted search from the command line: on
+/// WLB-LLM's 7B-128K cluster and a long-tailed mix its best plan re-packs across global batches,
+/// which no released engine's loader does; naming an engine beside it is refused.
+#[test]
+fn search_for_any_engine_tries_the_strategies_no_engine_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let mix = dir.path().join("mix.csv");
+    std::fs::write(&mix, "min,max,count\n512,4096,900\n32768,131072,60\n131072,262144,10\n")
+        .unwrap();
+    let mix = mix.to_str().unwrap();
+    let base = [
+        "search",
+        "--model",
+        "llama2-7b",
+        "--gpus",
+        "64",
+        "--seq-len",
+        "131072",
+        "--global-batch",
+        "4",
+        "--lengths",
+        mix,
+        "--format",
+        "json",
+    ];
+    let any = json(&[&base[..], &["--any-engine"]].concat());
+    assert_eq!(any["engine"], serde_json::Value::Null, "{}", any["engine"]);
+    let plan = any["plans"][0]["description"].as_str().unwrap();
+    assert!(plan.contains(" repack"), "{plan}");
+    let megatron = json(&base);
+    let plan = megatron["plans"][0]["description"].as_str().unwrap();
+    assert!(!plan.contains(" repack"), "{plan}");
+    let output = run(&[&base[..], &["--any-engine", "--engine", "megatron"]].concat());
+    assert_eq!(output.code, 2);
+    assert!(
+        output.stderr.contains("any_engine = true: searches for no engine"),
+        "{}",
+        output.stderr
+    );
+}
