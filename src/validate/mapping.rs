@@ -441,10 +441,11 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         mlp,
         norm: Some(norm),
         position_embedding: Some(position),
+        rope_scaling: None,
         tied_embeddings: tied,
         linear_bias: bias,
         dropout,
-
+        glu_clamp: false,
         moe: None,
         mla: None,
         sliding_window: None,
