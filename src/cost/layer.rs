@@ -13,7 +13,7 @@ use crate::cost::kernels::{
     grouped_gemm_time, recipe_gemm_speed,
 };
 use crate::hardware::PrecisionClass;
-use crate::model::MlpKind;
+use crate::model::{MlpKind, RopeScaling};
 use crate::plan::{CpComm, ExpertDispatch, Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops, Seconds};
@@ -24,6 +24,64 @@ pub use crate::cost::op_table::{Op, OpKind, OpTable, OpTotals, Phase, PhaseTimes
 /// head's or MTP projection's (a few).
 pub(super) const LAYER_ROWS: usize = 48;
 const END_ROWS: usize = 8;
+
+// The eager element-wise work of a model feature that a stack does not fuse (`Stack::eager_ops`)
+// is priced by the bytes its PyTorch kernels read and write, counted from the code below, at the
+// GPU preset's streaming rate (`kernels::memory_time`: on Hopper 0.80 of HBM, where a measured
+// device-to-device copy reaches 0.89, `measurements/h100-sxm-kernels.json`). Its tensors are
+// hundreds of MB per micro-batch, so each kernel streams; their launches are not priced.
+
+/// Bytes the eager YaRN rotation (Megatron-Core `_apply_rotary_pos_emb_bshd`,
+/// `models/common/embeddings/rope_utils.py@core_v0.15.0..core_v0.18.0`) reads and writes per bf16
+/// element of the rotated queries and keys, forward: `t * cos` (2 passes over the tensor),
+/// `_rotate_half`'s negation of one half and concatenation (1 + 2), `* sin` (2), the sum (3)
+/// and the final concatenation with the empty pass-through part (2), 12 passes of 2 bytes.
+/// A fused rotary kernel reads and writes each element once.
+pub const EAGER_YARN_ROPE_FORWARD_BYTES: f64 = 24.0;
+/// The same rotation's backward, as autograd runs it: the gradients of the two products (2 + 2),
+/// the negation (1), the concatenation of the halves' gradients (2), their sum (3), and the two
+/// slices of the input (`t[..., :rot_dim]` and the empty `t[..., rot_dim:]`), each writing a
+/// zeroed input-sized gradient (3 and 1), summed (3): 17 passes of 2 bytes.
+pub const EAGER_YARN_ROPE_BACKWARD_BYTES: f64 = 34.0;
+/// Bytes per element of the experts' output Megatron-Core's `TEGroupedMLP._apply_bias`
+/// (`transformer/moe/experts.py@core_v0.15.0..core_v0.18.0`) reads and writes in its forward, a
+/// Python loop over the local experts of `t + b * p` (`b` the expert's output bias, `p` each
+/// row's routing probability), then `torch.cat` and `.to(bf16)`, with probabilities of `p`
+/// bytes: `b * p` writes `p`, the sum reads 2 + `p` and writes `p`, the concatenation reads and
+/// writes `p`, and with fp32 probabilities the cast reads 4 and writes 2. bf16: 12; fp32: 28.
+pub fn expert_bias_forward_bytes(probs: f64) -> f64 {
+    let cast = if probs > 2.0 { probs + 2.0 } else { 0.0 };
+    5.0 * probs + 2.0 + cast
+}
+/// The same loop's backward, as autograd runs it: the cast's gradient back to fp32 (6, fp32
+/// only), the sum's gradient cast to the experts' bf16 output (6, fp32 only), the product's two
+/// gradients (each `grad x other` read and written, then summed over rows for the bias and over
+/// the width for the probability: 6 `p`), and the concatenation of the per-expert input
+/// gradients that `torch.split` needs (4). bf16: 16; fp32: 40.
+pub fn expert_bias_backward_bytes(probs: f64) -> f64 {
+    let casts = if probs > 2.0 { 12.0 } else { 0.0 };
+    6.0 * probs + 4.0 + casts
+}
+/// Bytes per bf16 element of the fc1 output (both halves of the gated MLP) that the eager clamp
+/// of Megatron-Core's `weighted_bias_quick_geglu_impl` (`fusions/fused_bias_geglu.py@core_v0.15.0
+/// ..core_v0.18.0`) reads and writes before its fused activation, forward: each half clamped
+/// out of place (read and write) and the halves concatenated again (read and write), 4 passes.
+pub const EAGER_GLU_CLAMP_FORWARD_BYTES: f64 = 8.0;
+/// The clamp's backward: each clamp's gradient reads the gradient and its saved input and
+/// writes (3 passes), and the halves' gradients are concatenated for the chunked input (2).
+pub const EAGER_GLU_CLAMP_BACKWARD_BYTES: f64 = 10.0;
+/// Bytes of one routing probability as Megatron-Core's experts see it: fp32 behind a flex
+/// (DeepEP or HybridEP) dispatcher, which casts them (`token_dispatcher.py@core_v0.16.0`: "only
+/// supports float32 probs", `.float()`), else the router's output in the activations' bf16 (the
+/// router computes in the input's dtype unless `moe_router_dtype` is set,
+/// `transformer/moe/router.py@core_v0.16.0`, and Megatron-Bridge's gpt-oss provider and bridge
+/// set none at v0.2.0..v0.6.0).
+fn routing_probability_bytes(dispatch: ExpertDispatch) -> f64 {
+    match dispatch {
+        ExpertDispatch::Deduplicated => 4.0,
+        ExpertDispatch::AllToAll => Precision::ACTIVATION_BYTES,
+    }
+}
 
 /// Per-GPU sizes shared by the tables of one run.
 pub(super) struct Ctx<'a> {
@@ -224,11 +282,18 @@ pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable) {
     if model.position_embedding() == crate::model::PositionEmbedding::Rope {
         // Megatron-LM's MLA up-projection checkpoint reruns the rotary embedding too.
         table.enter(model.mla().map(|_| RecomputeModule::MlaUpProj));
-        ctx.streaming(
-            table,
-            "rope",
-            2.0 * (model.query_width() + model.kv_width()) as f64 * act / tp,
-        );
+        let width = (model.query_width() + model.kv_width()) as f64 / tp;
+        if model.rope_scaling() == Some(RopeScaling::Yarn) && ctx.run.stack().eager_ops().yarn_rope
+        {
+            let gpu = ctx.run.cluster().gpu();
+            let elements = width * ctx.tokens;
+            let forward = Bytes::new(EAGER_YARN_ROPE_FORWARD_BYTES * elements);
+            let backward = Bytes::new(EAGER_YARN_ROPE_BACKWARD_BYTES * elements);
+            table.push_memory(gpu, "rope", Phase::Forward, forward);
+            table.push_memory(gpu, "rope", Phase::Backward, backward);
+        } else {
+            ctx.streaming(table, "rope", 2.0 * width * act);
+        }
     }
     table.enter(Some(RecomputeModule::CoreAttn));
     attention(ctx, table);
@@ -337,11 +402,27 @@ fn experts(ctx: &Ctx, table: &mut OpTable) {
     ctx.grouped_gemm(table, "expert-fc1", rows, local_experts, up, width);
     let activation =
         Bytes::new(activation_bytes(model, moe.expert_ffn_hidden_size) / etp * act * rows);
+    let eager = run.stack().eager_ops();
     table.enter(Some(RecomputeModule::MoeAct));
+    if model.glu_clamp() && eager.glu_clamp {
+        let elements = up * rows;
+        let forward = Bytes::new(EAGER_GLU_CLAMP_FORWARD_BYTES * elements);
+        let backward = Bytes::new(EAGER_GLU_CLAMP_BACKWARD_BYTES * elements);
+        table.push_memory(gpu, "expert-clamp", Phase::Forward, forward);
+        table.push_memory(gpu, "expert-clamp", Phase::Backward, backward);
+    }
     table.push_memory(gpu, "expert-activation", Phase::Forward, activation);
     table.push_memory(gpu, "expert-activation", Phase::Backward, activation * 2.0);
     table.enter(Some(RecomputeModule::Moe));
     ctx.grouped_gemm(table, "expert-fc2", rows, local_experts, width, ffn);
+    if model.linear_bias() && eager.expert_bias {
+        let probs = routing_probability_bytes(plan.expert_dispatch());
+        let elements = rows * width;
+        let forward = Bytes::new(expert_bias_forward_bytes(probs) * elements);
+        let backward = Bytes::new(expert_bias_backward_bytes(probs) * elements);
+        table.push_memory(gpu, "expert-bias", Phase::Forward, forward);
+        table.push_memory(gpu, "expert-bias", Phase::Backward, backward);
+    }
     let cast = ctx.precision.cast_bytes_per_element();
     if cast > 0.0 {
         let forward = Bytes::new(cast * (width + ffn) * rows);

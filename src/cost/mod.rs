@@ -31,4 +31,6 @@ pub mod sublayer;
 pub mod work;
 
 #[cfg(test)]
+mod eager_ops_tests;
+#[cfg(test)]
 mod selective_and_offload_tests;

@@ -55,6 +55,16 @@ pub enum PositionEmbedding {
     None,
 }
 
+/// How a model scales its rotary embeddings for long contexts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum RopeScaling {
+    /// YaRN (Peng et al. 2023): interpolated frequencies, with cos and sin multiplied by the
+    /// attention factor `0.1 ln(factor) + 1` (gpt-oss: factor 32, 1.35). Megatron-Core's
+    /// `position_embedding_type = "yarn"`.
+    Yarn,
+}
+
 /// A model as written in a preset or a TOML file. Unknown keys are rejected.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -94,6 +104,10 @@ pub struct ModelSpec {
     /// Position embedding kind; defaults to rotary.
     #[serde(default)]
     pub position_embedding: Option<PositionEmbedding>,
+    /// Long-context scaling of the rotary embeddings (absent: plain RoPE; only with rotary
+    /// position embeddings).
+    #[serde(default)]
+    pub rope_scaling: Option<RopeScaling>,
     /// Whether the output projection shares the input embedding's weights.
     #[serde(default)]
     pub tied_embeddings: bool,
@@ -103,6 +117,11 @@ pub struct ModelSpec {
     /// Whether attention and hidden dropout are active (they store masks for backward).
     #[serde(default)]
     pub dropout: bool,
+    /// Whether the gated MLP clamps its two halves before the activation: the gate from above,
+    /// the linear half on both sides (gpt-oss: `swiglu_limit` 7; Megatron-Core
+    /// `activation_func_clamp_value`). Only with a gated MLP.
+    #[serde(default)]
+    pub glu_clamp: bool,
     /// Mixture-of-experts MLPs (absent for a dense model).
     #[serde(default)]
     pub moe: Option<MoeSpec>,
@@ -251,9 +270,11 @@ pub struct Model {
     mlp: MlpKind,
     norm: NormKind,
     position_embedding: PositionEmbedding,
+    rope_scaling: Option<RopeScaling>,
     tied_embeddings: bool,
     linear_bias: bool,
     dropout: bool,
+    glu_clamp: bool,
     moe: Option<Moe>,
     mla: Option<Mla>,
     sliding_window: Option<SlidingWindow>,
@@ -351,6 +372,24 @@ impl Model {
                 "(unset)",
                 "is required with learned position embeddings",
                 "set it to the longest sequence the model was built for, e.g. 2048",
+            );
+        }
+        if let Some(scaling) = spec.rope_scaling
+            && position_embedding != PositionEmbedding::Rope
+        {
+            collector.add(
+                "model.rope_scaling",
+                format!("{scaling:?}").to_ascii_lowercase(),
+                "scales rotary position embeddings only",
+                "remove rope_scaling, or set position_embedding = \"rope\"",
+            );
+        }
+        if spec.glu_clamp && spec.mlp != MlpKind::Gated {
+            collector.add(
+                "model.glu_clamp",
+                true,
+                "clamps the two halves of a gated MLP only",
+                "remove glu_clamp, or set mlp = \"gated\"",
             );
         }
         let layout = match &spec.hybrid_pattern {
@@ -460,9 +499,11 @@ impl Model {
             mlp: spec.mlp,
             norm: spec.norm.unwrap_or(NormKind::Rmsnorm),
             position_embedding,
+            rope_scaling: spec.rope_scaling,
             tied_embeddings: spec.tied_embeddings,
             linear_bias: spec.linear_bias,
             dropout: spec.dropout,
+            glu_clamp: spec.glu_clamp,
             moe,
             mla,
             sliding_window,
@@ -537,6 +578,10 @@ impl Model {
     pub fn position_embedding(&self) -> PositionEmbedding {
         self.position_embedding
     }
+    /// Long-context scaling of the rotary embeddings (`None`: plain RoPE, or no RoPE).
+    pub fn rope_scaling(&self) -> Option<RopeScaling> {
+        self.rope_scaling
+    }
     /// Whether input and output embeddings share weights.
     pub fn tied_embeddings(&self) -> bool {
         self.tied_embeddings
@@ -548,6 +593,10 @@ impl Model {
     /// Whether dropout masks are stored.
     pub fn dropout(&self) -> bool {
         self.dropout
+    }
+    /// Whether the gated MLP clamps its halves before the activation.
+    pub fn glu_clamp(&self) -> bool {
+        self.glu_clamp
     }
     /// Mixture-of-experts settings (`None` for a dense model).
     pub fn moe(&self) -> Option<&Moe> {
@@ -667,116 +716,4 @@ fn validate_moe(collector: &mut Collector, spec: &MoeSpec, num_layers: u64) -> M
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn spec() -> ModelSpec {
-        ModelSpec {
-            name: "tiny".into(),
-            display_name: None,
-            source: None,
-            num_layers: 2,
-            hidden_size: 64,
-            ffn_hidden_size: 256,
-            num_attention_heads: 4,
-            num_kv_heads: None,
-            head_dim: None,
-            vocab_size: 1000,
-            max_position_embeddings: None,
-            mlp: MlpKind::Gated,
-            norm: None,
-            position_embedding: None,
-            tied_embeddings: false,
-            linear_bias: false,
-            dropout: false,
-            moe: None,
-            mla: None,
-            sliding_window: None,
-            mtp_layers: None,
-            mtp_shared_weights: false,
-            hybrid_pattern: None,
-            mamba: None,
-            linear_attention: None,
-            attention_output_gate: false,
-        }
-    }
-
-    #[test]
-    fn reports_every_problem_with_field_and_hint() {
-        let mut bad = spec();
-        bad.num_layers = 0;
-        bad.hidden_size = -5;
-        bad.num_kv_heads = Some(3);
-        let errors = Model::from_spec(&bad).unwrap_err();
-        let fields: Vec<_> = errors.list().iter().map(|v| v.field.as_str()).collect();
-        assert_eq!(fields, ["model.num_layers", "model.hidden_size", "model.num_kv_heads"]);
-        assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
-    }
-
-    #[test]
-    fn expert_attention_and_mtp_fields_are_checked_with_the_rest() {
-        let mut bad = spec();
-        bad.moe = Some(MoeSpec {
-            num_experts: 4,
-            top_k: 8,
-            expert_ffn_hidden_size: 0,
-            shared_experts: Some(-1),
-            shared_expert_ffn_hidden_size: None,
-            dense_layers: Some(2),
-            latent_size: None,
-        });
-        bad.mla = Some(MlaSpec {
-            q_lora_rank: Some(0),
-            kv_lora_rank: 512,
-            qk_nope_head_dim: 128,
-            qk_rope_head_dim: 64,
-            v_head_dim: 128,
-        });
-        bad.sliding_window = Some(SlidingWindowSpec { window: 0, full_attention_every: Some(2) });
-        bad.mtp_layers = Some(-1);
-        let errors = Model::from_spec(&bad).unwrap_err();
-        let found: Vec<String> = errors
-            .list()
-            .iter()
-            .map(|v| format!("{} = {}: {}", v.field, v.value, v.message))
-            .collect();
-        for expected in [
-            "model.moe.top_k = 8: exceeds num_experts 4",
-            "model.moe.expert_ffn_hidden_size = 0: must be a positive whole number",
-            "model.moe.shared_experts = -1: must be between 0 and 65536",
-            "model.moe.dense_layers = 2: must be between 0 and num_layers - 1 = 1",
-            "model.mla.q_lora_rank = 0: must be a positive whole number",
-            "model.sliding_window.window = 0: must be a positive whole number",
-            "model.mtp_layers = -1: must be between 0 and 4096",
-        ] {
-            assert!(found.iter().any(|f| f == expected), "{expected} not in {found:?}");
-        }
-        assert!(errors.list().iter().all(|v| !v.hint.is_empty()));
-    }
-
-    #[test]
-    fn counts_past_their_bound_are_refused_naming_the_bound() {
-        let mut huge = spec();
-        huge.hidden_size = 4_294_967_296;
-        huge.num_layers = 1_000_000;
-        huge.vocab_size = i64::MAX;
-        let errors = Model::from_spec(&huge).unwrap_err();
-        for (field, bound) in [
-            ("model.hidden_size", crate::limits::WIDTH),
-            ("model.num_layers", crate::limits::LAYERS),
-            ("model.vocab_size", crate::limits::VOCAB),
-        ] {
-            let found = errors.list().iter().find(|v| v.field == field).expect(field);
-            assert!(found.hint.contains(&bound.to_string()), "{field}: {}", found.hint);
-        }
-    }
-
-    #[test]
-    fn defaults_follow_hugging_face_conventions() {
-        let model = Model::from_spec(&spec()).unwrap();
-        assert_eq!(model.num_kv_heads(), 4);
-        assert_eq!(model.head_dim(), 16);
-        assert_eq!(model.norm(), NormKind::Rmsnorm);
-        assert_eq!(model.position_embedding(), PositionEmbedding::Rope);
-    }
-}
+mod tests;

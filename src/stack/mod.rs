@@ -65,6 +65,18 @@ pub struct StackDefaults {
     pub no_gradient_accumulation: bool,
 }
 
+/// Element-wise work a stack runs as separate eager PyTorch kernels beside its fused ones, for
+/// the model features that need it (`[fusions]` fields set to `false`; unset is fused).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct EagerOps {
+    /// The rotary embedding of a YaRN model (`fusions.yarn_rope = false`).
+    pub yarn_rope: bool,
+    /// The routed experts' output bias (`fusions.expert_bias = false`).
+    pub expert_bias: bool,
+    /// The clamp of a clamped gated activation (`fusions.glu_clamp = false`).
+    pub glu_clamp: bool,
+}
+
 /// A validated software stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stack {
@@ -74,6 +86,7 @@ pub struct Stack {
     engine: Option<Engine>,
     attention: BTreeMap<Generation, AttentionKernel>,
     eager_elementwise: bool,
+    eager: EagerOps,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -171,6 +184,11 @@ impl Stack {
         let eager_elementwise = spec.fusions.norm == Some(false)
             && spec.fusions.compile != Some(true)
             && !fused_by_library;
+        let eager = EagerOps {
+            yarn_rope: spec.fusions.yarn_rope == Some(false),
+            expert_bias: spec.fusions.expert_bias == Some(false),
+            glu_clamp: spec.fusions.glu_clamp == Some(false),
+        };
         Ok(Stack {
             id: header.id.clone(),
             name: header.name.clone(),
@@ -178,6 +196,7 @@ impl Stack {
             engine: header.engine,
             attention,
             eager_elementwise,
+            eager,
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -252,6 +271,25 @@ impl Stack {
     /// no compile, no Transformer Engine modules).
     pub fn eager_elementwise(&self) -> bool {
         self.eager_elementwise
+    }
+
+    /// The element-wise work it runs eagerly beside its fused kernels.
+    pub fn eager_ops(&self) -> EagerOps {
+        self.eager
+    }
+
+    /// The stack as a recipe that fuses the routed experts' MLP runs it: Megatron-Core's
+    /// Transformer Engine op fuser (`use_transformer_engine_op_fuser`, Megatron-Bridge's
+    /// `cutedsl_fused_grouped_mlp`) builds fc1, the activation and fc2 as fused TE ops with their
+    /// biases, the routing weights and a clamped activation (`ScaledClampedQGeGLU`) inside
+    /// (Megatron-LM `megatron/core/transformer/moe/experts.py@core_v0.18.0`:
+    /// `_is_fused_impl_supported`, `_make_fused_ops`), so neither the expert bias nor the clamp
+    /// runs eagerly.
+    pub fn with_fused_grouped_mlp(&self) -> Stack {
+        let mut stack = self.clone();
+        stack.eager.expert_bias = false;
+        stack.eager.glu_clamp = false;
+        stack
     }
 }
 

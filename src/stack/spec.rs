@@ -227,6 +227,18 @@ pub struct FusionsSpec {
     /// Bias and activation.
     #[serde(default)]
     pub bias_activation: Option<bool>,
+    /// Rotary embedding whose cos and sin carry YaRN's attention factor (a model with
+    /// `rope_scaling = "yarn"`) as one fused kernel; `false`: the eager PyTorch rotation.
+    #[serde(default)]
+    pub yarn_rope: Option<bool>,
+    /// The routed experts' output-projection bias, weighted by each token's routing
+    /// probability, added inside a fused kernel; `false`: eager PyTorch ops per local expert.
+    #[serde(default)]
+    pub expert_bias: Option<bool>,
+    /// The clamp of a clamped gated activation (a model with `glu_clamp`) inside the fused
+    /// activation kernel; `false`: eager clamps and a concatenation before it.
+    #[serde(default)]
+    pub glu_clamp: Option<bool>,
     /// The model is compiled (`torch.compile`), which fuses element-wise kernels.
     #[serde(default)]
     pub compile: Option<bool>,

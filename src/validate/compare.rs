@@ -87,7 +87,7 @@ pub fn compare_search_csv(
     for row in &rows {
         let stack = stacks.for_software(&row.software_or_release);
         let Ok(mapped) = map_row(row, &calibration, stack) else { continue };
-        let Ok(run) = Run::from_spec_with_stack(&mapped.spec, std::sync::Arc::clone(stack)) else {
+        let Ok(run) = Run::from_spec_with_stack(&mapped.spec, mapped.stack(stack)) else {
             continue;
         };
         let Ok((estimate, _)) = estimate_simulated_with(&run, SimOptions { timeline: false })

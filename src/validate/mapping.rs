@@ -17,7 +17,7 @@ use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
 use super::recipe_use::RecipeUse;
 use super::row::{CalibrationRow, count, positive};
-use super::row_settings::{recompute, sharding, stated_recompute};
+use super::row_settings::{experts_plan, recompute, sharding, stated_recompute};
 use super::structure;
 use crate::estimate::estimate_simulated_with;
 use crate::hardware::ClusterSpec;
@@ -41,6 +41,20 @@ pub(super) struct Mapped {
     shape: Option<FlopShape>,
     /// The row leaves recompute to its stack, which takes the least that fits memory.
     least_recompute: bool,
+    /// The row's recipe runs the routed experts' MLP through the Transformer Engine op fuser.
+    fused_grouped_mlp: bool,
+}
+
+impl Mapped {
+    /// The software stack the row's run is priced with: the stack its text names, with the
+    /// kernels its recipe chose ([`Stack::with_fused_grouped_mlp`]).
+    pub(super) fn stack(&self, stack: &Arc<Stack>) -> Arc<Stack> {
+        if self.fused_grouped_mlp {
+            Arc::new(stack.with_fused_grouped_mlp())
+        } else {
+            Arc::clone(stack)
+        }
+    }
 }
 
 /// A row's result before pricing: what the row states, with no prediction yet.
@@ -88,6 +102,7 @@ pub(super) fn evaluate_row(
             return result;
         }
     };
+    let stack = mapped.stack(&stack);
     result.gpu = mapped.gpu.clone();
     result.assumptions = mapped.assumptions.clone();
     let measured = match measured(row, mapped.shape.as_ref()) {
@@ -246,6 +261,7 @@ pub(super) fn map_row(
     let from_recipe = stated_recompute(row).is_none() && recipe.recompute(&model, &mut plan);
     let least_recompute = !from_recipe && recompute(row, defaults, &mut plan, &mut assumptions);
     recipe.other_settings(row, moe, &mut plan);
+    let fused_grouped_mlp = moe && recipe.fused_grouped_mlp();
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
         assumptions.push(text);
     }
@@ -300,36 +316,14 @@ pub(super) fn map_row(
         plan: PlanSpec { stack: Some(stack.id().to_owned()), ..plan },
         data: None,
     };
-    Ok(Mapped { spec, gpu: gpu_name.to_owned(), assumptions, shape, least_recompute })
-}
-
-/// Expert parallelism of an MoE row: `ep` and `etp` as stated (blank: not used, 1, as the
-/// Megatron-Bridge recipes set `expert_tensor_parallel_size = 1` and AutoModel's table marks
-/// unused EP with a blank), and the capacity factor of token-dropping runs.
-fn experts_plan(
-    row: &CalibrationRow,
-    model: &str,
-    plan: &mut PlanSpec,
-    assumptions: &mut Vec<String>,
-) {
-    plan.ep = Some(count(&row.ep).unwrap_or(1) as i64);
-    plan.etp = Some(match count(&row.etp) {
-        Some(etp) => etp as i64,
-        None => {
-            assumptions.push("etp = 1 (expert tensor parallelism not stated)".into());
-            1
-        }
-    });
-    if row.other_settings.to_ascii_lowercase().contains("deepep") {
-        plan.expert_dispatch = Some(crate::plan::ExpertDispatch::Deduplicated);
-        assumptions
-            .push("expert dispatch deduplicated per node and rank (DeepEP, row's settings)".into());
-    }
-    let text = format!("{model} {}", row.notes).to_ascii_lowercase();
-    if text.contains("tokendrop") || text.contains("token dropping") {
-        plan.moe_capacity_factor = Some(1.0);
-        assumptions.push("token dropping at capacity factor 1.0".into());
-    }
+    Ok(Mapped {
+        spec,
+        gpu: gpu_name.to_owned(),
+        assumptions,
+        shape,
+        least_recompute,
+        fused_grouped_mlp,
+    })
 }
 
 /// The architecture from the row's columns and the structure of its model family.
@@ -441,10 +435,11 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         mlp,
         norm: Some(norm),
         position_embedding: Some(position),
+        rope_scaling: None,
         tied_embeddings: tied,
         linear_bias: bias,
         dropout,
-
+        glu_clamp: false,
         moe: None,
         mla: None,
         sliding_window: None,

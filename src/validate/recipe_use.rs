@@ -150,6 +150,16 @@ impl<'a> RecipeUse<'a> {
         }
     }
 
+    /// Whether the recipe runs the routed experts' MLP through the Transformer Engine op fuser
+    /// (`cutedsl_fused_grouped_mlp`): a kernel choice of the stack, not of the plan.
+    pub(super) fn fused_grouped_mlp(&mut self) -> bool {
+        let fused = self.usable().and_then(|recipe| recipe.settings().fused_grouped_mlp);
+        if fused == Some(true) {
+            self.taken.push("TE op-fuser grouped MLP (expert bias and clamp fused)".into());
+        }
+        fused == Some(true)
+    }
+
     /// The assumption naming the recipe and what was taken from it; `None` when nothing was
     /// taken or ruled out.
     pub(super) fn assumption(
@@ -187,5 +197,29 @@ fn model_has(model: &ModelSpec, module: RecomputeModule) -> bool {
         }),
         RecomputeModule::Mlp => moe.is_none_or(|moe| moe.dense_layers.unwrap_or(0) > 0),
         RecomputeModule::CoreAttn | RecomputeModule::Layernorm => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::RecipeUse;
+    use crate::plan::Precision;
+    use crate::presets;
+
+    #[test]
+    fn the_fused_grouped_mlp_is_taken_where_the_recipe_runs_it() {
+        let stack = presets::stack("nemo-26.06").unwrap();
+        let find = |gpu: &str, precision: Precision| {
+            let mut recipe = RecipeUse::find(&stack, "GPT OSS 120B", gpu, precision, 64, 36);
+            let fused = recipe.fused_grouped_mlp();
+            (fused, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
+        };
+        // scripts/performance/configs/gpt_oss@v0.5.0: MXFP8 on GB200 runs the TE op fuser.
+        let (fused, text) = find("gb200", Precision::Mxfp8);
+        assert!(fused && text.contains("TE op-fuser grouped MLP"), "{text}");
+        let (fused, text) = find("gb200", Precision::Bf16);
+        assert!(!fused && !text.contains("op-fuser"), "{text}");
+        let (fused, _) = find("h100-sxm", Precision::Bf16);
+        assert!(!fused);
     }
 }

@@ -1,9 +1,10 @@
 //! A calibration row's data-parallel sharding and activation recompute: as the row states them,
 //! else from its stack's recipe for the run (`recipe_use.rs`), else from the stack's defaults
-//! (recompute: possibly the least that fits, which `mapping::evaluate_row` searches).
+//! (recompute: possibly the least that fits, which `mapping::evaluate_row` searches); and an MoE
+//! row's expert layout (ep, etp, DeepEP dispatch, token dropping) as it states it.
 
 use super::recipe_use::RecipeUse;
-use super::row::CalibrationRow;
+use super::row::{CalibrationRow, count};
 use crate::plan::{FsdpMode, PlanSpec, RecomputeKind};
 use crate::stack::StackDefaults;
 
@@ -107,4 +108,33 @@ pub(super) fn recompute(
         }
     });
     least
+}
+
+/// Expert parallelism of an MoE row: `ep` and `etp` as stated (blank: not used, 1, as the
+/// Megatron-Bridge recipes set `expert_tensor_parallel_size = 1` and AutoModel's table marks
+/// unused EP with a blank), and the capacity factor of token-dropping runs.
+pub(super) fn experts_plan(
+    row: &CalibrationRow,
+    model: &str,
+    plan: &mut PlanSpec,
+    assumptions: &mut Vec<String>,
+) {
+    plan.ep = Some(count(&row.ep).unwrap_or(1) as i64);
+    plan.etp = Some(match count(&row.etp) {
+        Some(etp) => etp as i64,
+        None => {
+            assumptions.push("etp = 1 (expert tensor parallelism not stated)".into());
+            1
+        }
+    });
+    if row.other_settings.to_ascii_lowercase().contains("deepep") {
+        plan.expert_dispatch = Some(crate::plan::ExpertDispatch::Deduplicated);
+        assumptions
+            .push("expert dispatch deduplicated per node and rank (DeepEP, row's settings)".into());
+    }
+    let text = format!("{model} {}", row.notes).to_ascii_lowercase();
+    if text.contains("tokendrop") || text.contains("token dropping") {
+        plan.moe_capacity_factor = Some(1.0);
+        assumptions.push("token dropping at capacity factor 1.0".into());
+    }
 }

@@ -65,7 +65,8 @@ pub(super) fn add_experts(
 }
 
 /// Adds what the notes say about attention and extra modules: MLA ranks and head widths, an
-/// explicit head width, sliding windows, attention biases, multi-token prediction.
+/// explicit head width, sliding windows, multi-token prediction; and what a GPT-OSS config
+/// states that the row's columns cannot (biases, YaRN, the clamped activation).
 pub(super) fn add_attention_notes(
     row: &CalibrationRow,
     spec: &mut ModelSpec,
@@ -109,8 +110,16 @@ pub(super) fn add_attention_notes(
         ));
     }
     if model.contains("gpt-oss") || model.contains("gpt oss") {
-        // GPT-OSS config.json: `attention_bias: true`.
+        // GPT-OSS config.json (tests/fixtures/hf/gpt-oss-120b.json, as the presets): biases
+        // (`attention_bias: true`), YaRN rotary scaling (`rope_scaling.rope_type: yarn`) and a
+        // clamped gated activation (`swiglu_limit: 7.0`).
         spec.linear_bias = true;
+        spec.rope_scaling = Some(crate::model::RopeScaling::Yarn);
+        spec.glu_clamp = true;
+        assumptions.push(
+            "gpt-oss config.json: linear biases, YaRN rotary scaling, clamped SwiGLU (swiglu_limit 7)"
+                .into(),
+        );
     }
     if notes.contains("mtp") || model.contains("mtp") {
         let mtp = if model.contains("w/o mtp") {

@@ -23,7 +23,6 @@ pub(super) const HARMLESS: &[&str] = &[
     "layer_norm_epsilon",
     "use_cache",
     "rope_theta",
-    "rope_scaling",
     "rope_parameters",
     "rotary_emb_base",
     "rotary_pct",
@@ -57,7 +56,6 @@ pub(super) const HARMLESS: &[&str] = &[
     "aux_loss_alpha",
     "seq_aux",
     "ep_size",
-    "swiglu_limit",
     "hidden_dropout_prob",
     "attention_probs_dropout_prob",
     "classifier_dropout",
@@ -105,7 +103,7 @@ pub(super) const HARMLESS: &[&str] = &[
 ];
 
 /// Keys the reader maps onto the spec (dense shape, experts, latent attention, sliding windows,
-/// multi-token prediction).
+/// multi-token prediction, YaRN rotary scaling, a clamped gated activation).
 pub(super) const MAPPED: &[&str] = &[
     "num_hidden_layers",
     "n_layer",
@@ -170,4 +168,7 @@ pub(super) const MAPPED: &[&str] = &[
     "linear_conv_kernel_dim",
     "full_attention_interval",
     "attn_output_gate",
+    // The rotary embedding's scaling (YaRN) and a clamped gated activation (GPT-OSS).
+    "rope_scaling",
+    "swiglu_limit",
 ];

@@ -20,7 +20,7 @@ use std::fmt::Display;
 
 use serde_json::{Map, Value};
 
-use super::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
+use super::{MlpKind, ModelSpec, NormKind, PositionEmbedding, RopeScaling};
 use crate::violation::{Collector, Violation, Violations};
 
 /// The text model's keys (the root, or its `text_config`) and the problems found reading them.
@@ -164,6 +164,18 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     let sliding_window = window::sliding_window(config, layers);
     let gpt_style = matches!(model_type.as_str(), "gpt2" | "gpt_neox" | "gptj" | "bloom");
     let mlp = mlp_kind(config, &model_type, gpt_style);
+    let position_embedding = match model_type.as_str() {
+        "gpt2" => PositionEmbedding::Learned,
+        "bloom" => PositionEmbedding::Alibi,
+        // Nemotron-H and Nemotron 3 have no position embedding (the Mamba layers order
+        // the tokens).
+        kind if hybrid::is_hybrid_type(kind) => PositionEmbedding::None,
+        _ => PositionEmbedding::Rope,
+    };
+    let rope_scaling = (position_embedding == PositionEmbedding::Rope && mla.is_none())
+        .then(|| rope_scaling(config))
+        .flatten();
+    let glu_clamp = glu_clamp(config);
     let (layers, hidden, heads, vocab, mlp) = (layers?, hidden?, heads?, vocab?, mlp?);
     // Megatron-LM's pattern counts each mixer and each MLP as a layer.
     let layers = hybrid_pattern.as_ref().map_or(layers, |pattern| pattern.chars().count() as i64);
@@ -188,17 +200,12 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         max_position_embeddings: max_positions,
         mlp,
         norm: Some(if gpt_style { NormKind::Layernorm } else { NormKind::Rmsnorm }),
-        position_embedding: Some(match model_type.as_str() {
-            "gpt2" => PositionEmbedding::Learned,
-            "bloom" => PositionEmbedding::Alibi,
-            // Nemotron-H and Nemotron 3 have no position embedding (the Mamba layers order
-            // the tokens).
-            kind if hybrid::is_hybrid_type(kind) => PositionEmbedding::None,
-            _ => PositionEmbedding::Rope,
-        }),
+        position_embedding: Some(position_embedding),
+        rope_scaling,
         tied_embeddings: tied_embeddings(config),
         linear_bias: linear_bias(config, gpt_style),
         dropout: false,
+        glu_clamp: glu_clamp && mlp == MlpKind::Gated,
         moe,
         mla,
         sliding_window,
@@ -320,6 +327,35 @@ fn tied_embeddings(config: &mut Config) -> bool {
         return tied;
     }
     config.root.get("tie_word_embeddings").and_then(Value::as_bool).unwrap_or(true)
+}
+
+/// `rope_scaling.rope_type` (or the older `type`) `yarn`: Megatron-Core's YaRN embedding, whose
+/// cos and sin carry the attention factor. Other scalings (Llama 3's `llama3`, `linear`,
+/// `dynamic`) only change the frequencies, which is plain RoPE to every kernel. A latent-attention
+/// model keeps its YaRN inside MLA (DeepSeek-V3's `mscale` and `mscale_all_dim` cancel), so
+/// the caller asks only for standard attention.
+fn rope_scaling(config: &Config) -> Option<RopeScaling> {
+    let scaling = config.get("rope_scaling")?.as_object()?;
+    let kind = ["rope_type", "type"].iter().find_map(|key| scaling.get(*key)?.as_str())?;
+    (kind == "yarn").then_some(RopeScaling::Yarn)
+}
+
+/// `swiglu_limit` (GPT-OSS: 7.0): the gate and linear halves are clamped before the activation.
+/// A limit that is not a positive number is a problem naming the key.
+fn glu_clamp(config: &mut Config) -> bool {
+    let Some(value) = config.get("swiglu_limit") else { return false };
+    match value.as_f64() {
+        Some(limit) if limit > 0.0 && limit.is_finite() => true,
+        _ => {
+            config.problem(
+                "swiglu_limit",
+                value,
+                "must be a positive number",
+                "as in the published config (gpt-oss: 7.0)",
+            );
+            false
+        }
+    }
 }
 
 /// `attention_bias` (Llama, GPT-OSS) or `bias` (GPT-NeoX-style); GPT-2-style models have biases.

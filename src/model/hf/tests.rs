@@ -124,6 +124,9 @@ fn gpt_oss_reads_alternating_windows_biases_and_narrow_heads() {
     let window = spec.sliding_window.as_ref().unwrap();
     assert_eq!((window.window, window.full_attention_every), (128, Some(2)));
     assert!(spec.linear_bias && !spec.tied_embeddings);
+    // `rope_scaling.rope_type: yarn` and `swiglu_limit: 7.0`.
+    assert_eq!(spec.rope_scaling, Some(RopeScaling::Yarn));
+    assert!(spec.glu_clamp);
     assert_eq!((spec.head_dim, spec.num_kv_heads), (Some(64), Some(8)));
     let moe = spec.moe.as_ref().unwrap();
     assert_eq!((moe.num_experts, moe.top_k, moe.expert_ffn_hidden_size), (128, 4, 2880));
@@ -151,7 +154,27 @@ fn hugging_face_configs_and_presets_count_the_same() {
         assert_eq!(read.total_params(), preset.total_params(), "{name}");
         assert_eq!(read.active_params(), preset.active_params(), "{name}");
         assert_eq!(read.sliding_window(), preset.sliding_window(), "{name}");
+        assert_eq!(read.rope_scaling(), preset.rope_scaling(), "{name}");
+        assert_eq!(read.glu_clamp(), preset.glu_clamp(), "{name}");
         assert_eq!(read.training_flops_per_token(4096), preset.training_flops_per_token(4096));
+    }
+}
+
+#[test]
+fn only_yarn_scales_rope_and_a_swiglu_limit_must_be_a_positive_number() {
+    // Llama 3.1's `llama3` scaling changes only the frequencies: plain RoPE to the kernels.
+    let llama = from_hf_config(LLAMA_405B, "llama3.1-405b").unwrap();
+    assert_eq!((llama.rope_scaling, llama.glu_clamp), (None, false));
+    // DeepSeek-V3 keeps its YaRN inside latent attention.
+    assert_eq!(from_hf_config(DEEPSEEK_V3, "deepseek-v3").unwrap().rope_scaling, None);
+    let legacy =
+        with(GPT_OSS_120B, "rope_scaling", serde_json::json!({"type": "yarn", "factor": 4.0}));
+    assert_eq!(from_hf_config(&legacy, "x").unwrap().rope_scaling, Some(RopeScaling::Yarn));
+    let no_limit = with(GPT_OSS_120B, "swiglu_limit", serde_json::Value::Null);
+    assert!(!from_hf_config(&no_limit, "x").unwrap().glu_clamp);
+    for bad in [serde_json::json!(0.0), serde_json::json!("seven")] {
+        let text = with(GPT_OSS_120B, "swiglu_limit", bad);
+        assert_eq!(problem_fields(&text), ["config.swiglu_limit"]);
     }
 }
 
