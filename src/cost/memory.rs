@@ -263,39 +263,94 @@ pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
         .map(|(segment, stage)| {
             let states = model_state_memory(run, segment_params(run, segment), segment.layers);
             let stored = activations.stored(segment);
-            let window = run.plan().balance_window();
-            let breakdown = stage_peak(run, stage, window, states, stored, &activations);
+            let tokens = TokenPeaks::of(run, run.plan().balance_window(), stage);
+            let breakdown = stage_peak(run, stage, tokens, states, stored, &activations);
             StageMemory { stage, breakdown }
         })
         .collect()
 }
 
-/// The peak memory of pipeline stage `stage` with the documents re-packed over `window` global
-/// batches (the plan's own window, or another a search tries): its model states, the
-/// activations `stored` per micro-batch times the micro-batches it holds at once, the working
-/// bytes of a recomputing backward and, on the last stage, the logits; with the fragmentation
-/// allowance. Re-packed micro-batches carry unequal tokens: the held ones are taken at the most
-/// tokens that many consecutive ones carried, the working bytes and logits at the largest one's.
+/// The tokens of the micro-batches a stage holds at once, and of the largest one, over as many
+/// full micro-batches (`mbs x seq_len` tokens each): 1 unless documents are re-packed, whose
+/// micro-batches carry unequal tokens (`crate::cost::repacking::repacked_token_peak`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TokenPeaks {
+    /// The most tokens that as many consecutive micro-batches as the stage holds carried.
+    pub held: f64,
+    /// The most tokens one micro-batch carried.
+    pub largest: f64,
+}
+
+impl TokenPeaks {
+    /// Micro-batches of `mbs x seq_len` tokens each.
+    pub const FULL: TokenPeaks = TokenPeaks { held: 1.0, largest: 1.0 };
+
+    /// The peaks of pipeline stage `stage` with the documents re-packed over `window` global
+    /// batches (the plan's own window, or another a search tries).
+    pub fn of(run: &Run, window: u64, stage: u64) -> TokenPeaks {
+        if window == 0 || run.data().is_none() {
+            return TokenPeaks::FULL;
+        }
+        let held = in_flight_microbatches(run, stage).ceil() as u64;
+        TokenPeaks {
+            held: repacked_token_peak(run, window, held),
+            largest: repacked_token_peak(run, window, 1),
+        }
+    }
+}
+
+/// The peak memory of pipeline stage `stage` whose micro-batches carry `tokens` (their peaks over
+/// full ones): its model states, the activations `stored` per micro-batch times the micro-batches
+/// it holds at once (at the held peak), the working bytes of a recomputing backward and, on the
+/// last stage, the logits (at the largest one's); with the fragmentation allowance.
 pub fn stage_peak(
     run: &Run,
     stage: u64,
-    window: u64,
+    tokens: TokenPeaks,
+    states: MemoryBreakdown,
+    stored: Bytes,
+    activations: &ActivationBytes,
+) -> MemoryBreakdown {
+    with_fragmentation(stage_peak_before_fragmentation(
+        run,
+        stage,
+        tokens,
+        states,
+        stored,
+        activations,
+    ))
+}
+
+/// What [`stage_peak`]'s breakdown needs to fit (`MemoryBreakdown::fit_need`, which the
+/// allocator's cache does not enter), without the cache worked out.
+pub fn stage_peak_need(
+    run: &Run,
+    stage: u64,
+    tokens: TokenPeaks,
+    states: MemoryBreakdown,
+    stored: Bytes,
+    activations: &ActivationBytes,
+) -> Bytes {
+    stage_peak_before_fragmentation(run, stage, tokens, states, stored, activations).fit_need()
+}
+
+fn stage_peak_before_fragmentation(
+    run: &Run,
+    stage: u64,
+    tokens: TokenPeaks,
     states: MemoryBreakdown,
     stored: Bytes,
     activations: &ActivationBytes,
 ) -> MemoryBreakdown {
     let held = in_flight_microbatches(run, stage);
-    let (held_tokens, largest) = if window == 0 {
-        (1.0, 1.0)
-    } else {
-        (repacked_token_peak(run, window, held.ceil() as u64), repacked_token_peak(run, window, 1))
-    };
     let mut memory = states;
-    memory.activations = stored * (held * held_tokens) + activations.recompute_working * largest;
+    memory.activations =
+        stored * (held * tokens.held) + activations.recompute_working * tokens.largest;
     if stage + 1 == run.plan().pp() {
-        memory.logits = activations.logits * ((1.0 + run.model().mtp_layers() as f64) * largest);
+        memory.logits =
+            activations.logits * ((1.0 + run.model().mtp_layers() as f64) * tokens.largest);
     }
-    with_fragmentation(memory)
+    memory
 }
 
 /// The data-parallel shard counts of a rank's dense and expert parameters under the plan's

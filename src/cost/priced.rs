@@ -10,14 +10,16 @@
 //! bound prices only the path's work and parameters.
 
 use std::borrow::Cow;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::hybrid_cp::{HybridCpStep, hybrid_cp_step};
 use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::memory::{
-    ActivationBytes, LayerParams, Params, model_state_memory, segment_params_with, stage_peak,
+    ActivationBytes, LayerParams, Params, TokenPeaks, in_flight_microbatches, model_state_memory,
+    segment_params_with, stage_peak, stage_peak_need,
 };
+use crate::cost::repacking::{peak_of, repacked_token_peaks};
 use crate::cost::step_terms::{
     DataParallelCollectives, data_parallel_collectives, optimizer_time_for, p2p_bytes, p2p_transfer,
 };
@@ -56,10 +58,28 @@ pub struct SharedPricing {
     /// The data's imbalance by re-packing window: it reads the critical stage's work, the
     /// micro-batches and the replicas, none of which sharding or schedule change.
     imbalances: ShapeCache<u64, Option<DataImbalance>>,
+    /// The re-packed micro-batches' token peaks by window, for every number of micro-batches
+    /// held (`crate::cost::repacking::repacked_token_peaks`): they read the micro-batches only.
+    token_peaks: ShapeCache<u64, Option<Vec<f64>>>,
+    /// The imbalance and token peaks of each window a search prices beside every candidate of
+    /// the group, looked up once for all of them.
+    windows: OnceLock<Vec<WindowPricing>>,
     /// The plan, less its sharding and schedule, of the first run priced with it: every run that
     /// shares it must have the same (checked in debug builds, which the tests run).
     #[cfg(debug_assertions)]
     shared_by: OnceLock<crate::plan::PlanSpec>,
+}
+
+/// What re-packing over one window changes of a plan's pricing: its data's imbalance and its
+/// micro-batches' token peaks (for every number held).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WindowPricing {
+    /// Global batches re-packed together.
+    pub window: u64,
+    /// The data's imbalance (`None` without data).
+    pub imbalance: Option<DataImbalance>,
+    /// The token peaks (`None` without re-packing).
+    token_peaks: Option<Vec<f64>>,
 }
 
 /// What runs that share a [`SharedPricing`] must agree on: the resolved plan with its sharding,
@@ -94,6 +114,9 @@ pub struct PricedRun<'a> {
     first_collectives: OnceLock<DataParallelCollectives>,
     path_collectives: OnceLock<Vec<DataParallelCollectives>>,
     data_imbalance: OnceLock<Option<DataImbalance>>,
+    /// Each stage's model states and stored activations per micro-batch, which every re-packing
+    /// window's memory shares.
+    stage_parts: OnceLock<Vec<(MemoryBreakdown, Bytes)>>,
 }
 
 /// `price` of each of `keys`, in order, each distinct key priced once (a pipeline's keys repeat:
@@ -152,6 +175,7 @@ impl<'a> PricedRun<'a> {
             first_collectives: OnceLock::new(),
             path_collectives: OnceLock::new(),
             data_imbalance: OnceLock::new(),
+            stage_parts: OnceLock::new(),
         }
     }
 
@@ -163,6 +187,7 @@ impl<'a> PricedRun<'a> {
             first_collectives: OnceLock::new(),
             path_collectives: OnceLock::new(),
             data_imbalance: OnceLock::new(),
+            stage_parts: OnceLock::new(),
         }
     }
 
@@ -336,23 +361,125 @@ impl<'a> PricedRun<'a> {
     /// The peak memory of every pipeline stage were the documents re-packed over `window` global
     /// batches, the plan otherwise the same: re-packed micro-batches carry unequal tokens.
     pub fn stage_memory_with_window(&self, window: u64) -> Vec<StageMemory> {
-        // The middle stages of a pipeline are equal: their model states (which depend on the
-        // stage's parameters and layers) and stored activations (on its segment) are priced once.
         let activations = self.activations();
-        let mut previous: Option<(Segment, Params, MemoryBreakdown, Bytes)> = None;
-        self.stages()
+        let slot = self.token_peaks(window);
+        let peaks = slot.get().and_then(Option::as_deref);
+        self.stage_parts()
             .iter()
             .zip(0..)
-            .map(|(priced, stage)| {
-                let (segment, params) = (priced.segment, priced.params);
-                let (states, stored) = match previous {
-                    Some((s, p, states, stored)) if s == segment && p == params => (states, stored),
-                    _ => (self.model_states(params, segment.layers), activations.stored(&segment)),
-                };
-                previous = Some((segment, params, states, stored));
-                let breakdown = stage_peak(self.run, stage, window, states, stored, activations);
+            .map(|(&(states, stored), stage)| {
+                let tokens = self.stage_tokens(peaks, stage);
+                debug_assert_eq!(tokens, TokenPeaks::of(self.run, window, stage));
+                let breakdown = stage_peak(self.run, stage, tokens, states, stored, activations);
                 StageMemory { stage, breakdown }
             })
             .collect()
+    }
+
+    /// Each stage's model states and stored activations per micro-batch.
+    fn stage_parts(&self) -> &[(MemoryBreakdown, Bytes)] {
+        self.stage_parts.get_or_init(|| {
+            // The middle stages of a pipeline are equal: their model states (which depend on the
+            // stage's parameters and layers) and stored activations (on its segment) are priced
+            // once.
+            let activations = self.activations();
+            let mut previous: Option<(Segment, Params, MemoryBreakdown, Bytes)> = None;
+            self.stages()
+                .iter()
+                .map(|priced| {
+                    let (segment, params) = (priced.segment, priced.params);
+                    let parts = match previous {
+                        Some((s, p, states, stored)) if s == segment && p == params => {
+                            (states, stored)
+                        }
+                        _ => (
+                            self.model_states(params, segment.layers),
+                            activations.stored(&segment),
+                        ),
+                    };
+                    previous = Some((segment, params, parts.0, parts.1));
+                    parts
+                })
+                .collect()
+        })
+    }
+
+    /// The token peaks of the run's micro-batches re-packed over `window` global batches, for
+    /// every number held (`None` inside without re-packing), found once for all the runs that
+    /// share this one's pricing.
+    fn token_peaks(&self, window: u64) -> Arc<OnceLock<Option<Vec<f64>>>> {
+        self.shared.token_peaks.get_or_make(window, || {
+            repacked_token_peaks(self.run, window).and_then(|peaks| peaks.get().cloned())
+        })
+    }
+
+    /// The token peaks of pipeline stage `stage` in a table of [`Self::token_peaks`].
+    fn stage_tokens(&self, peaks: Option<&[f64]>, stage: u64) -> TokenPeaks {
+        match peaks {
+            Some(peaks) => {
+                let held = in_flight_microbatches(self.run, stage).ceil() as u64;
+                TokenPeaks { held: peak_of(peaks, held), largest: peak_of(peaks, 1) }
+            }
+            None => TokenPeaks::FULL,
+        }
+    }
+
+    /// What re-packing over each of `windows` changes of the run's pricing, in order, found once
+    /// for all the runs that share this one's pricing (which must ask for the same windows).
+    pub fn windows(&self, windows: &[u64]) -> &[WindowPricing] {
+        let priced = self.shared.windows.get_or_init(|| {
+            windows
+                .iter()
+                .map(|&window| WindowPricing {
+                    window,
+                    imbalance: self.data_imbalance_with_window(window),
+                    token_peaks: self.token_peaks(window).get().cloned().flatten(),
+                })
+                .collect()
+        });
+        debug_assert!(
+            priced.iter().map(|w| w.window).eq(windows.iter().copied()),
+            "runs sharing their pricing ask for different windows"
+        );
+        priced
+    }
+
+    /// The most memory any pipeline stage needs to fit (`MemoryBreakdown::fit_need`) were the
+    /// documents re-packed over `window` global batches: [`Self::stage_memory_with_window`]'s
+    /// peak, without building each stage's breakdown.
+    pub fn fit_need_with_window(&self, window: u64) -> Bytes {
+        if window == 0 || self.run.data().is_none() {
+            return self.fit_need_with_peaks(None);
+        }
+        let slot = self.token_peaks(window);
+        let need = self.fit_need_with_peaks(slot.get().and_then(Option::as_deref));
+        debug_assert_eq!(
+            need,
+            self.stage_memory_with_window(window)
+                .iter()
+                .map(|s| s.breakdown.fit_need())
+                .fold(Bytes::ZERO, Bytes::max)
+        );
+        need
+    }
+
+    /// [`Self::fit_need_with_window`] of a window that a search prices (`window` of
+    /// [`Self::windows`]).
+    pub fn fit_need_with(&self, window: &WindowPricing) -> Bytes {
+        let need = self.fit_need_with_peaks(window.token_peaks.as_deref());
+        debug_assert_eq!(need, self.fit_need_with_window(window.window));
+        need
+    }
+
+    fn fit_need_with_peaks(&self, peaks: Option<&[f64]>) -> Bytes {
+        let activations = self.activations();
+        self.stage_parts()
+            .iter()
+            .zip(0..)
+            .map(|(&(states, stored), stage)| {
+                let tokens = self.stage_tokens(peaks, stage);
+                stage_peak_need(self.run, stage, tokens, states, stored, activations)
+            })
+            .fold(Bytes::ZERO, Bytes::max)
     }
 }

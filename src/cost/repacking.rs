@@ -6,7 +6,9 @@
 //! Micro-batches then hold unequal token counts but nearly equal work, and what remains uneven
 //! is what single documents allow.
 
-use crate::data::DealShape;
+use std::sync::{Arc, OnceLock};
+
+use crate::data::{DealShape, DealtWindows};
 use crate::run::Run;
 
 /// A document piece's work, in seconds on the critical stage: `linear` per token, and `u a + v b`
@@ -55,28 +57,66 @@ fn deal_shape_with_window(run: &Run, window: u64) -> DealShape {
 /// (at most 2^8 of them), so a longer run can meet a larger one. 1 without data or re-packing,
 /// and where micro-batches hold more pieces than are dealt (balanced).
 pub fn repacked_token_peak(run: &Run, window: u64, held: u64) -> f64 {
-    let Some(data) = run.data() else { return 1.0 };
+    match repacked_token_peaks(run, window) {
+        Some(peaks) => peak_of(peaks.get().map_or(&[][..], Vec::as_slice), held),
+        None => 1.0,
+    }
+}
+
+/// The peak of `held` micro-batches from a table of [`repacked_token_peaks`]: its last entry
+/// for more micro-batches than a replica's dealt ones, 1 for an empty table.
+pub fn peak_of(peaks: &[f64], held: u64) -> f64 {
+    let index = (held.max(1) as usize).min(peaks.len());
+    index.checked_sub(1).map_or(1.0, |i| peaks[i])
+}
+
+/// [`repacked_token_peak`] for every number of micro-batches held, from one up to a replica's
+/// dealt micro-batches (entry `h - 1` for `h` held): worked out once per batch shape and
+/// micro-batches per replica for every run of the data. `None` without data or re-packing, or
+/// where micro-batches hold more pieces than are dealt.
+pub fn repacked_token_peaks(run: &Run, window: u64) -> Option<Arc<OnceLock<Vec<f64>>>> {
+    let data = run.data()?;
     if window == 0 {
-        return 1.0;
+        return None;
     }
     let shape = deal_shape_with_window(run, window);
     let slot = data.dealt(run.model(), shape);
-    let Some(Some(dealt)) = slot.get() else { return 1.0 };
-    let m = (run.plan().num_microbatches() as usize).clamp(1, dealt.bins.max(1));
-    let held = (held as usize).clamp(1, m);
-    let mut most = 0.0f64;
+    slot.get()?.as_ref()?;
+    let microbatches = run.plan().num_microbatches();
+    Some(data.token_peaks(shape, microbatches, || {
+        let Some(Some(dealt)) = slot.get() else { return Vec::new() };
+        token_peaks(dealt, microbatches, shape.tokens_per_microbatch)
+    }))
+}
+
+/// For each number `h` of consecutive micro-batches of one replica (`m` of the dealt ones, as
+/// [`repacked_spread`] groups them), the most tokens `h` of them carry over `h` full ones of
+/// `full` tokens, at least 1.
+fn token_peaks(dealt: &DealtWindows, m: u64, full: u64) -> Vec<f64> {
+    let m = (m as usize).clamp(1, dealt.bins.max(1));
+    let mut most = vec![0.0f64; m];
+    let mut sums = Vec::with_capacity(m + 1);
     for window in dealt.loads.chunks(dealt.bins.max(1)) {
         for replica in window.chunks(m) {
-            let mut sum: f64 = replica.iter().take(held).map(|load| load[0]).sum();
-            most = most.max(sum);
-            for (entering, leaving) in replica.iter().skip(held).zip(replica) {
-                sum += entering[0] - leaving[0];
-                most = most.max(sum);
+            // Prefix sums of the replica's tokens: h consecutive from i carry sums[i + h] - sums[i].
+            sums.clear();
+            sums.push(0.0);
+            for load in replica {
+                sums.push(sums[sums.len() - 1] + load[0]);
+            }
+            let n = replica.len();
+            for (h, most) in most.iter_mut().enumerate().map(|(i, most)| (i + 1, most)) {
+                // A replica shorter than h holds all its micro-batches at once.
+                let best = if h >= n {
+                    sums[n]
+                } else {
+                    (0..=n - h).map(|i| sums[i + h] - sums[i]).fold(0.0, f64::max)
+                };
+                *most = most.max(best);
             }
         }
     }
-    let full = (held as u64 * shape.tokens_per_microbatch) as f64;
-    (most / full).max(1.0)
+    most.iter().zip(1..).map(|(&most, h)| (most / (h as u64 * full) as f64).max(1.0)).collect()
 }
 
 /// What re-packing leaves: the slowest replica's work over the mean replica's and a replica's

@@ -5,8 +5,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::data::{
     AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, DrawCache, GroupShape,
-    PlacedBatches, PlacementCache, SequenceLoads, deal_windows, draw_batches, place_documents,
-    sample_sequences, sequence_values,
+    PlacedBatches, PlacementCache, SequenceLoads, ShapeCache, deal_windows, draw_batches,
+    place_documents, sample_sequences, sequence_values,
 };
 use crate::model::Model;
 use crate::plan::Plan;
@@ -29,6 +29,9 @@ pub struct RunData {
     /// batch, and their placements by batch shape, shared likewise.
     drawn: DrawCache,
     placed: PlacementCache,
+    /// The re-packed micro-batches' token peaks by batch shape and micro-batches per replica
+    /// (`crate::cost::repacking::repacked_token_peaks`), shared likewise.
+    token_peaks: ShapeCache<(DealShape, u64), Vec<f64>>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
 }
@@ -42,6 +45,17 @@ impl RunData {
             let work = AttentionWork::new(&flops, self.seq_len);
             deal_windows(&self.data, &work, self.deal_weight, shape)
         })
+    }
+
+    /// The token peaks of the windows of `shape` dealt to replicas of `microbatches` each, made
+    /// by `make` the first time a run of this data asks.
+    pub fn token_peaks(
+        &self,
+        shape: DealShape,
+        microbatches: u64,
+        make: impl FnOnce() -> Vec<f64>,
+    ) -> Arc<OnceLock<Vec<f64>>> {
+        self.token_peaks.get_or_make((shape, microbatches), make)
     }
 
     /// The global batches of `shape` placed on hybrid context-parallel groups, placed the first
@@ -121,6 +135,7 @@ pub(crate) fn validate_data(
         dealt: DealCache::default(),
         drawn: DrawCache::default(),
         placed: PlacementCache::default(),
+        token_peaks: ShapeCache::default(),
         seq_len,
     }))
 }

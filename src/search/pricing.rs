@@ -3,7 +3,7 @@
 //! sharding of one tp x cp x pp), with op tables built once per table key and model states checked
 //! once per layout, both found by index rather than looked up per candidate.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -88,8 +88,7 @@ fn price(
     };
     let priced = priced_with(&run, tables, shared);
     // Memory first: a candidate that does not fit needs no step time.
-    let peak =
-        priced.stage_memory().iter().map(|s| s.breakdown.fit_need()).fold(Bytes::ZERO, Bytes::max);
+    let peak = priced.fit_need_with_window(run.plan().balance_window());
     let capacity = run.cluster().gpu().memory();
     if !fits_in(peak, capacity, spec.memory_headroom) {
         let example =
@@ -100,14 +99,13 @@ fn price(
     // A variant prices its data's balance and its micro-batches' tokens only: its memory holds
     // the re-packed micro-batches, its closed form is the base's with the imbalance priced
     // again, and its bound, which leaves the data's imbalance out (it only adds), is the base's.
-    let variants = windows
+    let variants = priced
+        .windows(windows)
         .iter()
-        .map(|&window| {
-            let peak = priced
-                .stage_memory_with_window(window)
-                .iter()
-                .map(|s| s.breakdown.fit_need())
-                .fold(Bytes::ZERO, Bytes::max);
+        .map(|priced_window| {
+            let peak = priced.fit_need_with(priced_window);
+            #[cfg(debug_assertions)]
+            let window = priced_window.window;
             #[cfg(debug_assertions)]
             let variant = run.with_balance_window(window);
             #[cfg(debug_assertions)]
@@ -125,8 +123,7 @@ fn price(
             if !fits_in(peak, capacity, spec.memory_headroom) {
                 return None;
             }
-            let imbalance = priced.data_imbalance_with_window(window);
-            let closed_form = step_time_with_imbalance(&breakdown, imbalance);
+            let closed_form = step_time_with_imbalance(&breakdown, priced_window.imbalance);
             #[cfg(debug_assertions)]
             {
                 debug_assert_eq!(closed_form, step_time_from(&on_its_own), "window {window}");
@@ -366,7 +363,13 @@ pub(super) fn price_all(
             let mut count = 0;
             // The (layout, sharding, inner combination) whose plan without recompute fits: its
             // offload choices, priced after it, are not needed.
-            let mut fits_plainly: HashSet<(usize, usize, usize)> = HashSet::new();
+            let offloads =
+                members.iter().any(|&l| block.recomputes[l].iter().any(|c| c.offloads()));
+            let slot = |layout: usize, sharding: usize, inner: usize| {
+                (layout * block.shardings.len() + sharding) * block.per_window() + inner
+            };
+            let places = if offloads { slot(block.layouts.len(), 0, 0) } else { 0 };
+            let mut fits_plainly = vec![false; places];
             for group in group_places(block, *b, members) {
                 let pricing = SharedPricing::new();
                 for place in group {
@@ -379,7 +382,9 @@ pub(super) fn price_all(
                         let inner = inner + w * block.per_window();
                         Place::new(*b, layout, sharding, place.recompute(), inner)
                     };
-                    if choice.offloads() && fits_plainly.contains(&(layout, sharding, inner)) {
+                    if choice.offloads()
+                        && fits_plainly.get(slot(layout, sharding, inner)) == Some(&true)
+                    {
                         count += windows - 1;
                         for w in 0..windows {
                             tally.reject(RejectionKind::OffloadNotNeeded, variant(w));
@@ -400,8 +405,11 @@ pub(super) fn price_all(
                         });
                         price(spec, template, candidate, shared, false, priced_windows)
                     };
-                    if choice == RecomputeChoice::None && matches!(priced, Priced::Kept(..)) {
-                        fits_plainly.insert((layout, sharding, inner));
+                    if choice == RecomputeChoice::None
+                        && matches!(priced, Priced::Kept(..))
+                        && let Some(fits) = fits_plainly.get_mut(slot(layout, sharding, inner))
+                    {
+                        *fits = true;
                     }
                     count += windows - 1;
                     if hybrid {

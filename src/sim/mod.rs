@@ -21,9 +21,8 @@ pub mod trace;
 use serde::Serialize;
 
 use crate::cost::breakdown::{MemoryBreakdown, TimeBreakdown};
-use crate::cost::memory::{Params, with_fragmentation};
+use crate::cost::memory::{Params, TokenPeaks, with_fragmentation};
 use crate::cost::priced::{PricedRun, PricedSegment};
-use crate::cost::repacking::repacked_token_peak;
 use crate::cost::step_terms::DataParallelCollectives;
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables};
 use crate::plan::Sharding;
@@ -245,18 +244,16 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
     let layers: Vec<f64> = path.iter().map(|p| p.segment.layers).collect();
     let held: Vec<Vec<u32>> = (0..program.ranks).map(|rank| program.positions_held(rank)).collect();
     // Re-packed micro-batches carry unequal tokens; every micro-batch is simulated at the token
-    // peak the closed form takes for its rank (`crate::cost::memory::stage_peak`).
-    let tokens = |position: usize| -> (f64, f64) {
-        let window = plan.balance_window();
+    // peaks the closed form takes for its rank (`crate::cost::memory::stage_peak`).
+    let tokens = |position: usize| -> TokenPeaks {
         let rank = held.iter().position(|h| h.contains(&(position as u32))).unwrap_or(0) as u64;
-        let in_flight = crate::cost::memory::in_flight_microbatches(run, rank).ceil() as u64;
-        (repacked_token_peak(run, window, in_flight), repacked_token_peak(run, window, 1))
+        TokenPeaks::of(run, plan.balance_window(), rank)
     };
     let positions: Vec<engine::PositionCost> = path
         .iter()
         .enumerate()
         .map(|(position, p)| {
-            let (held_tokens, largest) = tokens(position);
+            let TokenPeaks { held: held_tokens, largest } = tokens(position);
             let logits = if p.segment.last { bytes.logits * largest } else { Bytes::ZERO };
             engine::PositionCost {
                 layers: p.segment.layers,
