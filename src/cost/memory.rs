@@ -16,7 +16,7 @@ pub use crate::cost::activations::{
 };
 use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::layer::padded_vocab;
-use crate::cost::repacking::repacked_token_peak;
+use crate::cost::repacking::{peak_of, repacked_token_peaks};
 use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
 use crate::model::{PositionEmbedding, SUBLAYER_KINDS, Sublayer};
@@ -288,13 +288,19 @@ impl TokenPeaks {
     /// The peaks of pipeline stage `stage` with the documents re-packed over `window` global
     /// batches (the plan's own window, or another a search tries).
     pub fn of(run: &Run, window: u64, stage: u64) -> TokenPeaks {
-        if window == 0 || run.data().is_none() {
-            return TokenPeaks::FULL;
-        }
-        let held = in_flight_microbatches(run, stage).ceil() as u64;
-        TokenPeaks {
-            held: repacked_token_peak(run, window, held),
-            largest: repacked_token_peak(run, window, 1),
+        let table = repacked_token_peaks(run, window);
+        TokenPeaks::from_table(run, table.as_ref().and_then(|t| t.get()).map(Vec::as_slice), stage)
+    }
+
+    /// The peaks of pipeline stage `stage` read from a table of
+    /// `crate::cost::repacking::repacked_token_peaks` (`None`: no re-packing, full micro-batches).
+    pub fn from_table(run: &Run, table: Option<&[f64]>, stage: u64) -> TokenPeaks {
+        match table {
+            Some(table) => {
+                let held = in_flight_microbatches(run, stage).ceil() as u64;
+                TokenPeaks { held: peak_of(table, held), largest: peak_of(table, 1) }
+            }
+            None => TokenPeaks::FULL,
         }
     }
 }
@@ -302,7 +308,8 @@ impl TokenPeaks {
 /// The peak memory of pipeline stage `stage` whose micro-batches carry `tokens` (their peaks over
 /// full ones): its model states, the activations `stored` per micro-batch times the micro-batches
 /// it holds at once (at the held peak), the working bytes of a recomputing backward and, on the
-/// last stage, the logits (at the largest one's); with the fragmentation allowance.
+/// last stage, the logits (at the largest one's); with the fragmentation allowance, which
+/// [`with_fragmentation`] adds to [`stage_allocated`]'s breakdown.
 pub fn stage_peak(
     run: &Run,
     stage: u64,
@@ -311,30 +318,12 @@ pub fn stage_peak(
     stored: Bytes,
     activations: &ActivationBytes,
 ) -> MemoryBreakdown {
-    with_fragmentation(stage_peak_before_fragmentation(
-        run,
-        stage,
-        tokens,
-        states,
-        stored,
-        activations,
-    ))
+    with_fragmentation(stage_allocated(run, stage, tokens, states, stored, activations))
 }
 
-/// What [`stage_peak`]'s breakdown needs to fit (`MemoryBreakdown::fit_need`, which the
-/// allocator's cache does not enter), without the cache worked out.
-pub fn stage_peak_need(
-    run: &Run,
-    stage: u64,
-    tokens: TokenPeaks,
-    states: MemoryBreakdown,
-    stored: Bytes,
-    activations: &ActivationBytes,
-) -> Bytes {
-    stage_peak_before_fragmentation(run, stage, tokens, states, stored, activations).fit_need()
-}
-
-fn stage_peak_before_fragmentation(
+/// [`stage_peak`]'s breakdown before the allocator's cache is worked out: all a fit check needs
+/// (`MemoryBreakdown::fit_need` leaves the cache out).
+pub fn stage_allocated(
     run: &Run,
     stage: u64,
     tokens: TokenPeaks,

@@ -16,10 +16,10 @@ use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::hybrid_cp::{HybridCpStep, hybrid_cp_step};
 use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::memory::{
-    ActivationBytes, LayerParams, Params, TokenPeaks, in_flight_microbatches, model_state_memory,
-    segment_params_with, stage_peak, stage_peak_need,
+    ActivationBytes, LayerParams, Params, TokenPeaks, model_state_memory, segment_params_with,
+    stage_allocated, stage_peak,
 };
-use crate::cost::repacking::{peak_of, repacked_token_peaks};
+use crate::cost::repacking::repacked_token_peaks;
 use crate::cost::step_terms::{
     DataParallelCollectives, data_parallel_collectives, optimizer_time_for, p2p_bytes, p2p_transfer,
 };
@@ -368,7 +368,7 @@ impl<'a> PricedRun<'a> {
             .iter()
             .zip(0..)
             .map(|(&(states, stored), stage)| {
-                let tokens = self.stage_tokens(peaks, stage);
+                let tokens = TokenPeaks::from_table(self.run, peaks, stage);
                 debug_assert_eq!(tokens, TokenPeaks::of(self.run, window, stage));
                 let breakdown = stage_peak(self.run, stage, tokens, states, stored, activations);
                 StageMemory { stage, breakdown }
@@ -411,17 +411,6 @@ impl<'a> PricedRun<'a> {
         self.shared.token_peaks.get_or_make(window, || {
             repacked_token_peaks(self.run, window).and_then(|peaks| peaks.get().cloned())
         })
-    }
-
-    /// The token peaks of pipeline stage `stage` in a table of [`Self::token_peaks`].
-    fn stage_tokens(&self, peaks: Option<&[f64]>, stage: u64) -> TokenPeaks {
-        match peaks {
-            Some(peaks) => {
-                let held = in_flight_microbatches(self.run, stage).ceil() as u64;
-                TokenPeaks { held: peak_of(peaks, held), largest: peak_of(peaks, 1) }
-            }
-            None => TokenPeaks::FULL,
-        }
     }
 
     /// What re-packing over each of `windows` changes of the run's pricing, in order, found once
@@ -477,8 +466,8 @@ impl<'a> PricedRun<'a> {
             .iter()
             .zip(0..)
             .map(|(&(states, stored), stage)| {
-                let tokens = self.stage_tokens(peaks, stage);
-                stage_peak_need(self.run, stage, tokens, states, stored, activations)
+                let tokens = TokenPeaks::from_table(self.run, peaks, stage);
+                stage_allocated(self.run, stage, tokens, states, stored, activations).fit_need()
             })
             .fold(Bytes::ZERO, Bytes::max)
     }

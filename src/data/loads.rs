@@ -124,10 +124,9 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                 let mut drawn = 0u64;
                 while room > 0 {
                     if drawn == PIECES_PER_SEQUENCE {
-                        // The rest as more of the same: the drawn pieces' sums per token.
-                        let scale = room as f64 / (seq_len - room) as f64;
-                        (a, b) = (a * (1.0 + scale), b * (1.0 + scale));
-                        pieces_total += (drawn as f64 * scale) as u64;
+                        let more;
+                        ([a, b], more) = rest_as_more_of_the_same([a, b], drawn, room, seq_len);
+                        pieces_total += more;
                         carried = 0;
                         break;
                     }
@@ -155,10 +154,9 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                 let mut drawn = 0u64;
                 while room > 0 {
                     if drawn == PIECES_PER_SEQUENCE {
-                        // The rest as more of the same, as packing takes it.
-                        let scale = room as f64 / (seq_len - room) as f64;
-                        (a, b) = (a * (1.0 + scale), b * (1.0 + scale));
-                        pieces_total += (drawn as f64 * scale) as u64;
+                        let more;
+                        ([a, b], more) = rest_as_more_of_the_same([a, b], drawn, room, seq_len);
+                        pieces_total += more;
                         trained += room;
                         carried = 0;
                         break;
@@ -188,6 +186,19 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
         }
     }
     (values, trained as f64 / (sequences * seq_len) as f64, pieces_total)
+}
+
+/// A sequence whose `drawn` pieces (sums `[a, b]`) left `room` of its `seq_len` tokens, its rest
+/// taken as more of the same (the drawn pieces' sums per token): its sums, and the pieces the
+/// rest stands for.
+fn rest_as_more_of_the_same(
+    [a, b]: [f64; 2],
+    drawn: u64,
+    room: u64,
+    seq_len: u64,
+) -> ([f64; 2], u64) {
+    let scale = room as f64 / (seq_len - room) as f64;
+    ([a * (1.0 + scale), b * (1.0 + scale)], (drawn as f64 * scale) as u64)
 }
 
 fn summarise(
