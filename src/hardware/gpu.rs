@@ -416,11 +416,13 @@ mod tests {
         spec.efficiency.calibration = Some(-1.0);
         spec.efficiency.gemm_k_overhead = Some(-5.0);
         spec.efficiency.attention_backward_half_seq = Some(f64::NAN);
+        spec.efficiency.scan = Some(1.5);
         let message = Gpu::from_spec(&spec).unwrap_err().to_string();
         for field in [
             "gpu.efficiency.calibration",
             "gpu.efficiency.gemm_k_overhead",
             "gpu.efficiency.attention_backward_half_seq",
+            "gpu.efficiency.scan = 1.5",
         ] {
             assert!(message.contains(field), "{field} missing from: {message}");
         }
