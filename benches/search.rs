@@ -11,11 +11,14 @@
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use meshplan::data::{DataSpec, LengthBinSpec};
 use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{PlanSpec, TrainingSpec};
+use meshplan::plan::TrainingSpec;
 use meshplan::search::{Constraints, SearchSpec, search};
 use meshplan::{RunSpec, presets};
+
+#[path = "cases/long_context.rs"]
+mod long_context;
+use long_context::long_context;
 
 fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> SearchSpec {
     SearchSpec {
@@ -31,23 +34,6 @@ fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> S
         engine: None,
         top: 5,
     }
-}
-
-/// WLB-LLM's 7B-128K setting on a stated long-tailed mix (the README's example): mostly 0.5-4K
-/// documents, some of 32-128K and a few past the 128K sequence.
-fn long_context(data: bool, balance_window: Option<i64>, hybrid_cp: Option<bool>) -> SearchSpec {
-    let mut spec = spec("llama2-7b", "h100-sxm", 64, 131_072, 16);
-    let bin = |min, max, count| LengthBinSpec { min, max, count };
-    spec.base.data = data.then(|| DataSpec {
-        histogram: Some(vec![
-            bin(512, 4096, 900),
-            bin(32768, 131_072, 60),
-            bin(131_072, 262_144, 10),
-        ]),
-        ..DataSpec::default()
-    });
-    spec.base.plan = PlanSpec { balance_window, hybrid_cp, ..PlanSpec::default() };
-    spec
 }
 
 fn bench_search(c: &mut Criterion) {

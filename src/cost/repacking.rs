@@ -135,13 +135,9 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
         // More pieces in a micro-batch than are dealt at once: balanced.
         return Some((0.0, 0.0));
     };
-    let mut loads = vec![0.0; dealt.bins];
     let (mut slowest, mut largest, mut windows) = (0.0, 0.0, 0usize);
     for window in dealt.loads.chunks(dealt.bins.max(1)) {
-        for (load, &sums) in loads.iter_mut().zip(window) {
-            *load = work.seconds(sums);
-        }
-        let (window_slowest, window_largest) = spread(&loads, m as usize, dp as usize);
+        let (window_slowest, window_largest) = spread(window, work, m as usize, dp as usize);
         slowest += window_slowest;
         largest += window_largest;
         windows += 1;
@@ -150,22 +146,30 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
     Some((slowest / windows, largest / windows))
 }
 
-/// The slowest replica's work and a replica's largest micro-batch's above their means, for
-/// micro-batch `loads` in order: consecutive micro-batches make a replica's `m`, consecutive
-/// replicas a step's `dp`.
-fn spread(loads: &[f64], m: usize, dp: usize) -> (f64, f64) {
-    let bins = loads.len().max(1);
-    let mean = loads.iter().sum::<f64>() / bins as f64;
+/// The slowest replica's work and a replica's largest micro-batch's above their means, for the
+/// micro-batches of one window (their sums, priced by `work`) in order: consecutive
+/// micro-batches make a replica's `m`, consecutive replicas a step's `dp`. One pass: every
+/// window of every plan of a search is priced here.
+fn spread(window: &[[f64; 3]], work: PieceWork, m: usize, dp: usize) -> (f64, f64) {
+    let bins = window.len().max(1);
     let m = m.clamp(1, bins);
     let dp = dp.clamp(1, bins.div_ceil(m));
     // Per replica its largest micro-batch and its sum; per step (dp replicas) the largest sum.
+    let mut total = 0.0;
     let (mut largest, mut replicas) = (0.0, 0usize);
     let (mut slowest, mut steps) = (0.0, 0usize);
     let mut step_max = f64::NEG_INFINITY;
-    for (index, replica) in loads.chunks(m).enumerate() {
-        largest += replica.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    for (index, replica) in window.chunks(m).enumerate() {
+        let (mut most, mut sum) = (f64::NEG_INFINITY, 0.0);
+        for &sums in replica {
+            let load = work.seconds(sums);
+            total += load;
+            most = most.max(load);
+            sum += load;
+        }
+        largest += most;
         replicas += 1;
-        step_max = step_max.max(replica.iter().sum::<f64>());
+        step_max = step_max.max(sum);
         if (index + 1) % dp == 0 {
             slowest += step_max;
             steps += 1;
@@ -176,7 +180,32 @@ fn spread(loads: &[f64], m: usize, dp: usize) -> (f64, f64) {
         slowest += step_max;
         steps += 1;
     }
+    let mean = total / bins as f64;
     let largest = largest / replicas.max(1) as f64;
     let slowest = slowest / steps.max(1) as f64;
     ((slowest - mean * m as f64).max(0.0), (largest - mean).max(0.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_spread_is_the_slowest_step_and_the_largest_micro_batch_over_their_means() {
+        // Seconds = tokens: loads 1, 5, 2, 4, 3, 3, 6, 0 (mean 3); m = 2, dp = 2.
+        let work = PieceWork { linear_per_token: 1.0, u: 0.0, v: 0.0 };
+        let window: Vec<[f64; 3]> =
+            [1.0, 5.0, 2.0, 4.0, 3.0, 3.0, 6.0, 0.0].iter().map(|&t| [t, 9.0, 9.0]).collect();
+        // Replicas (1, 5), (2, 4), (3, 3), (6, 0): sums 6, 6, 6, 6; largest 5, 4, 3, 6.
+        let (slowest, largest) = spread(&window, work, 2, 2);
+        assert_eq!(slowest, 0.0);
+        assert_eq!(largest, (5.0 + 4.0 + 3.0 + 6.0) / 4.0 - 3.0);
+        // Replicas of 4: sums 12 and 12, largest 5 and 6; one replica a step.
+        assert_eq!(spread(&window, work, 4, 1), (0.0, 5.5 - 3.0));
+        // Attention terms count through u and v: the first micro-batch doubles.
+        let attention = PieceWork { linear_per_token: 1.0, u: 1.0 / 9.0, v: 0.0 };
+        let (slowest, largest) = spread(&window[..2], attention, 1, 2);
+        // Loads 2 and 6 (mean 4), one step of two replicas of one micro-batch.
+        assert_eq!((slowest, largest), (2.0, 0.0));
+    }
 }

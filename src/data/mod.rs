@@ -11,6 +11,7 @@ mod hybrid_groups;
 mod loads;
 mod repacking;
 mod shape_cache;
+mod window_pieces;
 
 pub use distribution::{LengthBinSpec, LengthDistribution};
 pub use hybrid_groups::{
@@ -20,6 +21,7 @@ pub use hybrid_groups::{
 pub use loads::{AttentionWork, SequenceLoads, sample_sequences, sequence_values};
 pub use repacking::{DealCache, DealShape, DealtWindows, deal_windows};
 pub use shape_cache::ShapeCache;
+pub use window_pieces::WindowPieces;
 
 use serde::{Deserialize, Serialize};
 

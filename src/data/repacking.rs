@@ -13,10 +13,8 @@
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use rand::SeedableRng;
-use rand::rngs::StdRng;
-
 use super::shape_cache::ShapeCache;
+use super::window_pieces::{Piece, WindowPieces};
 use super::{AttentionWork, Data};
 
 /// Document pieces dealt for one batch shape at most (2^18, a few milliseconds): a window wider
@@ -53,13 +51,15 @@ pub struct DealtWindows {
 }
 
 /// Deals windows of `shape` from `data`, each piece weighed `weight[0]` per token plus
-/// `weight[1]` per unit of its attention FLOP ratio `a`. `None` when a micro-batch holds more
-/// pieces than are dealt at once (balanced, for any figure that matters).
+/// `weight[1]` per unit of its attention FLOP ratio `a`, the windows' pieces taken from (and
+/// drawn into) `pieces`. `None` when a micro-batch holds more pieces than are dealt at once
+/// (balanced, for any figure that matters).
 pub fn deal_windows(
     data: &Data,
     work: &AttentionWork<'_>,
     weight: [f64; 2],
     shape: DealShape,
+    pieces: &WindowPieces,
 ) -> Option<DealtWindows> {
     let seq = work.seq_len();
     let per_bin = shape.tokens_per_microbatch;
@@ -73,47 +73,33 @@ pub fn deal_windows(
     let bins = wanted.min(DEALT_PIECES / pieces_per_bin).max(1);
     // Windows are dealt until about DEALT_PIECES pieces are, or KEPT_BINS micro-batches kept.
     let windows = (DEALT_PIECES / (bins * pieces_per_bin)).min(KEPT_BINS / bins).max(1);
-    let mut rng = StdRng::seed_from_u64(data.seed());
+    let drawn = pieces.windows(data, work, weight, bins * per_bin, windows as usize);
     let mut loads = Vec::with_capacity((bins * windows) as usize);
-    let mut pieces: Vec<(f64, [f64; 3])> = Vec::new();
-    for _ in 0..windows {
-        // The window's documents, cut at the sequence length, as pieces of work.
-        pieces.clear();
-        let mut left = bins * per_bin;
-        while left > 0 {
-            let mut length = data.distribution().draw(&mut rng).min(left);
-            left -= length;
-            while length > 0 {
-                let piece = length.min(seq);
-                length -= piece;
-                let [a, b] = work.piece(piece).unwrap_or([0.0; 2]);
-                let tokens = piece as f64;
-                pieces.push((weight[0] * tokens + weight[1] * a, [tokens, a, b]));
-            }
-        }
-        deal(&mut pieces, bins as usize, &mut loads);
+    for window in &drawn {
+        deal(window, bins as usize, &mut loads);
     }
     Some(DealtWindows { bins: bins as usize, loads })
 }
 
 /// Deals `pieces`, heaviest first, each onto the least loaded of `bins` micro-batches (ties to
 /// the first), and appends the micro-batches' sums to `out`.
-fn deal(pieces: &mut [(f64, [f64; 3])], bins: usize, out: &mut Vec<[f64; 3]>) {
-    pieces.sort_unstable_by(|x, y| y.0.total_cmp(&x.0));
+fn deal(pieces: &[Piece], bins: usize, out: &mut Vec<[f64; 3]>) {
     // Weights are non-negative, so their bits order them.
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
         (0..bins).map(|bin| Reverse((0f64.to_bits(), bin))).collect();
     let start = out.len();
     out.resize(start + bins, [0.0; 3]);
     let mut weights = vec![0.0; bins];
-    for (weight, sums) in pieces.iter() {
-        if let Some(Reverse((_, bin))) = heap.pop() {
+    for (weight, sums) in pieces {
+        // The least loaded micro-batch takes the piece and sinks to its new place in the heap.
+        if let Some(mut least) = heap.peek_mut() {
+            let Reverse((_, bin)) = *least;
             weights[bin] += weight;
             let load = &mut out[start + bin];
             for (total, value) in load.iter_mut().zip(sums) {
                 *total += value;
             }
-            heap.push(Reverse((weights[bin].to_bits(), bin)));
+            *least = Reverse((weights[bin].to_bits(), bin));
         }
     }
 }
@@ -126,14 +112,16 @@ pub type DealCache = ShapeCache<DealShape, Option<DealtWindows>>;
 mod tests {
     use super::*;
     use crate::data::histogram_data as data;
+    use crate::data::window_pieces::heaviest_first;
 
     #[test]
     fn greedy_dealing_puts_each_piece_on_the_least_loaded_micro_batch() {
         // 5, 4, 3, 3 onto two bins: 5 | 4, then 3 onto 4 (7), then 3 onto 5 (8).
-        let mut pieces: Vec<(f64, [f64; 3])> =
+        let mut pieces: Vec<Piece> =
             [3.0, 5.0, 3.0, 4.0].iter().map(|&w| (w, [w, 0.0, 0.0])).collect();
+        heaviest_first(&mut pieces);
         let mut out = Vec::new();
-        deal(&mut pieces, 2, &mut out);
+        deal(&pieces, 2, &mut out);
         assert_eq!(out, [[8.0, 0.0, 0.0], [7.0, 0.0, 0.0]]);
     }
 
@@ -143,14 +131,23 @@ mod tests {
         let flops = |tokens: u64| (tokens * tokens) as f64;
         let work = AttentionWork::new(&flops, 131072);
         let shape = DealShape { tokens_per_microbatch: 131072, microbatches_per_window: 24 };
-        let dealt = deal_windows(&data, &work, [1.0, 1e5], shape).unwrap();
+        let dealt =
+            deal_windows(&data, &work, [1.0, 1e5], shape, &WindowPieces::default()).unwrap();
         assert_eq!(dealt.bins, 24);
         assert_eq!(dealt.loads.len() % dealt.bins, 0);
         for window in dealt.loads.chunks(dealt.bins) {
             let tokens: f64 = window.iter().map(|load| load[0]).sum();
             assert_eq!(tokens, 24.0 * 131072.0);
         }
-        // The same data, model and shape deal the same windows.
-        assert_eq!(deal_windows(&data, &work, [1.0, 1e5], shape).unwrap(), dealt);
+        // The same data, model and shape deal the same windows, and a dealing of the same
+        // window size dealt first (32 micro-batches of 3 sequences) changes none of them.
+        assert_eq!(
+            deal_windows(&data, &work, [1.0, 1e5], shape, &WindowPieces::default()),
+            Some(dealt.clone())
+        );
+        let shared = WindowPieces::default();
+        let wider = DealShape { tokens_per_microbatch: 3 * 131072, microbatches_per_window: 8 };
+        assert!(deal_windows(&data, &work, [1.0, 1e5], wider, &shared).is_some());
+        assert_eq!(deal_windows(&data, &work, [1.0, 1e5], shape, &shared), Some(dealt));
     }
 }

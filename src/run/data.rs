@@ -5,8 +5,8 @@ use std::sync::{Arc, OnceLock};
 
 use crate::data::{
     AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, DrawCache, GroupShape,
-    PlacedBatches, PlacementCache, SequenceLoads, ShapeCache, deal_windows, draw_batches,
-    place_documents, sample_sequences, sequence_values,
+    PlacedBatches, PlacementCache, SequenceLoads, ShapeCache, WindowPieces, deal_windows,
+    draw_batches, place_documents, sample_sequences, sequence_values,
 };
 use crate::model::Model;
 use crate::plan::Plan;
@@ -23,8 +23,10 @@ pub struct RunData {
     /// What a balancing loader weighs a document piece by: its training FLOPs per token, and per
     /// unit of its attention FLOP ratio (the attention FLOPs of a full sequence).
     deal_weight: [f64; 2],
-    /// Re-packed windows by batch shape, shared by the runs that price this data.
+    /// Re-packed windows by batch shape, and the windows' document pieces by window size that
+    /// they are dealt from, shared by the runs that price this data.
     dealt: DealCache,
+    pieces: WindowPieces,
     /// Global batches of documents drawn for hybrid context-parallel groups, by tokens per
     /// batch, and their placements by batch shape, shared likewise.
     drawn: DrawCache,
@@ -43,7 +45,7 @@ impl RunData {
         self.dealt.get_or_make(shape, || {
             let flops = |tokens: u64| model.document_attention_flops(tokens);
             let work = AttentionWork::new(&flops, self.seq_len);
-            deal_windows(&self.data, &work, self.deal_weight, shape)
+            deal_windows(&self.data, &work, self.deal_weight, shape, &self.pieces)
         })
     }
 
@@ -133,6 +135,7 @@ pub(crate) fn validate_data(
         loads,
         deal_weight,
         dealt: DealCache::default(),
+        pieces: WindowPieces::default(),
         drawn: DrawCache::default(),
         placed: PlacementCache::default(),
         token_peaks: ShapeCache::default(),

@@ -584,7 +584,7 @@ pub fn search(
     contenders.par_sort_unstable_by(|a, b| most_promising(a, b));
     state.run(&contenders)?;
     let Simulating { best, rejections, mut points, simulated, pruned, .. } = state;
-    points.par_sort_unstable_by_key(PricedPoint::place);
+    points.par_sort_unstable_by_key(|point| point.place().key());
     Ok(SearchReport {
         considered: blocks.iter().map(Block::len).sum(),
         priced,
@@ -617,7 +617,7 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
     let mut plans = keep_fitting(spec, results, &mut rejections, &mut points);
     rank::keep_top(&mut plans, spec.top.max(1));
     let plans = rank::entries(plans);
-    points.sort_by_key(PricedPoint::place);
+    points.sort_by_key(|point| point.place().key());
     Ok(SearchReport {
         considered: blocks.iter().map(Block::len).sum(),
         priced: kept.len(),
