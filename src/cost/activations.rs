@@ -472,9 +472,10 @@ pub fn recompute_working_bytes(run: &Run) -> Bytes {
     ActivationBytes::new(run).recompute_working
 }
 
-/// BF16 logits plus the FP32 softmax of one micro-batch, vocab-parallel across TP.
+/// The logits of one micro-batch at the loss's peak, vocab-parallel across TP, at the bytes per
+/// logit of the stack's loss (`memory.loss_logits`): 6 for Megatron-Core's (bf16 logits and the
+/// fp32 softmax), 12 for PyTorch's cross entropy on an fp32 copy.
 pub fn logits_bytes(run: &Run) -> Bytes {
-    Bytes::new(
-        run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * (2.0 + 4.0),
-    )
+    let per_logit = run.stack().loss_logits().bytes_per_logit();
+    Bytes::new(run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * per_logit)
 }

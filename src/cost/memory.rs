@@ -452,6 +452,23 @@ mod tests {
     }
 
     #[test]
+    fn torchtitans_loss_on_an_fp32_copy_holds_twice_the_logit_bytes_of_megatrons() {
+        // Llama 3.1 8B, 2 x 8192 tokens a micro-batch, vocab 128256 (padded to 128256 at tp 1).
+        let spec = crate::run::test_spec("llama3.1-8b", 8, 8192, 16, 2, PlanSpec::default());
+        let megatron = Run::from_spec(&spec).unwrap();
+        let stack = std::sync::Arc::new(presets::stack("torchtitan-2024-12").unwrap());
+        let torchtitan = Run::from_spec_with_stack(&spec, stack).unwrap();
+        let logits = 2.0 * 8192.0 * 128256.0;
+        // Megatron-Core: bf16 logits and the fp32 softmax, 6 bytes a logit.
+        assert_eq!(logits_bytes(&megatron).value(), logits * 6.0);
+        // torchtitan 9dec370, `cross_entropy(pred.flatten(0, 1).float(), ...)`: at the loss's
+        // backward the saved fp32 log-probabilities, their gradient and the input's, 12 bytes.
+        assert_eq!(logits_bytes(&torchtitan).value(), logits * 12.0);
+        let peak = |run: &Run| stage_memory(run).last().map(|s| s.breakdown.logits);
+        assert_eq!(peak(&torchtitan).unwrap(), logits_bytes(&torchtitan));
+    }
+
+    #[test]
     fn bf16_adam_moments_keep_eight_bytes_of_optimizer_state_per_parameter() {
         // Mixed-precision Adam: FP32 master weight and moments, 12 bytes per parameter
         // (Rajbhandari et al. 2020, ZeRO, section 3.1: K = 12); BF16 moments make it 4 + 2 + 2.

@@ -9,7 +9,7 @@ use toml::Table;
 pub const MAX_INHERITANCE_DEPTH: usize = 32;
 
 /// Tables merged key by key; every other key of the child replaces the parent's whole value.
-const MERGED_TABLES: [&str; 11] = [
+const MERGED_TABLES: [&str; 12] = [
     "stack",
     "attention",
     "gemm",
@@ -19,6 +19,7 @@ const MERGED_TABLES: [&str; 11] = [
     "host",
     "fusions",
     "defaults",
+    "memory",
     "recipes",
     "sources",
 ];

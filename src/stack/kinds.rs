@@ -267,3 +267,41 @@ impl FlexBackend {
         }
     }
 }
+
+/// How a stack's loss holds the logits of a micro-batch at its peak, the backward of the loss.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossLogits {
+    /// Megatron-Core's vocab-parallel cross entropy (and Transformer Engine's fused one): the
+    /// bf16 logits and one fp32 buffer of the softmax, its gradient computed in place. 6 bytes
+    /// per logit.
+    #[default]
+    VocabParallel,
+    /// PyTorch's `cross_entropy` on an fp32 copy of the logits (`logits.float()`), eager: the
+    /// loss's backward holds the fp32 log-probabilities `log_softmax` saved, the fp32 gradient
+    /// `nll_loss` passes back to them and `log_softmax`'s fp32 input gradient at once (the bf16
+    /// logits freed before backward). 12 bytes per logit.
+    Fp32Copy,
+}
+
+impl LossLogits {
+    /// Bytes per logit (one token's score of one vocabulary entry) at the loss's peak.
+    pub fn bytes_per_logit(self) -> f64 {
+        match self {
+            LossLogits::VocabParallel => 2.0 + 4.0,
+            LossLogits::Fp32Copy => 3.0 * 4.0,
+        }
+    }
+}

@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
     AttentionKernel, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath, GradReduce, GraphScope,
-    RecomputeDefault, StackFamily,
+    LossLogits, RecomputeDefault, StackFamily,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
 pub use recipe_spec::RecipeSpec;
@@ -33,8 +33,17 @@ use crate::plan::{Engine, Precision};
 use crate::violation::{Collector, Violations};
 
 /// The tables of a stack file whose fields need a source.
-const SOURCED_TABLES: [&str; 8] =
-    ["attention", "gemm", "precision", "overlap", "cuda_graphs", "host", "fusions", "defaults"];
+const SOURCED_TABLES: [&str; 9] = [
+    "attention",
+    "gemm",
+    "precision",
+    "overlap",
+    "cuda_graphs",
+    "host",
+    "fusions",
+    "defaults",
+    "memory",
+];
 
 /// What a published run of a stack used when it does not say, complete.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,6 +96,7 @@ pub struct Stack {
     attention: BTreeMap<Generation, AttentionKernel>,
     eager_elementwise: bool,
     eager: EagerOps,
+    loss_logits: LossLogits,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -197,6 +207,7 @@ impl Stack {
             attention,
             eager_elementwise,
             eager,
+            loss_logits: spec.memory.loss_logits.unwrap_or_default(),
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -232,6 +243,10 @@ impl Stack {
     /// Fields not established.
     pub fn unknown(&self) -> &[String] {
         &self.unknown
+    }
+    /// How its loss holds the logits.
+    pub fn loss_logits(&self) -> LossLogits {
+        self.loss_logits
     }
     /// What its published runs use when they do not say.
     pub fn defaults(&self) -> &StackDefaults {

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::kinds::{
-    AttentionKernel, GemmPath, GradReduce, GraphScope, RecomputeDefault, ShardingDefault,
-    StackFamily,
+    AttentionKernel, GemmPath, GradReduce, GraphScope, LossLogits, RecomputeDefault,
+    ShardingDefault, StackFamily,
 };
 use super::recipe_spec::RecipeSpec;
 use crate::plan::{Engine, Precision};
@@ -42,6 +42,9 @@ pub struct StackSpec {
     /// What a published run of this stack used when it does not say (its recipes' defaults).
     #[serde(default)]
     pub defaults: DefaultsSpec,
+    /// How the stack holds memory beyond the model's tensors.
+    #[serde(default)]
+    pub memory: MemorySpec,
     /// Per-model notes on its published performance recipes (text only, not read by the model).
     #[serde(default)]
     pub recipes: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
@@ -206,6 +209,15 @@ pub struct HostSpec {
     /// Steps between manual collections.
     #[serde(default)]
     pub manual_gc_interval: Option<i64>,
+}
+
+/// The `[memory]` table: how the stack holds memory beyond what the model's own tensors need.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySpec {
+    /// How the loss holds the logits; unset: `vocab-parallel`, Megatron-Core's.
+    #[serde(default)]
+    pub loss_logits: Option<LossLogits>,
 }
 
 /// The `[fusions]` table: `true` when the fused kernel is used by default.

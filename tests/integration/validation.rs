@@ -232,3 +232,14 @@ fn at_most_two_percent_of_published_runs_are_predicted_not_to_fit() {
         assert!(row.over_gib > 0.0 && !row.largest_part.is_empty(), "{row:?}");
     }
 }
+
+/// Issue #12: the published runs that state their peak memory are predicted within 10 % at the
+/// median, each compared with the counter its source measured (allocated, reserved or the
+/// device's total).
+#[test]
+fn memory_rows_are_predicted_within_ten_percent_at_the_median() {
+    let summary = &report().summary;
+    assert!(summary.memory_rows >= 40, "{} memory rows", summary.memory_rows);
+    let median = summary.memory_median_abs_error_pct.unwrap();
+    assert!(median <= 10.0, "memory median |error| {median:.1} %");
+}
