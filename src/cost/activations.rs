@@ -4,6 +4,7 @@
 
 use crate::cost::layer::padded_vocab;
 use crate::cost::mesh_attention::gathered_bytes;
+use crate::cost::unfused_attention::stored_score_bytes_per_token;
 use crate::cost::work::Segment;
 use crate::model::{SUBLAYER_KINDS, Sublayer};
 use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules};
@@ -41,6 +42,12 @@ fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeMod
         + model.attention_output_width() as f64 * gemm_in / tp
         + h * gemm_in / sp;
     let masks = if model.dropout() { 2.0 * h / sp } else { 0.0 };
+    // Without a fused kernel the softmax's probabilities (and dropout's mask and output) stay.
+    let scores = if run.stack().unfused_attention(run.cluster().gpu().generation()) {
+        stored_score_bytes_per_token(run)
+    } else {
+        0.0
+    };
     let mlp_width = dense_mlp_width(run, dense_mlp);
     let mlp = if mlp_width > 0 {
         h * gemm_in / sp + mlp_inner_width(run, mlp_width, gemm_in)
@@ -49,7 +56,7 @@ fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeMod
     };
     let routed = if dense_mlp { Bytes::ZERO } else { routed_activation_bytes(run, modules) };
     let freed = selective_freed_width(run, dense_mlp, modules, mlp_width, gemm_in);
-    Bytes::new((norms + attention + mlp + masks - freed).max(0.0)) * tokens + routed
+    Bytes::new((norms + attention + scores + mlp + masks - freed).max(0.0)) * tokens + routed
 }
 
 /// What an MoE block's routed experts store for one micro-batch on one GPU: per routed row the
@@ -156,7 +163,8 @@ fn sublayer_activation_bytes(run: &Run, kind: Sublayer, modules: RecomputeModule
 /// frees (each module keeps only its input, which another tensor already holds): the norm
 /// outputs (the QKV and FC1 inputs), the dense MLP's or the shared experts' FC1 output and FC2
 /// input, and latent attention's full-width queries, keys and values. The attention core frees
-/// nothing under a fused kernel, which stores no score matrix; the MoE modules' bytes are
+/// nothing under a fused kernel, which stores no score matrix (an unfused one frees its stored
+/// probabilities, mask and dropout output); the MoE modules' bytes are
 /// removed from the routed rows by the caller.
 fn selective_freed_width(
     run: &Run,
@@ -175,6 +183,13 @@ fn selective_freed_width(
     let h = model.hidden_size() as f64;
     let act = Precision::ACTIVATION_BYTES;
     let mut freed = 0.0;
+    if modules.contains(RecomputeModule::CoreAttn)
+        && run.stack().unfused_attention(run.cluster().gpu().generation())
+    {
+        // Megatron-LM's selective recompute (Korthikanti et al. 2022) reruns the attention core
+        // for exactly this: its score matrix.
+        freed += stored_score_bytes_per_token(run);
+    }
     if modules.contains(RecomputeModule::Layernorm) {
         let mlp_input = if mlp_width > 0 { h * gemm_in / sp } else { 0.0 };
         freed += h * gemm_in / sp + mlp_input;

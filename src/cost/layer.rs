@@ -484,7 +484,8 @@ pub fn mtp_projection(run: &Run, rows: Rows) -> OpTable {
     table
 }
 
-/// Fused attention of one layer, and the context-parallel exchange that feeds it.
+/// The attention of one layer (a fused kernel, or the unfused one of a stack that has none), and
+/// the context-parallel exchange that feeds it.
 fn attention(ctx: &Ctx, table: &mut OpTable) {
     let run = ctx.run;
     let model = run.model();
@@ -500,6 +501,13 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
     let flops = Flops::new(total / (ctx.tp * plan.cp() as f64));
     let kernel_seq = seq * plan.cp_a2a() as f64 / plan.cp() as f64;
     let head_dim = model.qk_head_dim() as f64;
+    if run.stack().unfused_attention(gpu.generation()) {
+        crate::cost::unfused_attention::push(run, table);
+        if plan.cp() > 1 {
+            context_parallel_exchange(ctx, table);
+        }
+        return;
+    }
     let (forward_speed, backward_speed) = run.stack().attention_speed(gpu.generation());
     table.push(
         "attention",

@@ -28,6 +28,7 @@ pub mod runtime_memory;
 pub mod step;
 pub mod step_terms;
 pub mod sublayer;
+pub mod unfused_attention;
 pub mod work;
 
 #[cfg(test)]

@@ -53,6 +53,10 @@ pub enum AttentionKernel {
     /// `torch.nn.functional.scaled_dot_product_attention` choosing its backend: its flash
     /// backend (FlashAttention-2) ranks first for causal bf16 attention.
     SdpaAuto,
+    /// No fused kernel: the scores as a batched GEMM into an `s x s` matrix in memory, a
+    /// softmax kernel over it, dropout, and a second batched GEMM with the values (Megatron-LM
+    /// before FlashAttention; `crate::cost::unfused_attention`).
+    Unfused,
 }
 
 /// Measured speed of PyTorch's FlashAttention-2 relative to cuDNN fused attention on H100 SXM
@@ -90,6 +94,7 @@ impl AttentionKernel {
             AttentionKernel::FlashAttn3 => "flash-attn-3",
             AttentionKernel::FlashAttn2 => "flash-attn-2",
             AttentionKernel::SdpaAuto => "sdpa-auto",
+            AttentionKernel::Unfused => "unfused",
         }
     }
 }

@@ -282,6 +282,11 @@ impl Stack {
             .map_or((1.0, 1.0), |kernel| kernel.relative_speed(generation))
     }
 
+    /// Whether its attention on `generation` materializes the score matrix (no fused kernel).
+    pub fn unfused_attention(&self, generation: Option<Generation>) -> bool {
+        self.attention_kernel(generation) == Some(AttentionKernel::Unfused)
+    }
+
     /// Whether its norms and activations run as separate eager PyTorch kernels (no fused norm,
     /// no compile, no Transformer Engine modules).
     pub fn eager_elementwise(&self) -> bool {
