@@ -39,6 +39,12 @@ pub struct EfficiencySpec {
     /// GPU that `meshplan calibrate` fits against published runs.
     #[serde(default)]
     pub calibration: Option<f64>,
+    /// The GPU preset of the same tensor-core silicon (`h100-sxm` for an H200) whose fitted
+    /// `calibration` this one takes when no published run of its own calibrates it: how presets
+    /// without runs are set, and what a leave-one-source-out fit gives a GPU whose only runs are
+    /// the held-out source's.
+    #[serde(default)]
+    pub calibrated_as: Option<String>,
     /// Fraction of the 16-bit peak a large, well-shaped GEMM reaches.
     pub gemm_16bit: f64,
     /// Fraction of the FP8 peak a large FP8 GEMM reaches.

@@ -82,18 +82,29 @@ fn median_error_by_gpu(results: &[RowResult]) -> BTreeMap<String, Vec<f64>> {
     errors
 }
 
-/// Fits the factor of every GPU that has predicted rows among `rows`, starting from 1.0. GPUs
-/// without rows are set to 1.0 (uncalibrated base values).
+/// Fits the factor of every GPU that has predicted rows among `rows`, starting from 1.0. A GPU
+/// without rows takes the factor fitted for the preset its own names as the same silicon
+/// (`efficiency.calibrated_as`) where that one has rows, as its preset file does; else it stays
+/// at 1.0 (uncalibrated base values).
 pub fn fit(rows: &[&CalibrationRow], gpus: &[String], stacks: &StackCatalog) -> Calibration {
     let mut calibration: Calibration = gpus.iter().map(|gpu| (gpu.clone(), 1.0)).collect();
+    let mut fitted: Vec<String> = Vec::new();
     for _ in 0..FIT_ITERATIONS {
         let errors = median_error_by_gpu(&evaluate(rows, &calibration, stacks));
+        fitted = errors.keys().cloned().collect();
         for (gpu, errors) in errors {
             if let (Some(median), Some(factor)) =
                 (percentile(&errors, 0.5), calibration.get_mut(&gpu))
             {
                 *factor /= 1.0 + median / 100.0;
             }
+        }
+    }
+    for gpu in gpus.iter().filter(|gpu| !fitted.contains(gpu)) {
+        let sibling = crate::presets::gpu(gpu).ok().and_then(|spec| spec.efficiency.calibrated_as);
+        let borrowed = sibling.filter(|s| fitted.contains(s)).and_then(|s| calibration.get(&s));
+        if let Some(factor) = borrowed.copied() {
+            calibration.insert(gpu.clone(), factor);
         }
     }
     calibration

@@ -96,6 +96,25 @@ fn gpu_presets_carry_the_fitted_calibration() {
         let residual = fit.fitted_median_error_pct.unwrap();
         assert!(residual.abs() < 0.5, "{}: median error {residual} after the fit", fit.gpu);
     }
+    // A preset without runs of its own carries the factor fitted for its silicon's preset; every
+    // `calibrated_as` names a preset.
+    for file in meshplan::presets::GPUS {
+        let preset = meshplan::presets::gpu(file.name).unwrap();
+        let Some(sibling) = preset.efficiency.calibrated_as.as_deref() else { continue };
+        let reference = meshplan::presets::gpu(sibling).unwrap();
+        assert!(reference.efficiency.calibrated_as.is_none(), "{sibling} borrows in turn");
+        if report.fits.iter().any(|fit| fit.gpu == file.name) {
+            continue;
+        }
+        let stored = preset.efficiency.calibration.unwrap_or(1.0);
+        let fit = report.fits.iter().find(|fit| fit.gpu == sibling).unwrap();
+        assert!(
+            (stored - fit.factor).abs() < 0.005,
+            "{}: preset calibration {stored} but {sibling}'s fit gives {:.3}",
+            file.name,
+            fit.factor
+        );
+    }
 }
 
 #[test]
