@@ -310,3 +310,29 @@ impl LossLogits {
         }
     }
 }
+
+/// How a run that states only a per-rank batch (torchtitan's `training.batch_size`) splits it
+/// into pipeline micro-batches.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum PipelineMicrobatches {
+    /// One sequence per micro-batch (Megatron-LM's examples).
+    #[default]
+    OneSequence,
+    /// As many micro-batches as pipeline ranks, the local batch split evenly among them
+    /// (torchtitan: `--experimental.pipeline_parallel_microbatches` defaults to the pipeline
+    /// degree).
+    PipelineDegree,
+}

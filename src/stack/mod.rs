@@ -22,7 +22,7 @@ use std::collections::BTreeMap;
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
     AttentionKernel, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath, GradReduce, GraphScope,
-    LossLogits, RecomputeDefault, StackFamily,
+    LossLogits, PipelineMicrobatches, RecomputeDefault, StackFamily,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
 pub use recipe_spec::RecipeSpec;
@@ -72,6 +72,11 @@ pub struct StackDefaults {
     /// A run that states only its global batch used no gradient accumulation (micro-batch =
     /// global batch / dp) rather than micro-batch 1.
     pub no_gradient_accumulation: bool,
+    /// How a run that states only a per-rank batch splits it into pipeline micro-batches.
+    pub pipeline_microbatches: PipelineMicrobatches,
+    /// Model chunks per pipeline rank of an interleaved schedule that does not say; `None`: the
+    /// run must state its virtual pipeline size.
+    pub interleaved_stages_per_rank: Option<u64>,
 }
 
 /// Element-wise work a stack runs as separate eager PyTorch kernels beside its fused ones, for
@@ -339,6 +344,16 @@ fn complete_defaults(spec: &StackSpec, problems: &mut Collector) -> Option<Stack
             "set it with its source, or inherit a stack that does",
         );
     }
+    if let Some(stages) = d.interleaved_stages_per_rank
+        && !(2..=crate::limits::PARALLEL_SIZE).contains(&stages)
+    {
+        problems.add(
+            "stack.defaults.interleaved_stages_per_rank",
+            stages.to_string(),
+            "an interleaved schedule runs at least two model chunks on each pipeline rank",
+            format!("use a count from 2 to {}", crate::limits::PARALLEL_SIZE),
+        );
+    }
     let sharding = d.sharding?;
     Some(StackDefaults {
         recompute: d.recompute?,
@@ -352,5 +367,24 @@ fn complete_defaults(spec: &StackSpec, problems: &mut Collector) -> Option<Stack
         grad_reduce: spec.precision.grad_reduce,
         uneven_split_counts_embedding_and_loss: d.uneven_split_counts_embedding_and_loss?,
         no_gradient_accumulation: d.gradient_accumulation == Some(false),
+        pipeline_microbatches: d.pipeline_microbatches.unwrap_or_default(),
+        interleaved_stages_per_rank: d.interleaved_stages_per_rank,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_interleaved_default_of_fewer_than_two_chunks_per_rank_is_rejected_by_name() {
+        let mut spec = crate::presets::stack_spec("torchtitan-2024-12").unwrap();
+        let stack = Stack::from_spec(&spec).unwrap();
+        assert_eq!(stack.defaults().interleaved_stages_per_rank, Some(2));
+        assert_eq!(stack.defaults().pipeline_microbatches, PipelineMicrobatches::PipelineDegree);
+        spec.defaults.interleaved_stages_per_rank = Some(1);
+        let problems = Stack::from_spec(&spec).unwrap_err().to_string();
+        assert!(problems.contains("stack.defaults.interleaved_stages_per_rank"), "{problems}");
+        assert!(problems.contains("from 2"), "{problems}");
+    }
 }

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::kinds::{
-    AttentionKernel, GemmPath, GradReduce, GraphScope, LossLogits, RecomputeDefault,
-    ShardingDefault, StackFamily,
+    AttentionKernel, GemmPath, GradReduce, GraphScope, LossLogits, PipelineMicrobatches,
+    RecomputeDefault, ShardingDefault, StackFamily,
 };
 use super::recipe_spec::RecipeSpec;
 use crate::plan::{Engine, Precision};
@@ -289,6 +289,14 @@ pub struct DefaultsSpec {
     /// The pipeline schedule, in the software's words.
     #[serde(default)]
     pub pp_schedule: Option<String>,
+    /// How a run that states only a per-rank batch splits it into pipeline micro-batches;
+    /// unset: one sequence each.
+    #[serde(default)]
+    pub pipeline_microbatches: Option<PipelineMicrobatches>,
+    /// Model chunks per pipeline rank of an interleaved (looped) schedule that does not say how
+    /// many; unset: a run must state its virtual pipeline size.
+    #[serde(default)]
+    pub interleaved_stages_per_rank: Option<u64>,
     /// The MoE token dispatcher, in the software's words.
     #[serde(default)]
     pub moe_dispatcher: Option<String>,

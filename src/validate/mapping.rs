@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::RowResult;
+use super::batch_shape::{BatchShape, batch_shape, virtual_pipeline};
 use super::fit::compare_memory;
 use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
@@ -212,7 +213,7 @@ pub(super) fn map_row(
         _ => return Err("parallel plan (tp, pp) not stated in the source".into()),
     };
     let cp = count(&row.cp).unwrap_or(1);
-    let vp = count(&row.vp).unwrap_or(1);
+    let vp = virtual_pipeline(row, stack, pp, &mut assumptions);
     let largest = crate::limits::PARALLEL_SIZE;
     if [num_gpus, tp, pp, cp, vp].iter().any(|&n| n > largest) {
         return Err(format!("a GPU count or parallel size above {largest}"));
@@ -226,7 +227,8 @@ pub(super) fn map_row(
     }
     let dp = num_gpus / model_parallel;
     let precision = precision(row, stack, defaults, gpu_name, &mut assumptions)?;
-    let (micro_batch, global_batch) = batch(row, stack, dp, pp, &mut assumptions)?;
+    let BatchShape { micro_batch, global_batch } =
+        batch_shape(row, stack, dp, pp, &mut assumptions)?;
     let mut plan = PlanSpec {
         tp: Some(tp as i64),
         pp: Some(pp as i64),
@@ -496,64 +498,6 @@ fn precision(
         return Err(format!("precision `{}` (full fp32 training) is not modelled", row.precision));
     };
     Ok(precision)
-}
-
-/// Micro-batch and global batch, filling what the row leaves blank.
-fn batch(
-    row: &CalibrationRow,
-    stack: &Stack,
-    dp: u64,
-    pp: u64,
-    assumptions: &mut Vec<String>,
-) -> Result<(u64, u64), String> {
-    let settings = row.other_settings.to_ascii_lowercase();
-    let local_batch = settings.split(';').find_map(|part| {
-        part.trim().strip_prefix("local batch size ").and_then(|v| v.trim().parse::<u64>().ok())
-    });
-    let gbs = count(&row.global_batch_size);
-    let mbs = count(&row.micro_batch_size);
-    match (mbs, gbs, local_batch) {
-        (Some(mbs), Some(gbs), _) => {
-            let Some(per_step) = mbs.checked_mul(dp) else {
-                return Err(format!("micro-batch {mbs} x dp {dp} is past any batch"));
-            };
-            if gbs % per_step == 0 {
-                Ok((mbs, gbs))
-            } else {
-                // Composer splits the last micro-batch unevenly; price whole micro-batches.
-                let accumulation = (gbs as f64 / per_step as f64).round().max(1.0) as u64;
-                let Some(priced) = per_step.checked_mul(accumulation) else {
-                    return Err(format!("global batch {gbs} is past any batch"));
-                };
-                assumptions.push(format!(
-                    "global batch {gbs} is not a multiple of micro-batch x dp = {per_step}; priced as {accumulation} whole micro-batches"
-                ));
-                Ok((mbs, priced))
-            }
-        }
-        (None, gbs, Some(local)) => {
-            // torchtitan: the local batch is per data-parallel rank; pipeline micro-batches are 1.
-            let micro = if pp > 1 { 1 } else { local };
-            if gbs.is_none() || pp > 1 {
-                assumptions.push(format!("torchtitan local batch {local}: global batch = local x dp, pipeline micro-batch {micro}"));
-            }
-            match gbs.or_else(|| local.checked_mul(dp)) {
-                Some(gbs) => Ok((micro, gbs)),
-                None => Err(format!("local batch {local} x dp {dp} is past any batch")),
-            }
-        }
-        (None, Some(gbs), None) => {
-            let whole = stack.defaults().no_gradient_accumulation;
-            let micro = if whole { gbs / dp.max(1) } else { 1 };
-            assumptions.push(format!(
-                "micro-batch {micro} ({} rule: {})",
-                stack.id(),
-                if whole { "no gradient accumulation" } else { "Megatron-LM examples use 1" }
-            ));
-            Ok((micro.max(1), gbs))
-        }
-        _ => Err("global batch size not stated".into()),
-    }
 }
 
 #[cfg(test)]

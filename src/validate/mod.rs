@@ -9,6 +9,7 @@
 
 mod accuracy;
 pub mod bands;
+mod batch_shape;
 mod calibrate;
 mod compare;
 mod coverage;
