@@ -130,20 +130,24 @@ pub fn repacked_spread(run: &Run, work: PieceWork) -> Option<(f64, f64)> {
         // One micro-batch a step: nothing for it to be uneven against, whatever was dealt.
         return Some((0.0, 0.0));
     }
-    let slot = data.dealt(run.model(), deal_shape(run));
+    let shape = deal_shape(run);
+    let slot = data.dealt(run.model(), shape);
     let Some(Some(dealt)) = slot.get() else {
         // More pieces in a micro-batch than are dealt at once: balanced.
         return Some((0.0, 0.0));
     };
-    let (mut slowest, mut largest, mut windows) = (0.0, 0.0, 0usize);
-    for window in dealt.loads.chunks(dealt.bins.max(1)) {
-        let (window_slowest, window_largest) = spread(window, work, m as usize, dp as usize);
-        slowest += window_slowest;
-        largest += window_largest;
-        windows += 1;
-    }
-    let windows = windows.max(1) as f64;
-    Some((slowest / windows, largest / windows))
+    let bits = [work.linear_per_token.to_bits(), work.u.to_bits(), work.v.to_bits()];
+    data.spread((shape, m, dp, bits), || {
+        let (mut slowest, mut largest, mut windows) = (0.0, 0.0, 0usize);
+        for window in dealt.loads.chunks(dealt.bins.max(1)) {
+            let (window_slowest, window_largest) = spread(window, work, m as usize, dp as usize);
+            slowest += window_slowest;
+            largest += window_largest;
+            windows += 1;
+        }
+        let windows = windows.max(1) as f64;
+        (slowest / windows, largest / windows)
+    })
 }
 
 /// The slowest replica's work and a replica's largest micro-batch's above their means, for the
@@ -159,21 +163,30 @@ fn spread(window: &[[f64; 3]], work: PieceWork, m: usize, dp: usize) -> (f64, f6
     let (mut largest, mut replicas) = (0.0, 0usize);
     let (mut slowest, mut steps) = (0.0, 0usize);
     let mut step_max = f64::NEG_INFINITY;
-    for (index, replica) in window.chunks(m).enumerate() {
+    // Replicas left in the current step.
+    let mut left_in_step = dp;
+    for replica in window.chunks(m) {
         let (mut most, mut sum) = (f64::NEG_INFINITY, 0.0);
         for &sums in replica {
             let load = work.seconds(sums);
             total += load;
-            most = most.max(load);
+            // Loads are finite: a plain comparison, without `f64::max`'s care for NaN.
+            if load > most {
+                most = load;
+            }
             sum += load;
         }
         largest += most;
         replicas += 1;
-        step_max = step_max.max(sum);
-        if (index + 1) % dp == 0 {
+        if sum > step_max {
+            step_max = sum;
+        }
+        left_in_step -= 1;
+        if left_in_step == 0 {
             slowest += step_max;
             steps += 1;
             step_max = f64::NEG_INFINITY;
+            left_in_step = dp;
         }
     }
     if step_max > f64::NEG_INFINITY {

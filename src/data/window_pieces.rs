@@ -17,6 +17,9 @@ use rand::rngs::StdRng;
 
 use super::{AttentionWork, Data};
 
+/// Pieces reserved for one window at most before drawing it (2^20; a window of more grows).
+const MOST_PIECES_RESERVED: f64 = (1u64 << 20) as f64;
+
 /// One piece of a window: its weight for the loader, and its tokens and attention terms
 /// `[tokens, a, b]`.
 pub type Piece = (f64, [f64; 3]);
@@ -57,8 +60,13 @@ impl WindowPieces {
         };
         // Drawn outside the map's lock: dealings of other sizes do not wait for this one.
         let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
+        // About the window's tokens over the mean piece, so a window's pieces are not copied as
+        // they grow.
+        let mean_piece = data.distribution().mean_length().clamp(1.0, work.seq_len().max(1) as f64);
+        let expected = (tokens as f64 / mean_piece).min(MOST_PIECES_RESERVED) as usize;
+        let reserve = expected + expected / 8 + 16;
         while stream.windows.len() < count {
-            let window = draw_window(data, work, weight, tokens, &mut stream.rng);
+            let window = draw_window(data, work, weight, tokens, reserve, &mut stream.rng);
             stream.windows.push(window.into());
         }
         stream.windows[..count].to_vec()
@@ -78,16 +86,17 @@ impl PartialEq for WindowPieces {
 }
 
 /// Draws one window of `tokens` tokens from `rng`: its documents cut at the sequence length, as
-/// weighed pieces, heaviest first.
+/// weighed pieces, heaviest first (room for `reserve` of them made at the start).
 fn draw_window(
     data: &Data,
     work: &AttentionWork<'_>,
     weight: [f64; 2],
     tokens: u64,
+    reserve: usize,
     rng: &mut StdRng,
 ) -> Vec<Piece> {
     let seq = work.seq_len();
-    let mut pieces = Vec::new();
+    let mut pieces = Vec::with_capacity(reserve);
     let mut left = tokens;
     while left > 0 {
         let mut length = data.distribution().draw(rng).min(left);
@@ -104,11 +113,12 @@ fn draw_window(
     pieces
 }
 
-/// Sorts pieces heaviest first (a radix sort on the weights' bits: weights are not negative, so
-/// their bits order them). Pieces of equal weight are of equal length, so their order among
-/// themselves changes no dealing.
+/// Sorts pieces heaviest first. A piece's weight grows with its tokens (a positive weight per
+/// token plus a non-negative one per unit of attention, which grows with the piece), so the
+/// pieces are radix-sorted by their tokens, a 32-bit key (a piece is at most one sequence, under
+/// 2^24 tokens), longest first. Pieces of equal length weigh the same, and the sort is stable.
 pub(super) fn heaviest_first(pieces: &mut [Piece]) {
-    radsort::sort_by_key(pieces, |piece| u64::MAX - piece.0.to_bits());
+    radsort::sort_by_key(pieces, |piece| u32::MAX - piece.1[0] as u32);
 }
 
 #[cfg(test)]

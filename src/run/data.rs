@@ -13,6 +13,11 @@ use crate::plan::Plan;
 use crate::presets;
 use crate::violation::Collector;
 
+/// What a re-packing spread is worked out for: the batch shape dealt, the micro-batches of a
+/// replica and the replicas of a step, and the bits of the seconds a token, a unit of `a` and a
+/// unit of `b` take.
+pub type SpreadKey = (DealShape, u64, u64, [u64; 3]);
+
 /// The validated data of a run and the attention work of its sequences.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunData {
@@ -34,6 +39,11 @@ pub struct RunData {
     /// The re-packed micro-batches' token peaks by batch shape and micro-batches per replica
     /// (`crate::cost::repacking::repacked_token_peaks`), shared likewise.
     token_peaks: ShapeCache<(DealShape, u64), Vec<f64>>,
+    /// What the re-packed windows leave uneven (`crate::cost::repacking::repacked_spread`) by
+    /// batch shape, micro-batches per replica, replicas per step and the bits of the piece
+    /// work they were priced at: plans that differ only where the critical stage's work does not
+    /// (sharding, offload, communication overlap) share it.
+    spreads: ShapeCache<SpreadKey, (f64, f64)>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
 }
@@ -58,6 +68,12 @@ impl RunData {
         make: impl FnOnce() -> Vec<f64>,
     ) -> Arc<OnceLock<Vec<f64>>> {
         self.token_peaks.get_or_make((shape, microbatches), make)
+    }
+
+    /// What the windows re-packed for `key` leave uneven, worked out by `make` the first time a
+    /// run of this data asks.
+    pub fn spread(&self, key: SpreadKey, make: impl FnOnce() -> (f64, f64)) -> Option<(f64, f64)> {
+        self.spreads.get_or_make(key, make).get().copied()
     }
 
     /// The global batches of `shape` placed on hybrid context-parallel groups, placed the first
@@ -139,6 +155,7 @@ pub(crate) fn validate_data(
         drawn: DrawCache::default(),
         placed: PlacementCache::default(),
         token_peaks: ShapeCache::default(),
+        spreads: ShapeCache::default(),
         seq_len,
     }))
 }
