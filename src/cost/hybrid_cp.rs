@@ -111,8 +111,9 @@ fn ring_steps(run: &Run, pool: u64, stride: u64) -> Vec<Option<CollectiveTerms>>
 }
 
 impl Pricing {
-    fn document(&self, document: &PlacedDocument) -> DocumentCost {
-        let group = f64::from(document.group.max(1));
+    /// A document's linear, forward attention and backward attention seconds on each rank of
+    /// its group of `group`.
+    fn own_work(&self, document: &PlacedDocument, group: f64) -> [f64; 3] {
         let share = self.cp / group;
         let [a, b] = document.attention;
         let [(u_forward, v_forward), (u_backward, v_backward)] = self.attention;
@@ -120,8 +121,20 @@ impl Pricing {
         // The FLOPs split over the group; the kernel's ramp over the keys a rank sees (the
         // `b` term) costs a rank the same on any group, since a rank of a group of `g` holds
         // `1 / g` of the FLOPs over `1 / g` of the keys.
-        let attention_forward = u_forward * a * share + v_forward * b;
-        let attention_backward = u_backward * a * share + v_backward * b;
+        [linear, u_forward * a * share + v_forward * b, u_backward * a * share + v_backward * b]
+    }
+
+    /// A document on one rank, which exchanges nothing: its time and the host wait in it.
+    fn alone(&self, document: &PlacedDocument) -> (f64, f64) {
+        let [linear, attention_forward, attention_backward] = self.own_work(document, 1.0);
+        let gpu = linear + attention_forward + attention_backward;
+        let host_wait = (self.host_floor - gpu).max(0.0);
+        (gpu + host_wait, host_wait)
+    }
+
+    fn document(&self, document: &PlacedDocument) -> DocumentCost {
+        let group = f64::from(document.group.max(1));
+        let [linear, attention_forward, attention_backward] = self.own_work(document, group);
         let (forward_exchange, backward_exchange) = if document.group > 1 {
             let bytes = Bytes::new(document.tokens / group * self.kv_bytes_per_token);
             let ring = self.rings.get(document.group.trailing_zeros() as usize).copied().flatten();
@@ -189,8 +202,15 @@ pub fn hybrid_cp_step(run: &Run, work: &Work) -> Option<HybridCpStep> {
         loads.iter_mut().for_each(|load| *load = 0.0);
         let mut exchange = [0.0; 3];
         for document in batch {
-            let cost = pricing.document(document);
             let first = document.first_rank as usize;
+            if document.group <= 1 && first < ranks {
+                // One rank, no exchange: the common case of short documents, kept lean.
+                let (time, host_wait) = pricing.alone(document);
+                loads[first] += time;
+                exchange[2] += host_wait;
+                continue;
+            }
+            let cost = pricing.document(document);
             let end = (first + document.group as usize).min(ranks);
             for load in &mut loads[first.min(end)..end] {
                 *load += cost.time;
