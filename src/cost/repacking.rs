@@ -202,6 +202,44 @@ fn spread(window: &[[f64; 3]], work: PieceWork, m: usize, dp: usize) -> (f64, f6
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::data::{DataSpec, LengthBinSpec};
+    use crate::plan::PlanSpec;
+    use crate::run::{RunSpec, test_spec};
+
+    #[test]
+    fn a_spread_is_kept_for_its_shape_and_piece_work_and_is_what_pricing_the_windows_gives() {
+        // Llama 3.1 8B on 32 GPUs, tp 4, dp 8, 8 micro-batches of 32K a replica, a long-tailed
+        // mix re-packed over 2 global batches.
+        let bin = |min, max, count| LengthBinSpec { min, max, count };
+        let data = DataSpec {
+            histogram: Some(vec![
+                bin(256, 2048, 900),
+                bin(8192, 32_768, 60),
+                bin(32_768, 65_536, 10),
+            ]),
+            ..DataSpec::default()
+        };
+        let plan = PlanSpec { tp: Some(4), balance_window: Some(2), ..PlanSpec::default() };
+        let spec = test_spec("llama3.1-8b", 32, 32_768, 64, 1, plan);
+        let run = Run::from_spec(&RunSpec { data: Some(data), ..spec }).unwrap();
+        let work = PieceWork { linear_per_token: 1e-6, u: 0.05, v: 0.01 };
+        let heavier = PieceWork { u: 0.5, ..work };
+        let first = repacked_spread(&run, work).unwrap();
+        // Another piece work is its own entry: attention that weighs more spreads more.
+        let other = repacked_spread(&run, heavier).unwrap();
+        assert!(other.1 > first.1, "{other:?} vs {first:?}");
+        assert_eq!(repacked_spread(&run, work), Some(first));
+        // The kept value is the windows' mean spread.
+        let (m, dp) = (run.plan().num_microbatches() as usize, run.plan().dp() as usize);
+        let slot = run.data().unwrap().dealt(run.model(), deal_shape(&run));
+        let dealt = slot.get().unwrap().as_ref().unwrap();
+        let windows: Vec<(f64, f64)> =
+            dealt.loads.chunks(dealt.bins).map(|w| spread(w, work, m, dp)).collect();
+        let count = windows.len() as f64;
+        let mean = windows.iter().fold((0.0, 0.0), |sum, w| (sum.0 + w.0, sum.1 + w.1));
+        assert_eq!(first, (mean.0 / count, mean.1 / count));
+        assert!(first.1 > 0.0);
+    }
 
     #[test]
     fn the_spread_is_the_slowest_step_and_the_largest_micro_batch_over_their_means() {
