@@ -60,6 +60,9 @@ impl WindowPieces {
         };
         // Drawn outside the map's lock: dealings of other sizes do not wait for this one.
         let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
+        if stream.windows.len() >= count {
+            return stream.windows[..count].to_vec();
+        }
         // About the window's tokens over the mean piece, so a window's pieces are not copied as
         // they grow.
         let mean_piece = data.distribution().mean_length().clamp(1.0, work.seq_len().max(1) as f64);
