@@ -303,6 +303,13 @@ impl Stack {
         self.eager
     }
 
+    /// The stack with the model compiled (`torch.compile`), as a run of it may state: Inductor
+    /// generates fused kernels for the norms and activations, so none runs as eager PyTorch code
+    /// ([`Stack::eager_elementwise`] is false).
+    pub fn compiled(&self) -> Stack {
+        Stack { eager_elementwise: false, ..self.clone() }
+    }
+
     /// The stack as a recipe that fuses the routed experts' MLP runs it: Megatron-Core's
     /// Transformer Engine op fuser (`use_transformer_engine_op_fuser`, Megatron-Bridge's
     /// `cutedsl_fused_grouped_mlp`) builds fc1, the activation and fc2 as fused TE ops with their

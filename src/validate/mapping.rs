@@ -44,17 +44,26 @@ pub(super) struct Mapped {
     least_recompute: bool,
     /// The row's recipe runs the routed experts' MLP through the Transformer Engine op fuser.
     fused_grouped_mlp: bool,
+    /// The row says its model ran under `torch.compile` (torchtitan@9dec370 `apply_compile`
+    /// compiles each transformer block with `fullgraph=True`).
+    compiled: bool,
 }
 
 impl Mapped {
     /// The software stack the row's run is priced with: the stack its text names, with the
-    /// kernels its recipe chose ([`Stack::with_fused_grouped_mlp`]).
+    /// kernels its recipe chose ([`Stack::with_fused_grouped_mlp`]) and, for a row that ran
+    /// under `torch.compile`, compiled ([`Stack::compiled`]).
     pub(super) fn stack(&self, stack: &Arc<Stack>) -> Arc<Stack> {
-        if self.fused_grouped_mlp {
-            Arc::new(stack.with_fused_grouped_mlp())
-        } else {
-            Arc::clone(stack)
+        let compile = self.compiled && stack.eager_elementwise();
+        if !(self.fused_grouped_mlp || compile) {
+            return Arc::clone(stack);
         }
+        let mut priced =
+            if self.fused_grouped_mlp { stack.with_fused_grouped_mlp() } else { (**stack).clone() };
+        if compile {
+            priced = priced.compiled();
+        }
+        Arc::new(priced)
     }
 }
 
@@ -268,6 +277,13 @@ pub(super) fn map_row(
         assumptions.push(text);
     }
     let settings = row.other_settings.to_ascii_lowercase();
+    let compiled = settings.contains("torch.compile");
+    if compiled && stack.eager_elementwise() {
+        assumptions.push(format!(
+            "torch.compile (row's settings): norms and activations fused by Inductor, not {}'s eager kernels",
+            stack.id()
+        ));
+    }
     let sp_stated = row.sequence_parallel.trim().to_ascii_lowercase();
     plan.sequence_parallel =
         Some(if sp_stated.starts_with("yes") || settings.contains("--sequence-parallel") {
@@ -325,6 +341,7 @@ pub(super) fn map_row(
         shape,
         least_recompute,
         fused_grouped_mlp,
+        compiled,
     })
 }
 
@@ -686,6 +703,32 @@ mod tests {
         assert!(!text.contains("activation recompute not stated"), "{text}");
         let result = evaluate_row(&gpt_oss, &Calibration::new(), &stacks);
         assert_eq!(result.skipped_reason, None);
+    }
+
+    #[test]
+    fn a_row_that_ran_under_torch_compile_is_priced_without_eager_norms_and_activations() {
+        let stacks = stacks();
+        let eager = CalibrationRow {
+            source_id: "torchtitan_202412".into(),
+            software_or_release: "torchtitan 9dec370 / torch 1963fc8".into(),
+            other_settings: "local batch size 2; eager".into(),
+            ..dense_row()
+        };
+        let compiled = CalibrationRow {
+            other_settings: "local batch size 2; torch.compile".into(),
+            ..eager.clone()
+        };
+        let stack = Arc::clone(stacks.for_software(&eager.software_or_release));
+        assert!(stack.eager_elementwise());
+        let mapped = map_row(&eager, &Calibration::new(), &stack).unwrap();
+        assert!(mapped.stack(&stack).eager_elementwise());
+        let mapped = map_row(&compiled, &Calibration::new(), &stack).unwrap();
+        assert!(!mapped.stack(&stack).eager_elementwise());
+        assert!(mapped.assumptions.iter().any(|a| a.starts_with("torch.compile")));
+        // A stack whose norms are fused already is left as it is.
+        let fused = Arc::clone(stacks.for_software("NeMo 25.11 container"));
+        let mapped = map_row(&compiled, &Calibration::new(), &fused).unwrap();
+        assert!(Arc::ptr_eq(&mapped.stack(&fused), &fused));
     }
 
     #[test]
