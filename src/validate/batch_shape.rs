@@ -26,7 +26,8 @@ pub(super) fn virtual_pipeline(
     if let Some(vp) = count(&row.vp) {
         return vp;
     }
-    let interleaved = row.other_settings.to_ascii_lowercase().contains("interleaved");
+    let settings = row.other_settings.to_ascii_lowercase();
+    let interleaved = settings.contains("interleaved") && !settings.contains("non-interleaved");
     match stack.defaults().interleaved_stages_per_rank {
         Some(stages) if interleaved && pp > 1 => {
             assumptions.push(format!(
@@ -160,6 +161,8 @@ mod tests {
         assert_eq!(virtual_pipeline(&plain, &torchtitan, 8, &mut Vec::new()), 1);
         assert_eq!(virtual_pipeline(&interleaved, &torchtitan, 1, &mut Vec::new()), 1);
         assert_eq!(virtual_pipeline(&interleaved, &megatron, 8, &mut Vec::new()), 1);
+        let not = torchtitan_row("local batch size 32; PP schedule non-interleaved 1F1B");
+        assert_eq!(virtual_pipeline(&not, &torchtitan, 8, &mut Vec::new()), 1);
         let stated = CalibrationRow { vp: "4".into(), ..interleaved };
         assert_eq!(virtual_pipeline(&stated, &torchtitan, 8, &mut Vec::new()), 4);
     }
