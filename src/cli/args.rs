@@ -327,8 +327,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|FILE", help_heading = "Training")]
     pub lengths: Option<String>,
     /// How documents become sequences: pack (cut into --seq-len sequences, each document
-    /// attending to itself), pad (one document per sequence) or whole (whole documents packed,
-    /// the rest of a sequence padded). [default: pack]
+    /// attending to itself), pad (one document per sequence), whole (whole documents packed,
+    /// the rest of a sequence padded) or dynamic (sorted by length into variable micro-batches,
+    /// each padded to its longest document: DynaPipe). [default: pack]
     #[arg(long, value_enum, value_name = "HOW", help_heading = "Training")]
     pub batching: Option<crate::data::Batching>,
 

@@ -15,6 +15,7 @@ mod parquet_pages;
 mod presets;
 mod read;
 mod render;
+mod render_data;
 mod search;
 mod simulate;
 mod validate;

@@ -13,6 +13,7 @@ use crate::search::fit::FitSuggestion;
 use crate::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
+use super::render_data::{DataJson, data_imbalance_line, data_label};
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
@@ -121,7 +122,7 @@ pub fn run_header(inputs: &Inputs) -> String {
         plan.schedule().name(),
     );
     if let Some(data) = run.data() {
-        let _ = writeln!(out, "Data: {}", data_label(data, training.seq_len()));
+        let _ = writeln!(out, "Data: {}", data_label(run, data));
     }
     if inputs.example {
         let _ = writeln!(
@@ -130,35 +131,6 @@ pub fn run_header(inputs: &Inputs) -> String {
         );
     }
     out
-}
-
-/// What a run's data is and how it is batched, in one line.
-fn data_label(data: &crate::run::RunData, seq_len: u64) -> String {
-    let name = data.data.name();
-    let distribution = data.data.distribution();
-    let batching = match data.data.batching() {
-        crate::data::Batching::Pack => format!(
-            "packed into {seq_len}-token sequences ({:.1} document pieces each on average)",
-            data.loads.pieces_per_sequence
-        ),
-        crate::data::Batching::Pad => format!(
-            "one document per {seq_len}-token sequence, padded ({:.1} % of tokens trained)",
-            data.loads.trained_fraction * 100.0
-        ),
-        crate::data::Batching::Whole => format!(
-            "whole documents packed into {seq_len}-token sequences, the rest padded ({:.1} \
-             documents each on average, {:.1} % of tokens trained)",
-            data.loads.pieces_per_sequence,
-            data.loads.trained_fraction * 100.0
-        ),
-    };
-    format!(
-        "{name}, mean document {:.0} tokens, up to {}; {batching}; {} sequences sampled, seed {}",
-        distribution.mean_length(),
-        distribution.max_length(),
-        data.loads.sequences,
-        data.data.seed()
-    )
 }
 
 /// The run as (label, value) rows, for the header of an HTML report.
@@ -190,7 +162,7 @@ pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
         ("Sharding", sharding_label(plan)),
         ("Recompute", recompute_label(plan, run.stage_layers(0))),
     ];
-    let data = run.data().map(|data| ("Data", data_label(data, training.seq_len())));
+    let data = run.data().map(|data| ("Data", data_label(run, data)));
     rows.into_iter().chain(data).map(|(name, value)| (name.to_owned(), value)).collect()
 }
 
@@ -255,28 +227,8 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     for (name, value) in lines {
         let _ = writeln!(out, "{name:<22} {value}");
     }
-    let plan = inputs.run.plan();
-    if let (Some(balance), Some(hybrid)) = (&estimate.data_balance, plan.hybrid_cp()) {
-        let _ = writeln!(
-            out,
-            "{:<22} slowest of {} ranks x{:.3} the mean rank's work, each document on a \
-             context-parallel group of up to {} tokens a rank",
-            "Data imbalance",
-            plan.dp() * plan.cp(),
-            balance.replicas,
-            hybrid.max_tokens_per_rank(),
-        );
-    } else if let Some(balance) = &estimate.data_balance {
-        let _ = writeln!(
-            out,
-            "{:<22} slowest of {} replicas x{:.3} the mean replica's work; largest of {} \
-             micro-batches x{:.3} the mean (WLB-LLM's imbalance degree)",
-            "Data imbalance",
-            inputs.run.plan().dp(),
-            balance.replicas,
-            inputs.run.plan().num_microbatches(),
-            balance.microbatches,
-        );
+    if let Some(line) = data_imbalance_line(inputs.run.plan(), estimate) {
+        let _ = writeln!(out, "{line}");
     }
     match crate::validate::run_band(&inputs.run) {
         Some(band) => {
@@ -325,48 +277,6 @@ struct EstimateJson<'a, W: Serialize> {
     /// The data's lengths and the imbalance they cause, when a length distribution was given.
     #[serde(skip_serializing_if = "Option::is_none")]
     data: Option<DataJson>,
-}
-
-/// A run's data and what its unequal sequences cost.
-#[derive(Serialize)]
-struct DataJson {
-    /// The built-in distribution's name, or the lengths' source.
-    lengths: String,
-    batching: &'static str,
-    mean_document_tokens: f64,
-    /// The longest length the distribution can draw (a histogram's last bin's end).
-    longest_document_tokens: u64,
-    pieces_per_sequence: f64,
-    /// Tokens trained over tokens computed (below 1 when padding).
-    trained_fraction: f64,
-    sequences_sampled: u64,
-    seed: u64,
-    /// The slowest data-parallel replica's work over the mean replica's.
-    slowest_replica_over_mean: f64,
-    /// A replica's largest micro-batch's work over the mean micro-batch's.
-    largest_microbatch_over_mean: f64,
-    /// What the imbalance adds to the step (the time breakdown's `data_imbalance`).
-    imbalance_s: f64,
-}
-
-impl DataJson {
-    fn of(run: &crate::Run, estimate: &Estimate) -> Option<DataJson> {
-        let (data, balance) = (run.data()?, estimate.data_balance?);
-        let distribution = data.data.distribution();
-        Some(DataJson {
-            lengths: data.data.name().to_owned(),
-            batching: data.data.batching().name(),
-            mean_document_tokens: distribution.mean_length(),
-            longest_document_tokens: distribution.max_length(),
-            pieces_per_sequence: data.loads.pieces_per_sequence,
-            trained_fraction: data.loads.trained_fraction,
-            sequences_sampled: data.loads.sequences,
-            seed: data.data.seed(),
-            slowest_replica_over_mean: balance.replicas,
-            largest_microbatch_over_mean: balance.microbatches,
-            imbalance_s: estimate.time.data_imbalance.value(),
-        })
-    }
 }
 
 /// An estimate's 80 % error band: the signed-error band, the ranges it gives, and its basis.

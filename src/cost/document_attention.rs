@@ -1,7 +1,8 @@
 //! How a run's documents scale the fused attention kernels of its mean sequence: each document
 //! piece attends to itself only, so a sequence's kernel time follows the squares of its pieces
 //! and the kernel's rate ramp over the keys it sees (`crate::data::SequenceLoads`). The op tables
-//! are priced at the mean sequence's scale.
+//! are priced at the mean sequence's scale; variable micro-batches at their mean slot's, whose
+//! other kernels follow the share of a full micro-batch's tokens the slot computes.
 
 use crate::run::Run;
 
@@ -12,6 +13,9 @@ pub struct AttentionScale {
     pub forward: f64,
     /// Backward kernels.
     pub backward: f64,
+    /// Every other kernel and collective: 1, but for variable micro-batches, whose mean slot
+    /// computes a share of a full micro-batch's padded tokens (`crate::data::DynamicBatches`).
+    pub tokens: f64,
 }
 
 /// The ramp's half-rate keys over the kernel's keys per sequence, forward and backward: a
@@ -23,12 +27,30 @@ pub(crate) fn ramp(run: &Run) -> (f64, f64) {
     (efficiency.attention_forward_half_seq / keys, efficiency.attention_backward_half_seq / keys)
 }
 
-/// How the mean sequence of the run's data scales attention, if it has data and it differs
-/// from one document filling each sequence.
+/// How the mean sequence of the run's data scales attention (and, for variable micro-batches,
+/// the rest of a micro-batch), if it has data and it differs from one document filling each
+/// sequence.
 pub fn attention_scale(run: &Run) -> Option<AttentionScale> {
-    let loads = &run.data()?.loads;
+    let data = run.data()?;
     let (forward, backward) = ramp(run);
-    let scale =
-        AttentionScale { forward: loads.mean_ratio(forward), backward: loads.mean_ratio(backward) };
-    (scale.forward != 1.0 || scale.backward != 1.0).then_some(scale)
+    // Variable micro-batches: the plan's fixed slots at their mean, attention and the rest.
+    let dynamic = data.dynamic(run.model(), run.training().micro_batch());
+    if let Some(batches) = dynamic.as_deref().and_then(|made| made.get()) {
+        let scale = AttentionScale {
+            forward: batches.mean_ratio(forward),
+            backward: batches.mean_ratio(backward),
+            tokens: batches.computed_fraction,
+        };
+        return (scale != FULL).then_some(scale);
+    }
+    let loads = &data.loads;
+    let scale = AttentionScale {
+        forward: loads.mean_ratio(forward),
+        backward: loads.mean_ratio(backward),
+        tokens: 1.0,
+    };
+    (scale != FULL).then_some(scale)
 }
+
+/// One document filling each sequence: nothing scaled.
+const FULL: AttentionScale = AttentionScale { forward: 1.0, backward: 1.0, tokens: 1.0 };

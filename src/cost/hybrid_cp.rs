@@ -69,7 +69,12 @@ impl HybridCpStep {
     pub fn imbalance(&self) -> DataImbalance {
         let mean = self.mean_rank.value();
         let ratio = if mean > 0.0 { (mean + self.slowest_extra.value()) / mean } else { 1.0 };
-        DataImbalance { slowest_replica: self.slowest_extra, replicas: ratio, microbatches: 1.0 }
+        DataImbalance {
+            slowest_replica: self.slowest_extra,
+            replicas: ratio,
+            microbatches: 1.0,
+            variable: None,
+        }
     }
 }
 

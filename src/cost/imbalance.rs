@@ -14,12 +14,14 @@
 //! (or one micro-batch) has none above the mean. A pipeline of micro-batches of unequal work fills and drains at the pace of
 //! its largest (the makespan of a proportionate flow shop is the sum of the jobs plus
 //! `p - 1` times the largest): the bubble grows by that micro-batch's work over the mean's.
-//! With `--balance-window`, the spread is what re-packing leaves (`repacking.rs`).
+//! With `--balance-window`, the spread is what re-packing leaves (`repacking.rs`); with
+//! variable micro-batches, what dealing them to the replicas leaves (`dynamic_microbatches.rs`).
 
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::cost::document_attention::ramp;
+use crate::cost::dynamic_microbatches::{dynamic_batches, dynamic_spread};
 use crate::cost::repacking::{PieceWork, repacked_spread};
 use crate::cost::work::Work;
 use crate::run::Run;
@@ -35,13 +37,30 @@ pub struct DataImbalance {
     /// A replica's largest micro-batch's work over the mean micro-batch's (WLB-LLM's imbalance
     /// degree, largest x micro-batches / total).
     pub microbatches: f64,
+    /// With variable micro-batches: how many a replica runs and what their largest adds to the
+    /// pipeline's fill and drain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub variable: Option<VariableMicroBatches>,
+}
+
+/// What variable micro-batches (`batching = "dynamic"`) leave of a step's pipeline.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct VariableMicroBatches {
+    /// Micro-batches a replica runs, on average (the plan's fixed count is their slots).
+    pub per_replica: f64,
+    /// Time the largest micro-batch adds to the pipeline's fill and drain beyond the mean
+    /// slot's, priced directly rather than by scaling the bubble.
+    pub largest_fill: Seconds,
 }
 
 impl DataImbalance {
     /// What it adds to a step whose pipeline fills and drains in `bubble`: the slowest
     /// replica's extra work, and the bubble grown by the largest micro-batch.
     pub fn extra(&self, bubble: Seconds) -> Seconds {
-        self.slowest_replica + bubble * (self.microbatches - 1.0)
+        match self.variable {
+            Some(variable) => self.slowest_replica + variable.largest_fill,
+            None => self.slowest_replica + bubble * (self.microbatches - 1.0),
+        }
     }
 }
 
@@ -59,8 +78,22 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
     let mean = moments[0];
     let per_microbatch = critical.total().value();
     // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's:
-    // drawn as packed, or dealt from a window of re-packed documents.
+    // drawn as packed, dealt from a window of re-packed documents, or formed into variable
+    // micro-batches.
     let sequences = m as f64 * micro_batch;
+    if let Some(spread) = dynamic_spread(run, work) {
+        let replica = per_microbatch * m as f64;
+        let fill = (plan.pp() - 1) as f64 / plan.vp() as f64 * (spread.largest - per_microbatch);
+        return Some(DataImbalance {
+            slowest_replica: Seconds::new(spread.slowest),
+            replicas: if replica > 0.0 { (replica + spread.slowest) / replica } else { 1.0 },
+            microbatches: if spread.mean > 0.0 { spread.largest / spread.mean } else { 1.0 },
+            variable: Some(VariableMicroBatches {
+                per_replica: spread.per_replica,
+                largest_fill: Seconds::new(fill.max(0.0)),
+            }),
+        });
+    }
     let repacked = (plan.balance_window() > 0).then(|| repacked_spread(run, work)).flatten();
     let (slowest, largest_microbatch) = match repacked {
         Some(spread) => spread,
@@ -79,6 +112,7 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
         slowest_replica: Seconds::new(slowest),
         replicas: if replica > 0.0 { (replica + slowest) / replica } else { 1.0 },
         microbatches,
+        variable: None,
     })
 }
 
@@ -89,8 +123,13 @@ pub(crate) fn attention_seconds_per_unit(run: &Run, critical: &Work) -> Option<[
     let loads = &run.data()?.loads;
     let (y_forward, y_backward) = ramp(run);
     let micro_batch = run.training().micro_batch() as f64;
+    let dynamic = dynamic_batches(run);
     let phase = |time: Seconds, y: f64| {
-        let mean = loads.mean_ratio(y);
+        // Variable micro-batches' slots average their own attention, not the sample's.
+        let mean = match dynamic.as_ref().and_then(|batches| batches.get()) {
+            Some(batches) => batches.mean_ratio(y),
+            None => loads.mean_ratio(y),
+        };
         let per_unit =
             if mean > 0.0 { time.value() / (mean * (1.0 + y) * micro_batch) } else { 0.0 };
         (per_unit, per_unit * y)
@@ -113,7 +152,11 @@ pub(crate) fn sequence_work(run: &Run, critical: &Work) -> Option<PieceWork> {
     let micro_batch = run.training().micro_batch() as f64;
     let per_microbatch = critical.total().value();
     let attention = critical.forward_attention.value() + critical.backward_attention.value();
-    let tokens = micro_batch * run.training().seq_len() as f64;
+    // A slot of variable micro-batches computes a share of a full micro-batch's tokens.
+    let computed = dynamic_batches(run)
+        .and_then(|batches| batches.get().map(|batches| batches.computed_fraction))
+        .unwrap_or(1.0);
+    let tokens = micro_batch * run.training().seq_len() as f64 * computed;
     let linear_per_token = (per_microbatch - attention).max(0.0) / tokens;
     Some(PieceWork { linear_per_token, u, v })
 }

@@ -14,6 +14,7 @@ pub mod breakdown;
 pub mod collective;
 pub mod dispatch;
 pub mod document_attention;
+pub mod dynamic_microbatches;
 pub mod hybrid_cp;
 pub mod imbalance;
 pub mod kernels;

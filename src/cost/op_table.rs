@@ -140,10 +140,21 @@ impl PhaseTimes {
     }
 
     /// The totals with the fused attention's time scaled by `scale` (what documents shorter
-    /// than the sequence leave of it).
-    fn with_attention_scale(self, scale: f64) -> PhaseTimes {
+    /// than the sequence leave of it) and every other row's by `tokens` (what variable
+    /// micro-batches compute of a full one's tokens).
+    fn with_attention_scale(self, scale: f64, tokens: f64) -> PhaseTimes {
         let attention = self.attention * scale;
-        PhaseTimes { compute: self.compute - self.attention + attention, attention, ..self }
+        PhaseTimes {
+            compute: (self.compute - self.attention) * tokens + attention,
+            gemm: self.gemm * tokens,
+            weight_gradient: self.weight_gradient * tokens,
+            attention,
+            memory: self.memory * tokens,
+            tp: self.tp * tokens,
+            cp_ring: self.cp_ring * tokens,
+            cp_all_to_all: self.cp_all_to_all * tokens,
+            ep: self.ep * tokens,
+        }
     }
 
     /// The total of one kind of row.
@@ -198,16 +209,21 @@ impl OpTotals {
     }
 
     /// The totals with the fused attention's time scaled, `forward` in the forward rows (and
-    /// every module's rerun of them) and `backward` in the backward rows; FLOPs are left as the
-    /// rows count them.
-    pub fn with_attention_scale(&self, forward: f64, backward: f64) -> OpTotals {
+    /// every module's rerun of them) and `backward` in the backward rows, and every other row's
+    /// time by `tokens`; FLOPs are left as the rows count them.
+    pub fn with_attention_scale(&self, forward: f64, backward: f64, tokens: f64) -> OpTotals {
         let rerun = |rerun: Rerun| {
             let attention = rerun.attention * forward;
-            Rerun { compute: rerun.compute - rerun.attention + attention, attention, ..rerun }
+            Rerun {
+                compute: (rerun.compute - rerun.attention) * tokens + attention,
+                attention,
+                tp: rerun.tp * tokens,
+                ep: rerun.ep * tokens,
+            }
         };
         OpTotals {
-            forward: self.forward.with_attention_scale(forward),
-            backward: self.backward.with_attention_scale(backward),
+            forward: self.forward.with_attention_scale(forward, tokens),
+            backward: self.backward.with_attention_scale(backward, tokens),
             module_rerun: self.module_rerun.map(rerun),
             ..*self
         }

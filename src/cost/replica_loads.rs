@@ -6,7 +6,9 @@
 //! plus `u a + v b` of attention). Packed or padded, the step's sequences are drawn independently
 //! from the run's seeded sample, as the estimate assumes; re-packed (`balance_window > 0`), the
 //! step is the median one of the first dealt window, consecutive micro-batches making a replica
-//! and consecutive replicas a step as `crate::cost::repacking` reads them. The draw is seeded
+//! and consecutive replicas a step as `crate::cost::repacking` reads them; in variable
+//! micro-batches, the first drawn global batch's, dealt as `crate::cost::dynamic_microbatches`
+//! deals them. The draw is seeded
 //! from the data's seed, so the same run gives the same loads.
 
 use rand::rngs::StdRng;
@@ -81,7 +83,10 @@ pub fn replica_loads(priced: &PricedRun) -> Option<ReplicaLoads> {
     let plan = run.plan();
     let priced_mean = critical.total() * plan.num_microbatches() as f64;
     let repacked = plan.balance_window() > 0;
-    let (loads, window_slowest) = if repacked {
+    let dynamic = crate::cost::dynamic_microbatches::dynamic_spread(run, work);
+    let (loads, window_slowest) = if let Some(dynamic) = dynamic {
+        (dynamic.first_step, None)
+    } else if repacked {
         match dealt_step(run, work) {
             Some((loads, range)) => (loads, Some(range.map(Seconds::new))),
             None => (vec![priced_mean.value(); plan.dp() as usize], None),

@@ -150,6 +150,13 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     // does the FLOPs of the document pieces, the mean sequence's share of a full one's.
     let (trained, attention_share) =
         run.data().map_or((1.0, 1.0), |data| (data.loads.trained_fraction, data.loads.mean[0]));
+    // Variable micro-batches train what their own draws hold, and each document's attention
+    // over its own tokens is what the model needs of it (not its padding's).
+    let (trained, attention_share) = crate::cost::dynamic_microbatches::dynamic_batches(run)
+        .and_then(|batches| {
+            batches.get().map(|batches| (batches.trained_fraction, batches.attention_share))
+        })
+        .unwrap_or((trained, attention_share));
     let tokens = training.tokens_per_step() as f64 * trained;
     let seq = training.seq_len();
     let attention_per_token =

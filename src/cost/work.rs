@@ -53,12 +53,15 @@ pub struct Part<'a> {
 
 impl Tables {
     /// Builds the tables of a run: with a length distribution, attention as the mean sequence
-    /// of its documents costs it ([`crate::cost::document_attention::attention_scale`]).
+    /// of its documents costs it, and with variable micro-batches everything as their mean slot
+    /// ([`crate::cost::document_attention::attention_scale`]).
     pub fn new(run: &Run) -> Tables {
         let moe = run.model().moe().is_some();
         let scale = crate::cost::document_attention::attention_scale(run);
         let priced = |table: OpTable| match scale {
-            Some(scale) => table.totals.with_attention_scale(scale.forward, scale.backward),
+            Some(scale) => {
+                table.totals.with_attention_scale(scale.forward, scale.backward, scale.tokens)
+            }
             None => table.totals,
         };
         Tables {

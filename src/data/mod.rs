@@ -7,6 +7,7 @@
 //! runs before: a distribution whose documents all have that length gives the same prediction.
 
 mod distribution;
+mod dynamic_batches;
 mod hybrid_groups;
 mod loads;
 mod repacking;
@@ -14,6 +15,7 @@ mod shape_cache;
 mod window_pieces;
 
 pub use distribution::{LengthBinSpec, LengthDistribution};
+pub use dynamic_batches::{DynamicBatches, DynamicMicroBatch, form_dynamic_batches};
 pub use hybrid_groups::{
     DrawCache, DrawnBatches, GroupShape, PlacedBatches, PlacedDocument, PlacementCache,
     draw_batches, place_documents,
@@ -57,6 +59,12 @@ pub enum Batching {
     /// order); a document longer than `seq_len` is cut to it. Padding costs its linear work
     /// and no attention, and only the documents' tokens count as trained.
     Whole,
+    /// Variable-length micro-batches (DynaPipe): each global batch's documents, cut at
+    /// `seq_len`, sorted longest first and cut in that order into micro-batches padded to their
+    /// longest document, each holding at most `micro_batch x seq_len` padded tokens. Short
+    /// documents share a micro-batch, so the count and size of micro-batches vary; only the
+    /// documents' tokens count as trained, and `global_batch` counts documents.
+    Dynamic,
 }
 
 impl Batching {
@@ -66,6 +74,7 @@ impl Batching {
             Batching::Pack => "pack",
             Batching::Pad => "pad",
             Batching::Whole => "whole",
+            Batching::Dynamic => "dynamic",
         }
     }
 }

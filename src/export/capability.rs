@@ -291,6 +291,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if plan.balance_window() > caps.balance_window {
         out.push(Refusal::DocumentRepacking { window: plan.balance_window() });
     }
+    if run.data().is_some_and(|data| data.data.batching() == crate::data::Batching::Dynamic) {
+        out.push(Refusal::VariableMicroBatches);
+    }
     if !caps.partial_recompute
         && kind == RecomputeKind::Full
         && plan.recompute_num_layers() < run.stage_layers(0).min(run.stage_layers(pp - 1))

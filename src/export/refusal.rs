@@ -105,6 +105,9 @@ pub enum Refusal {
         /// Global batches re-packed together.
         window: u64,
     },
+    /// DynaPipe's variable-length micro-batches (data batched `dynamic`), which no engine's
+    /// data loader forms.
+    VariableMicroBatches,
     /// Per-document context-parallel groups where the engine has none, or with what its hybrid
     /// context parallel refuses.
     HybridCp {
@@ -249,6 +252,10 @@ impl fmt::Display for Refusal {
             Refusal::DocumentRepacking { window } => write!(
                 f,
                 "its data loader packs documents as they arrive; re-packing across global batches (WLB-LLM) is not in Megatron-LM, torchtitan or DeepSpeed; drop --balance-window {window}"
+            ),
+            Refusal::VariableMicroBatches => write!(
+                f,
+                "its data loader forms micro-batches of a fixed number of sequences; DynaPipe's variable micro-batches (sorted by length, each padded to its longest document) are not in Megatron-LM, torchtitan or DeepSpeed; batch the data with pack or pad"
             ),
             Refusal::HybridCp { engine, with: None } => write!(
                 f,

@@ -208,6 +208,11 @@ fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
         Batching::Whole => {
             format!("whole documents packed into {}-token sequences, padded", data.seq_len)
         }
+        Batching::Dynamic => format!(
+            "sorted by length into variable micro-batches padded to their longest document \
+             (documents cut at {} tokens)",
+            data.seq_len
+        ),
     };
     check_finite("lengths", [("the mean", data.mean_length), ("a share", data.long_token_share)])?;
     let caption = format!(

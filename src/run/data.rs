@@ -4,9 +4,10 @@
 use std::sync::{Arc, OnceLock};
 
 use crate::data::{
-    AttentionWork, Data, DataSpec, DealCache, DealShape, DealtWindows, DrawCache, GroupShape,
-    PlacedBatches, PlacementCache, SequenceLoads, ShapeCache, WindowPieces, deal_windows,
-    draw_batches, place_documents, sample_sequences, sequence_values,
+    AttentionWork, Batching, Data, DataSpec, DealCache, DealShape, DealtWindows, DrawCache,
+    DynamicBatches, GroupShape, PlacedBatches, PlacementCache, SequenceLoads, ShapeCache,
+    WindowPieces, deal_windows, draw_batches, form_dynamic_batches, place_documents,
+    sample_sequences, sequence_values,
 };
 use crate::model::Model;
 use crate::plan::Plan;
@@ -44,8 +45,13 @@ pub struct RunData {
     /// work they were priced at: plans that differ only where the critical stage's work does not
     /// (sharding, offload, communication overlap) share it.
     spreads: ShapeCache<SpreadKey, (f64, f64)>,
+    /// With variable micro-batches, the micro-batches of the run's global batches by
+    /// micro-batch size (the token budget), shared likewise.
+    dynamic: ShapeCache<u64, DynamicBatches>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
+    /// Documents per global batch.
+    global_batch: u64,
 }
 
 impl RunData {
@@ -92,6 +98,23 @@ impl RunData {
         })
     }
 
+    /// With variable micro-batches (`batching = "dynamic"`), the micro-batches of the run's
+    /// global batches under a budget of `micro_batch` sequences, formed the first time a run of
+    /// this data asks (`model` is the run's); `None` for other batchings.
+    pub fn dynamic(
+        &self,
+        model: &Model,
+        micro_batch: u64,
+    ) -> Option<Arc<OnceLock<DynamicBatches>>> {
+        (self.data.batching() == Batching::Dynamic).then(|| {
+            self.dynamic.get_or_make(micro_batch, || {
+                let flops = |tokens: u64| model.document_attention_flops(tokens);
+                let work = AttentionWork::new(&flops, self.seq_len);
+                form_dynamic_batches(&self.data, &work, self.global_batch, micro_batch)
+            })
+        })
+    }
+
     /// The sampled sequences one by one, each as its attention terms `[a, b]`: the sample that
     /// `loads` summarises, drawn again from the data's seed (`model` as for [`Self::dealt`]).
     pub fn sampled_sequences(&self, model: &Model) -> Vec<[f64; 2]> {
@@ -101,14 +124,14 @@ impl RunData {
     }
 }
 
-/// Validates `spec` (if any) and draws its sample for sequences of `seq_len` tokens of `model`
-/// (when both were accepted: without them no sample is drawn, and the data's own problems are
-/// still reported).
+/// Validates `spec` (if any) and draws its sample for sequences of `seq_len` tokens of `model`,
+/// `global_batch` of them a step (when both were accepted: without them no sample is drawn, and
+/// the data's own problems are still reported).
 pub(crate) fn validate_data(
     collector: &mut Collector,
     spec: Option<&DataSpec>,
     model: Option<&Model>,
-    seq_len: Option<u64>,
+    batch: Option<(u64, u64)>,
 ) -> Option<Arc<RunData>> {
     let spec = spec?;
     let resolved = match &spec.preset {
@@ -138,7 +161,7 @@ pub(crate) fn validate_data(
         None => spec.clone(),
     };
     let data = collector.take(Data::from_spec(&resolved, spec.preset.as_deref()))?;
-    let (model, seq_len) = (model?, seq_len?);
+    let (model, (seq_len, global_batch)) = (model?, batch?);
     let flops = |tokens: u64| model.document_attention_flops(tokens);
     let loads = sample_sequences(&data, &AttentionWork::new(&flops, seq_len));
     // Training FLOPs per token without attention (its share at one token is nil), and the
@@ -156,7 +179,9 @@ pub(crate) fn validate_data(
         placed: PlacementCache::default(),
         token_peaks: ShapeCache::default(),
         spreads: ShapeCache::default(),
+        dynamic: ShapeCache::default(),
         seq_len,
+        global_batch,
     }))
 }
 
@@ -181,9 +206,36 @@ pub(crate) fn validate_balance_window(collector: &mut Collector, window: Option<
 }
 
 /// A balance window re-packs documents and hybrid CP places them: without a length
-/// distribution there are none.
-pub(crate) fn check_plan_has_data(collector: &mut Collector, plan: &Plan, has_data: bool) {
-    if has_data {
+/// distribution there are none, and variable micro-batches (`batching`, the data's when it has
+/// any) form their own.
+pub(crate) fn check_plan_has_data(
+    collector: &mut Collector,
+    plan: &Plan,
+    batching: Option<Batching>,
+) {
+    if batching == Some(Batching::Dynamic) {
+        let fix = "drop it, or batch the data with `pack` to re-pack or place its documents";
+        if plan.balance_window > 0 {
+            collector.add(
+                "plan.balance_window",
+                plan.balance_window,
+                "re-packs documents into packed micro-batches, but the data is batched into \
+                 variable micro-batches (batching `dynamic`)",
+                fix,
+            );
+        }
+        if plan.hybrid_cp.is_some() {
+            collector.add(
+                "plan.hybrid_cp",
+                true,
+                "places packed documents on context-parallel groups, but the data is batched \
+                 into variable micro-batches (batching `dynamic`)",
+                fix,
+            );
+        }
+        return;
+    }
+    if batching.is_some() {
         return;
     }
     let window = plan.balance_window;

@@ -132,10 +132,11 @@ impl Run {
                 accepted,
             )
         });
-        let seq_len = training_accepted.then_some(training.seq_len);
-        let data = data::validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), seq_len);
+        let batch = training_accepted.then_some((training.seq_len, training.global_batch));
+        let data = data::validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), batch);
         if let Some(plan) = &plan {
-            data::check_plan_has_data(&mut collector, plan, spec.data.is_some());
+            let batching = spec.data.as_ref().map(|data| data.batching.unwrap_or_default());
+            data::check_plan_has_data(&mut collector, plan, batching);
         }
         let ((model, cluster), plan) =
             collector.finish_with(model.zip(cluster).zip(plan), "run")?;

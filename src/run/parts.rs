@@ -35,8 +35,9 @@ impl RunParts {
         let cluster = collector.take(Cluster::from_spec(&spec.cluster));
         let before = collector.len();
         let training = validate_training(&mut collector, &spec.training);
-        let seq_len = (collector.len() == before).then_some(training.seq_len);
-        let data = validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), seq_len);
+        let batch =
+            (collector.len() == before).then_some((training.seq_len, training.global_batch));
+        let data = validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), batch);
         let (model, cluster) = collector.finish_with(model.zip(cluster), "model and cluster")?;
         Ok(RunParts {
             model: Arc::new(model),
@@ -82,7 +83,8 @@ impl RunParts {
         );
         if let Some(plan) = &plan {
             // Parts are built only when every part passed: their data is there iff given.
-            check_plan_has_data(&mut collector, plan, self.data.is_some());
+            let batching = self.data.as_ref().map(|data| data.data.batching());
+            check_plan_has_data(&mut collector, plan, batching);
         }
         let plan = collector.finish_with(plan, "plan")?;
         Ok(Run {

@@ -29,6 +29,7 @@ use rayon::prelude::*;
 
 use crate::cost::priced::PricedRun;
 use crate::cost::work::Tables;
+use crate::data::Batching;
 use crate::estimate::{Estimate, estimate_simulated_from};
 use crate::export::Engine;
 use crate::hardware::Cluster;
@@ -218,8 +219,11 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             .unwrap_or(RecomputeKind::Selective),
         // With document lengths, the re-packing windows the target engine's loader balances
         // (every one up to 8 global batches, WLB-LLM's widest, with no target).
+        // Variable micro-batches form their own batches: no window re-packs them, no group
+        // places them.
         max_balance_window: match (&spec.base.data, spec.engine) {
             (None, _) => 0,
+            (Some(data), _) if data.batching == Some(Batching::Dynamic) => 0,
             (Some(_), None) => MAX_SEARCHED_BALANCE_WINDOW,
             (Some(_), Some(engine)) => engine.capabilities().balance_window,
         },
@@ -227,6 +231,7 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         // with no target).
         hybrid_cp_schedulers: match (&spec.base.data, spec.engine) {
             (None, _) => &[],
+            (Some(data), _) if data.batching == Some(Batching::Dynamic) => &[],
             (Some(_), None) => &HybridCpScheduler::ALL,
             (Some(_), Some(engine)) if engine.capabilities().hybrid_cp => {
                 &[HybridCpScheduler::Megatron]

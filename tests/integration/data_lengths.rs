@@ -74,7 +74,7 @@ proptest! {
     /// imbalance is never negative.
     #[test]
     fn unequal_documents_add_a_non_negative_imbalance(
-        tp in 0u32..3, pp in 0u32..3, dp in 0u32..4, seq in 0u32..3, batching in 0usize..2,
+        tp in 0u32..3, pp in 0u32..3, dp in 0u32..4, seq in 0u32..3, batching in 0usize..3,
     ) {
         let (tp, pp, dp) = (1i64 << tp, 1i64 << pp, 1i64 << dp);
         let seq = 4096i64 << (2 * seq);
@@ -86,7 +86,7 @@ proptest! {
         );
         spec.data = Some(DataSpec {
             preset: Some("wikipedia".into()),
-            batching: Some([Batching::Pack, Batching::Pad][batching]),
+            batching: Some([Batching::Pack, Batching::Pad, Batching::Dynamic][batching]),
             ..DataSpec::default()
         });
         let run = Run::from_spec(&spec).unwrap();

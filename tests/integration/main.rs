@@ -9,6 +9,7 @@ mod cli;
 mod command_line_words;
 mod data_lengths;
 mod data_report;
+mod dynamic_microbatches;
 mod experts_and_context;
 mod exports;
 mod fuzz_regressions;

@@ -1,0 +1,147 @@
+//! The text and JSON that describe a run's data (`--lengths`, `--batching`): its one-line
+//! label, the `Data imbalance` line of an estimate, and the `data` object of its JSON.
+
+use serde::Serialize;
+
+use crate::Estimate;
+use crate::cost::imbalance::VariableMicroBatches;
+use crate::plan::Plan;
+
+/// What a run's data is and how it is batched, in one line.
+pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String {
+    let seq_len = run.training().seq_len();
+    let name = data.data.name();
+    let distribution = data.data.distribution();
+    let batching = match data.data.batching() {
+        crate::data::Batching::Pack => format!(
+            "packed into {seq_len}-token sequences ({:.1} document pieces each on average)",
+            data.loads.pieces_per_sequence
+        ),
+        crate::data::Batching::Pad => format!(
+            "one document per {seq_len}-token sequence, padded ({:.1} % of tokens trained)",
+            data.loads.trained_fraction * 100.0
+        ),
+        crate::data::Batching::Whole => format!(
+            "whole documents packed into {seq_len}-token sequences, the rest padded ({:.1} \
+             documents each on average, {:.1} % of tokens trained)",
+            data.loads.pieces_per_sequence,
+            data.loads.trained_fraction * 100.0
+        ),
+        crate::data::Batching::Dynamic => {
+            let micro_batch = run.training().micro_batch();
+            match data.dynamic(run.model(), micro_batch).as_deref().and_then(|made| made.get()) {
+                Some(batches) => format!(
+                    "sorted by length into variable micro-batches of up to {} padded tokens \
+                     ({:.1} a global batch on average against {} fixed ones, {:.1} % of the \
+                     tokens computed trained)",
+                    micro_batch * seq_len,
+                    batches.micro_batches,
+                    run.training().global_batch() / micro_batch,
+                    100.0 * batches.trained_fraction
+                        / batches.computed_fraction.max(f64::MIN_POSITIVE)
+                ),
+                None => "sorted by length into variable micro-batches".to_owned(),
+            }
+        }
+    };
+    let sampled = match data.dynamic(run.model(), run.training().micro_batch()) {
+        Some(made) => match made.get() {
+            Some(batches) => format!(
+                "{} global batches of {} documents drawn",
+                batches.global_batches.len(),
+                batches.drawn
+            ),
+            None => "no global batch drawn".to_owned(),
+        },
+        None => format!("{} sequences sampled", data.loads.sequences),
+    };
+    format!(
+        "{name}, mean document {:.0} tokens, up to {}; {batching}; {sampled}, seed {}",
+        distribution.mean_length(),
+        distribution.max_length(),
+        data.data.seed()
+    )
+}
+
+/// The `Data imbalance` line of an estimate with data: what the slowest replica (or rank) and
+/// the largest micro-batch take beyond the mean.
+pub(super) fn data_imbalance_line(plan: &Plan, estimate: &Estimate) -> Option<String> {
+    let balance = estimate.data_balance.as_ref()?;
+    let name = "Data imbalance";
+    Some(match (plan.hybrid_cp(), balance.variable) {
+        (Some(hybrid), _) => format!(
+            "{name:<22} slowest of {} ranks x{:.3} the mean rank's work, each document on a \
+             context-parallel group of up to {} tokens a rank",
+            plan.dp() * plan.cp(),
+            balance.replicas,
+            hybrid.max_tokens_per_rank(),
+        ),
+        (None, Some(variable)) => format!(
+            "{name:<22} slowest of {} replicas x{:.3} the mean replica's work; largest of {:.1} \
+             variable micro-batches a replica x{:.3} the mean, its pipeline fill and drain {:.1} \
+             ms longer",
+            plan.dp(),
+            balance.replicas,
+            variable.per_replica,
+            balance.microbatches,
+            variable.largest_fill.value() * 1e3,
+        ),
+        (None, None) => format!(
+            "{name:<22} slowest of {} replicas x{:.3} the mean replica's work; largest of {} \
+             micro-batches x{:.3} the mean (WLB-LLM's imbalance degree)",
+            plan.dp(),
+            balance.replicas,
+            plan.num_microbatches(),
+            balance.microbatches,
+        ),
+    })
+}
+
+/// A run's data and what its unequal sequences cost.
+#[derive(Serialize)]
+pub(super) struct DataJson {
+    /// The built-in distribution's name, or the lengths' source.
+    lengths: String,
+    batching: &'static str,
+    mean_document_tokens: f64,
+    /// The longest length the distribution can draw (a histogram's last bin's end).
+    longest_document_tokens: u64,
+    pieces_per_sequence: f64,
+    /// Tokens trained over tokens computed (below 1 when padding).
+    trained_fraction: f64,
+    sequences_sampled: u64,
+    seed: u64,
+    /// The slowest data-parallel replica's work over the mean replica's.
+    slowest_replica_over_mean: f64,
+    /// A replica's largest micro-batch's work over the mean micro-batch's.
+    largest_microbatch_over_mean: f64,
+    /// What the imbalance adds to the step (the time breakdown's `data_imbalance`).
+    imbalance_s: f64,
+    /// With variable micro-batches (`batching = "dynamic"`): how many a replica runs and what
+    /// their largest adds to the pipeline's fill and drain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    variable_microbatches: Option<VariableMicroBatches>,
+}
+
+impl DataJson {
+    pub(super) fn of(run: &crate::Run, estimate: &Estimate) -> Option<DataJson> {
+        let (data, balance) = (run.data()?, estimate.data_balance?);
+        let distribution = data.data.distribution();
+        let made = data.dynamic(run.model(), run.training().micro_batch());
+        let dynamic = made.as_deref().and_then(|made| made.get());
+        Some(DataJson {
+            lengths: data.data.name().to_owned(),
+            batching: data.data.batching().name(),
+            mean_document_tokens: distribution.mean_length(),
+            longest_document_tokens: distribution.max_length(),
+            pieces_per_sequence: data.loads.pieces_per_sequence,
+            trained_fraction: dynamic.map_or(data.loads.trained_fraction, |b| b.trained_fraction),
+            sequences_sampled: data.loads.sequences,
+            seed: data.data.seed(),
+            slowest_replica_over_mean: balance.replicas,
+            largest_microbatch_over_mean: balance.microbatches,
+            imbalance_s: estimate.time.data_imbalance.value(),
+            variable_microbatches: balance.variable,
+        })
+    }
+}

@@ -1,0 +1,193 @@
+//! DynaPipe's variable-length micro-batches (issue 16, `batching = "dynamic"`): documents sorted
+//! by length into micro-batches padded to their longest, priced as the plan's fixed slots at their
+//! mean plus the slowest replica and the largest micro-batch's pipeline fill; full-length
+//! documents price as no data, short ones compute little more than their tokens, and no engine
+//! runs them (validation, export and search say so).
+
+use meshplan::data::{Batching, DataSpec, LengthBinSpec};
+use meshplan::estimate::estimate_simulated_with;
+use meshplan::plan::PlanSpec;
+use meshplan::search::{Constraints, SearchSpec, search};
+use meshplan::sim::SimOptions;
+use meshplan::{Run, RunSpec, closed_form, presets};
+
+use crate::support::{run, spec, training};
+
+fn llama(gpus: i64, seq: i64, global_batch: i64, micro_batch: i64, plan: PlanSpec) -> RunSpec {
+    spec(
+        presets::model("llama3.1-8b").unwrap(),
+        "h100-sxm",
+        gpus,
+        training(seq, global_batch, micro_batch, None),
+        plan,
+    )
+}
+
+fn with_data(mut spec: RunSpec, bins: &[(i64, i64, i64)], batching: Batching) -> RunSpec {
+    let histogram = bins.iter().map(|&(min, max, count)| LengthBinSpec { min, max, count });
+    spec.data = Some(DataSpec {
+        histogram: Some(histogram.collect()),
+        batching: Some(batching),
+        ..DataSpec::default()
+    });
+    spec
+}
+
+/// Instruction-tuning-like data: most documents short, a few near the sequence length (the
+/// multi-task mixes DynaPipe trains on).
+const SHORT_TAILED: [(i64, i64, i64); 3] = [(64, 1024, 800), (1024, 4096, 180), (4096, 8192, 20)];
+
+fn tokens_per_sec(spec: &RunSpec) -> f64 {
+    let run = Run::from_spec(spec).unwrap();
+    closed_form(&run).throughput.tokens_per_sec_per_gpu
+}
+
+/// Documents that fill their sequences form the fixed micro-batches: the same step as no data,
+/// closed form and simulated, to rounding.
+#[test]
+fn full_length_documents_price_as_no_data() {
+    for (tp, pp, dp, micro_batch) in [(1, 1, 8, 1), (2, 4, 2, 2), (4, 2, 4, 1)] {
+        let plan = PlanSpec { tp: Some(tp), pp: Some(pp), ..PlanSpec::default() };
+        let base = llama(tp * pp * dp, 4096, dp * micro_batch * 8, micro_batch, plan);
+        let plain = Run::from_spec(&base).unwrap();
+        let filled =
+            Run::from_spec(&with_data(base, &[(4096, 4096, 1)], Batching::Dynamic)).unwrap();
+        let (a, b) = (closed_form(&plain), closed_form(&filled));
+        let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs();
+        assert!(close(a.time.step_time().value(), b.time.step_time().value()), "{a:?} {b:?}");
+        assert!(close(a.throughput.tokens_per_sec_per_gpu, b.throughput.tokens_per_sec_per_gpu));
+        let balance = b.data_balance.unwrap();
+        assert!(close(balance.replicas, 1.0) && close(balance.microbatches, 1.0), "{balance:?}");
+        let options = SimOptions { timeline: false };
+        let (a, _) = estimate_simulated_with(&plain, options).unwrap();
+        let (b, _) = estimate_simulated_with(&filled, options).unwrap();
+        assert!(close(a.time.step_time().value(), b.time.step_time().value()));
+    }
+}
+
+/// Short documents share a micro-batch: against one padded document a sequence, the step
+/// computes little more than the documents' tokens, so throughput rises about as far as padding
+/// fell (DynaPipe's gains over padded batches); against packing under a document mask it pays
+/// only the padding inside its micro-batches and the largest one's pipeline fill.
+#[test]
+fn variable_micro_batches_remove_most_of_the_padding() {
+    let plan = PlanSpec { tp: Some(2), pp: Some(2), ..PlanSpec::default() };
+    let base = llama(32, 8192, 1024, 1, plan);
+    let padded = tokens_per_sec(&with_data(base.clone(), &SHORT_TAILED, Batching::Pad));
+    let dynamic = tokens_per_sec(&with_data(base.clone(), &SHORT_TAILED, Batching::Dynamic));
+    let packed = tokens_per_sec(&with_data(base, &SHORT_TAILED, Batching::Pack));
+    // The mix's mean document is 903 tokens: a padded sequence trains 11 % of what it computes.
+    assert!(dynamic > 5.0 * padded, "dynamic {dynamic} vs padded {padded}");
+    assert!(dynamic < packed && dynamic > 0.8 * packed, "dynamic {dynamic} vs packed {packed}");
+}
+
+/// The largest micro-batch holds the pipeline's fill and drain: the deeper the pipeline, the
+/// more it adds (what DynaPipe's cut search weighs against padding). A stage's share of it falls
+/// as `1 / pp` while the stages it holds up grow as `pp - 1`: from pp 2 to 8, 7 / 4 as much.
+#[test]
+fn the_largest_micro_batch_costs_more_fill_in_a_deeper_pipeline() {
+    let fill = |pp: i64| {
+        let plan = PlanSpec { pp: Some(pp), ..PlanSpec::default() };
+        let spec = with_data(llama(8 * pp, 8192, 512, 1, plan), &SHORT_TAILED, Batching::Dynamic);
+        let balance = closed_form(&Run::from_spec(&spec).unwrap()).data_balance.unwrap();
+        let variable = balance.variable.unwrap();
+        assert!(balance.microbatches > 1.0, "{balance:?}");
+        assert!(variable.per_replica > 0.0 && variable.per_replica < 64.0, "{variable:?}");
+        variable.largest_fill.value()
+    };
+    let (none, shallow, deep) = (fill(1), fill(2), fill(8));
+    assert_eq!(none, 0.0);
+    assert!(shallow > 0.0 && deep > 1.5 * shallow, "pp 2 {shallow} s, pp 8 {deep} s");
+}
+
+/// Re-packing windows and hybrid-CP groups form batches of their own: with variable
+/// micro-batches they are refused by name, an export is refused with what to do, and a search
+/// for any engine tries neither.
+#[test]
+fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
+    let output = run(&[
+        "estimate",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "dynamic",
+        "--balance-window",
+        "2",
+        "--hybrid-cp",
+    ]);
+    assert_eq!(output.code, 2);
+    for field in ["plan.balance_window = 2", "plan.hybrid_cp = true"] {
+        assert!(output.stderr.contains(field), "{}", output.stderr);
+    }
+    assert!(output.stderr.contains("variable micro-batches"), "{}", output.stderr);
+    let output = run(&[
+        "export",
+        "--to",
+        "deepspeed",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "8",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "dynamic",
+    ]);
+    assert_ne!(output.code, 0);
+    assert!(output.stderr.contains("DynaPipe's variable micro-batches"), "{}", output.stderr);
+    let mut base = llama(16, 8192, 256, 1, PlanSpec::default());
+    base.data = Some(DataSpec {
+        preset: Some("wikipedia".into()),
+        batching: Some(Batching::Dynamic),
+        ..DataSpec::default()
+    });
+    let report = search(
+        &SearchSpec {
+            base,
+            constraints: Constraints::default(),
+            memory_headroom: 0.05,
+            engine: None,
+            top: 3,
+        },
+        &|_, _| {},
+    )
+    .unwrap();
+    assert!(!report.plans.is_empty());
+    for ranked in &report.plans {
+        let plan = ranked.run.plan();
+        assert_eq!(plan.balance_window(), 0);
+        assert!(plan.hybrid_cp().is_none());
+        assert!(ranked.estimate.data_balance.unwrap().variable.is_some());
+    }
+}
+
+/// `estimate --batching dynamic` says how the documents were batched and what the variable
+/// micro-batches leave uneven.
+#[test]
+fn estimate_prints_the_variable_micro_batches() {
+    let output = run(&[
+        "estimate",
+        "--model",
+        "llama3.1-8b",
+        "--gpus",
+        "16",
+        "--pp",
+        "2",
+        "--seq-len",
+        "8192",
+        "--global-batch",
+        "512",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "dynamic",
+    ]);
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.contains("sorted by length into variable micro-batches of up to 8192"),
+        "{}",
+        output.stdout
+    );
+    assert!(output.stdout.contains("variable micro-batches a replica"), "{}", output.stdout);
+    assert!(output.stdout.contains("global batches of 512 documents drawn"), "{}", output.stdout);
+}
