@@ -430,15 +430,53 @@ impl ActivationBytes {
     /// layers keeping only their inputs under full recompute), plus the embedding output on the
     /// first stage.
     pub fn stored(&self, segment: &Segment) -> Bytes {
-        let in_layers = self.stored_in_layers(segment);
-        let kept = in_layers - in_layers * self.offload_share;
+        let (in_layers, offloaded) = self.layers_kept_and_offloaded(segment);
+        let kept = in_layers - offloaded;
         kept + if segment.first { self.layer_input } else { Bytes::ZERO }
     }
 
     /// Activation bytes of one micro-batch that offloading moves to host memory in a segment
     /// (and back for the backward).
     pub fn offloaded(&self, segment: &Segment) -> Bytes {
-        self.stored_in_layers(segment) * self.offload_share
+        self.layers_kept_and_offloaded(segment).1
+    }
+
+    /// What one micro-batch's transformer layers of a segment store, and the part of it the
+    /// offloaded layers move to host memory. Under full recompute the offloaded layers are
+    /// among those that keep their activations (a recomputed layer keeps only its input, which
+    /// stays): a share of the segment's layers up to all that are not recomputed, so recompute
+    /// and offload split the layers between them, as MEMO splits a layer's tokens.
+    fn layers_kept_and_offloaded(&self, segment: &Segment) -> (Bytes, Bytes) {
+        let in_layers = self.stored_in_layers(segment);
+        if self.offload_share <= 0.0 {
+            return (in_layers, Bytes::ZERO);
+        }
+        if self.recompute != RecomputeKind::Full {
+            return (in_layers, in_layers * self.offload_share);
+        }
+        let layers = segment.layers;
+        let full = layers - segment.recomputed_layers.min(layers);
+        let per_layer = self.full_layer_bytes(segment) / layers.max(1.0);
+        (in_layers, per_layer * (self.offload_share * layers).min(full))
+    }
+
+    /// What one micro-batch's transformer layers of a segment would store without recompute.
+    fn full_layer_bytes(&self, segment: &Segment) -> Bytes {
+        let layers = segment.layers;
+        if let Some(kinds) = &self.sublayers {
+            return segment
+                .sublayers
+                .iter()
+                .zip(kinds)
+                .map(|(&n, &bytes)| bytes * f64::from(n))
+                .sum();
+        }
+        if self.moe {
+            let dense = segment.dense_layers.min(layers);
+            self.dense_layer * dense + self.moe_layer * (layers - dense)
+        } else {
+            self.dense_layer * layers
+        }
     }
 
     /// What one micro-batch's transformer layers of a segment store.

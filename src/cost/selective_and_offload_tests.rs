@@ -127,6 +127,46 @@ fn offloaded_layers_leave_the_gpu_and_a_hidden_copy_costs_no_time() {
     assert_eq!(step_time(&half).step_time(), step_time(&kept).step_time());
 }
 
+/// Full recompute of some layers beside offload of others (MEMO's split, by layer): the
+/// offloaded layers are among those that keep their activations, a recomputed layer keeps only
+/// its input on the GPU, and an offload of more layers than are not recomputed moves only those.
+#[test]
+fn recompute_and_offload_split_the_layers_between_them() {
+    let run = |recomputed: i64, offloaded: i64| {
+        let plan = PlanSpec {
+            tp: Some(1),
+            pp: Some(1),
+            fsdp: Some(true),
+            recompute: Some(RecomputeKind::Full),
+            recompute_num_layers: Some(recomputed),
+            offload_activation_layers: Some(offloaded),
+            ..PlanSpec::default()
+        };
+        let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, 2, plan);
+        spec.cluster = ClusterSpec { gpu: presets::gpu("gb200").unwrap(), num_gpus: 64 };
+        spec.training.precision = Some(Precision::Bf16);
+        Run::from_spec(&spec).unwrap()
+    };
+    let layer = layer_activation_bytes(&llama70b_gb200(0, "gb200"), true);
+    let bytes = |run: &Run| {
+        let activations = ActivationBytes::new(run);
+        let segment = &stage_segments(run)[0];
+        (activations.stored(segment), activations.offloaded(segment), activations.layer_input)
+    };
+    // 40 of 80 layers recomputed and the other 40 offloaded: the GPU keeps 40 layer inputs and
+    // the embedding output; the 40 full layers go to host memory.
+    let (stored, offloaded, input) = bytes(&run(40, 40));
+    assert_eq!(offloaded, layer * 40.0);
+    assert_eq!(stored, input * 40.0 + input);
+    // Offloading 60 moves only the 40 that keep their activations.
+    let (stored_60, offloaded_60, _) = bytes(&run(40, 60));
+    assert_eq!((stored_60, offloaded_60), (stored, offloaded));
+    // Offloading 20 of them keeps the other 20 on the GPU.
+    let (stored_20, offloaded_20, _) = bytes(&run(40, 20));
+    assert_eq!(offloaded_20, layer * 20.0);
+    assert_eq!(stored_20, input * 40.0 + layer * 20.0 + input);
+}
+
 #[test]
 fn a_copy_longer_than_the_compute_it_hides_behind_stalls_it() {
     // The same plan on H100s: PCIe Gen5 at 0.86 of 64 GB/s (measured 55 GB/s) cannot hide 79

@@ -253,6 +253,15 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
                     model.hybrid().is_some(),
                 )
             }),
+        // The same with full recompute of the other layers (no engine offloads beside it).
+        offload_beside_recompute: cluster.interconnect().host_bandwidth().is_some()
+            && spec.engine.is_none_or(|engine| {
+                engine.capabilities().activation_offload_allowed(
+                    1,
+                    RecomputeKind::Full,
+                    model.hybrid().is_some(),
+                )
+            }),
     })
 }
 

@@ -56,6 +56,10 @@ pub enum RecomputeChoice {
     /// No recomputation; the activations of every layer of a stage but its last go to host
     /// memory (the last one's backward starts at once, so engines keep it).
     OffloadAllButLast,
+    /// Full recompute of half of each stage's layers, and the activations of the others but the
+    /// last offloaded to host memory: recompute and offload split the layers between them
+    /// (MEMO's split, by layer rather than by token).
+    HalfFullOffloadRest,
 }
 
 /// One point of the space. Field order is the tie-break order of equal predictions.
@@ -146,6 +150,9 @@ pub struct Shape {
     /// Whether activation offload to host memory is tried unpinned, on layouts without a
     /// pipeline (the GPU has a host link, and the target engine, if any, offloads there).
     pub activation_offload: bool,
+    /// Whether offload beside full recompute of the other layers is tried too (the target
+    /// engine, if any, offloads under full recompute).
+    pub offload_beside_recompute: bool,
 }
 
 /// Largest micro-batch size the space tries.
@@ -460,13 +467,22 @@ fn offloads(shape: &Shape, pp: u64, stage_layers: u64, pins: &PlanSpec) -> Vec<R
         out.push(RecomputeChoice::OffloadHalf);
     }
     out.push(RecomputeChoice::OffloadAllButLast);
+    // Half recomputed and the rest but the last offloaded: at least one layer of each.
+    if shape.offload_beside_recompute && stage_layers - stage_layers / 2 >= 2 {
+        out.push(RecomputeChoice::HalfFullOffloadRest);
+    }
     out
 }
 
 impl RecomputeChoice {
     /// Whether this choice offloads activations to host memory.
     pub fn offloads(self) -> bool {
-        matches!(self, RecomputeChoice::OffloadHalf | RecomputeChoice::OffloadAllButLast)
+        matches!(
+            self,
+            RecomputeChoice::OffloadHalf
+                | RecomputeChoice::OffloadAllButLast
+                | RecomputeChoice::HalfFullOffloadRest
+        )
     }
 
     /// The recompute kind of this choice.
@@ -477,9 +493,10 @@ impl RecomputeChoice {
             | RecomputeChoice::OffloadAllButLast => RecomputeKind::None,
             RecomputeChoice::Selective => RecomputeKind::Selective,
             RecomputeChoice::Op => RecomputeKind::Op,
-            RecomputeChoice::HalfFull | RecomputeChoice::Full | RecomputeChoice::Layers(_) => {
-                RecomputeKind::Full
-            }
+            RecomputeChoice::HalfFull
+            | RecomputeChoice::Full
+            | RecomputeChoice::Layers(_)
+            | RecomputeChoice::HalfFullOffloadRest => RecomputeKind::Full,
         }
     }
 }
@@ -664,13 +681,18 @@ impl Candidate {
             }
         };
         let recompute_num_layers = match self.recompute {
-            RecomputeChoice::HalfFull => Some((stage_layers / 2) as i64),
+            RecomputeChoice::HalfFull | RecomputeChoice::HalfFullOffloadRest => {
+                Some((stage_layers / 2) as i64)
+            }
             RecomputeChoice::Layers(layers) => Some(layers as i64),
             _ => None,
         };
         let offload_activation_layers = match self.recompute {
             RecomputeChoice::OffloadHalf => Some((stage_layers / 2) as i64),
             RecomputeChoice::OffloadAllButLast => Some(stage_layers as i64 - 1),
+            RecomputeChoice::HalfFullOffloadRest => {
+                Some((stage_layers - stage_layers / 2) as i64 - 1)
+            }
             _ => template.offload_activation_layers,
         };
         PlanSpec {

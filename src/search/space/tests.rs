@@ -19,6 +19,7 @@ fn shape() -> Shape {
         hybrid_cp_schedulers: &[],
         mesh_attention: false,
         activation_offload: false,
+        offload_beside_recompute: false,
     }
 }
 
@@ -132,4 +133,12 @@ fn offload_is_tried_without_a_pipeline_where_the_shape_allows_and_nothing_is_pin
     assert_eq!(spec(RecomputeChoice::OffloadHalf).offload_activation_layers, Some(16));
     assert_eq!(spec(RecomputeChoice::OffloadAllButLast).offload_activation_layers, Some(31));
     assert_eq!(spec(RecomputeChoice::OffloadAllButLast).recompute, Some(RecomputeKind::None));
+    // Offload beside recompute, where the shape allows it: 16 layers recomputed, 15 offloaded
+    // and the last kept.
+    let both = Shape { offload_beside_recompute: true, ..offloading };
+    assert_eq!(offloads(&both, 1, 32, &pins).last(), Some(&RecomputeChoice::HalfFullOffloadRest));
+    assert!(!offloads(&both, 1, 2, &pins).contains(&RecomputeChoice::HalfFullOffloadRest));
+    let half = spec(RecomputeChoice::HalfFullOffloadRest);
+    assert_eq!(half.recompute, Some(RecomputeKind::Full));
+    assert_eq!((half.recompute_num_layers, half.offload_activation_layers), (Some(16), Some(15)));
 }
