@@ -282,6 +282,15 @@ impl<'a> PricedRun<'a> {
         (critical, all_stages)
     }
 
+    /// The pipeline's fill and drain in the closed form: one micro-batch's work through every
+    /// stage but the critical one (over `vp` chunks under an interleaved schedule), the
+    /// makespan of a proportionate flow shop beyond the critical stage's. What a larger
+    /// micro-batch stretches, whatever idle time unequal stages add to a simulated bubble.
+    pub fn fill_and_drain(&self) -> Seconds {
+        let (critical, all_stages) = self.critical_stage();
+        (all_stages - critical.total()) / self.run.plan().vp() as f64
+    }
+
     /// The spread of the run's data over replicas and micro-batches (`None` without data),
     /// computed once per re-packing window for all the runs that share this one's pricing.
     pub fn data_imbalance(&self) -> Option<DataImbalance> {

@@ -40,6 +40,7 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
     let (critical, all_stages) = priced.critical_stage();
     let m = plan.num_microbatches() as f64;
     let first = stages.first().map(|stage| stage.work).unwrap_or_default();
+    // The closed form's fill and drain (`PricedRun::fill_and_drain`, from the same stages).
     let pipeline_bubble = (all_stages - critical.total()) / plan.vp() as f64;
     TimeBreakdown {
         forward: critical.forward * m,

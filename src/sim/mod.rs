@@ -300,9 +300,11 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
         .collect();
     let mut simulation = summarize(&program, &states, outcome);
     // The simulated pipeline runs the mean replica's micro-batches; what the slowest replica and
-    // its largest micro-batch add is the cost model's expectation over the data.
+    // its largest micro-batch add is the cost model's expectation over the data. The largest
+    // micro-batch stretches the fill and drain, not the idle time that unequal stages add to
+    // the simulated bubble on every micro-batch: the closed form's fill and drain it is.
     if let Some(imbalance) = priced.data_imbalance() {
-        simulation.time.data_imbalance = imbalance.extra(simulation.time.pipeline_bubble);
+        simulation.time.data_imbalance = imbalance.extra(priced.fill_and_drain());
     }
     simulation.positions = info;
     simulation.transfer_bytes = priced.transfer_bytes();

@@ -364,7 +364,7 @@ fn re_packing_more_global_batches_together_evens_the_micro_batches() {
 /// longer context more, as WLB-LLM's average speedups grow from 1.15x at 64K to 1.30x at 128K
 /// (Figure 12). On this stated mix, whose packed imbalance (1.28) is below Meta's (1.44), and
 /// without WLB-LLM's per-document CP sharding, the gains are smaller: 1.08x and 1.10x (closed
-/// form; the simulated steps give 1.09x and 1.10x).
+/// form; the simulated steps give 1.08x and 1.10x).
 #[test]
 fn re_packing_gains_more_at_a_longer_context() {
     let speedup = |seq: i64, gpus: i64, tp: i64| {
@@ -547,4 +547,26 @@ fn search_for_any_engine_tries_the_strategies_no_engine_runs() {
         "{}",
         output.stderr
     );
+}
+
+/// The largest micro-batch stretches the pipeline's fill and drain (one micro-batch through every
+/// stage but the critical one), which the closed form and the simulation share: on WLB-LLM's
+/// 7B-128K layout, whose last stage also holds the head, the simulated bubble carries the idle
+/// time the unequal stages leave on every micro-batch, and the data's imbalance does not scale it.
+#[test]
+fn the_closed_form_and_the_simulation_add_the_same_imbalance_on_unequal_stages() {
+    let mut spec = spec(
+        presets::model("llama2-7b").unwrap(),
+        "h100-sxm",
+        64,
+        training(131_072, 4, 1, None),
+        PlanSpec { tp: Some(8), cp: Some(2), pp: Some(4), ..PlanSpec::default() },
+    );
+    spec.data = Some(long_tailed());
+    let run = Run::from_spec(&spec).unwrap();
+    let closed = closed_form(&run);
+    let (simulated, _) = estimate_simulated_with(&run, SimOptions { timeline: false }).unwrap();
+    assert!(simulated.time.pipeline_bubble > closed.time.pipeline_bubble);
+    assert!(closed.time.data_imbalance.value() > 0.0);
+    assert_eq!(simulated.time.data_imbalance, closed.time.data_imbalance);
 }
