@@ -1,8 +1,8 @@
 //! What DynaPipe's variable-length micro-batches (`batching = "dynamic"`,
 //! `crate::data::DynamicBatches`) do to a step. The op tables price the plan's `m` fixed
 //! micro-batch slots at their mean: the variable micro-batches' padded tokens and attention
-//! spread over the slots (`document_attention.rs`), so `m` mean slots do a replica's mean work. The step
-//! then adds what the slowest replica and the largest micro-batch take beyond that
+//! spread over the slots (`document_attention.rs`), so `m` mean slots do a replica's mean
+//! work. The step then adds what the slowest replica and the largest micro-batch take beyond that
 //! ([`dynamic_spread`]): each drawn global batch's micro-batches are dealt to the `dp` replicas
 //! longest first onto the least loaded (DynaPipe balances its data-parallel ranks' micro-batches
 //! by their cost), and a replica's pipeline fills and drains at the pace of its largest: the
