@@ -37,7 +37,8 @@ pub struct DynamicSpread {
     pub mean: f64,
     /// Micro-batches a replica runs, on average.
     pub per_replica: f64,
-    /// The first drawn global batch's work per replica.
+    /// The first drawn global batch's work per replica (of the replicas its micro-batches
+    /// stand for, when it was drawn in part).
     pub first_step: Vec<f64>,
 }
 
@@ -45,9 +46,11 @@ pub struct DynamicSpread {
 pub(crate) fn dynamic_spread(run: &Run, work: PieceWork) -> Option<DynamicSpread> {
     let batches = dynamic_batches(run)?;
     let batches = batches.get()?;
-    let dp = run.plan().dp().max(1) as usize;
-    // A very large global batch is drawn in part: its replicas' shares are scaled up to it.
-    let scale = batches.documents as f64 / batches.drawn.max(1) as f64;
+    let dp = run.plan().dp().max(1);
+    // A very large global batch is drawn in part: its micro-batches go to as many replicas as
+    // they stand for, each with a replica's share.
+    let share = batches.drawn as f64 / batches.documents.max(1) as f64;
+    let replicas = ((dp as f64 * share).round() as usize).clamp(1, dp as usize);
     let (mut slowest, mut largest, mut mean) = (0.0, 0.0, 0.0);
     let mut first_step = Vec::new();
     for (index, micro_batches) in batches.global_batches.iter().enumerate() {
@@ -59,14 +62,14 @@ pub(crate) fn dynamic_spread(run: &Run, work: PieceWork) -> Option<DynamicSpread
             })
             .collect();
         seconds.sort_unstable_by(|x, y| y.total_cmp(x));
-        let loads = deal(&seconds, dp);
+        let loads = deal(&seconds, replicas);
         let total: f64 = loads.iter().map(|load| load[0]).sum();
         let heaviest = loads.iter().map(|load| load[0]).fold(0.0, f64::max);
-        slowest += (heaviest - total / dp as f64) * scale;
+        slowest += heaviest - total / replicas as f64;
         largest += seconds.first().copied().unwrap_or(0.0);
         mean += total / seconds.len().max(1) as f64;
         if index == 0 {
-            first_step = loads.iter().map(|load| load[0] * scale).collect();
+            first_step = loads.iter().map(|load| load[0]).collect();
         }
     }
     let drawn = batches.global_batches.len().max(1) as f64;

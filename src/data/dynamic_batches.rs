@@ -17,8 +17,11 @@ use rand::rngs::StdRng;
 use super::Data;
 use super::loads::AttentionWork;
 
-/// Documents drawn for the global batches of one sample, at most: about 0.1 s.
-const DRAW_BUDGET: u64 = 1 << 22;
+/// Documents drawn for the global batches of one sample, at most: every plan a search prices
+/// deals their micro-batches to its replicas, so they are kept to what a millisecond deals. A
+/// larger global batch is drawn in part, and its micro-batches stand for a proportional share
+/// of the replicas.
+const DRAW_BUDGET: u64 = 1 << 14;
 /// Global batches one sample holds, at most.
 const GLOBAL_BATCHES: u64 = 8;
 

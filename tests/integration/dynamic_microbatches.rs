@@ -191,3 +191,25 @@ fn estimate_prints_the_variable_micro_batches() {
     assert!(output.stdout.contains("variable micro-batches a replica"), "{}", output.stdout);
     assert!(output.stdout.contains("global batches of 512 documents drawn"), "{}", output.stdout);
 }
+
+/// A global batch of more documents than a sample draws (16,384) is drawn in part, its
+/// micro-batches dealt to the share of the replicas they stand for: with as many documents a
+/// replica, a replica runs as many micro-batches and its spread is the one of a global batch
+/// drawn whole (the slowest of that share of the replicas, not of all of them).
+#[test]
+fn a_global_batch_larger_than_the_sample_is_priced_per_replica_alike() {
+    let balance = |gpus: i64, global_batch: i64| {
+        let plan = PlanSpec { tp: Some(1), ..PlanSpec::default() };
+        let spec =
+            with_data(llama(gpus, 8192, global_batch, 1, plan), &SHORT_TAILED, Batching::Dynamic);
+        closed_form(&Run::from_spec(&spec).unwrap()).data_balance.unwrap()
+    };
+    // 64 documents a replica either way: 16,384 documents drawn whole on 256 GPUs, 262,144
+    // drawn in part on 4,096.
+    let (whole, part) = (balance(256, 16_384), balance(4096, 262_144));
+    let per_replica =
+        |b: &meshplan::cost::imbalance::DataImbalance| b.variable.unwrap().per_replica;
+    assert!((per_replica(&whole) / per_replica(&part) - 1.0).abs() < 0.1, "{whole:?} {part:?}");
+    assert!(part.replicas >= 1.0 && part.replicas < 1.5, "{part:?}");
+    assert!((part.replicas / whole.replicas - 1.0).abs() < 0.1, "{whole:?} {part:?}");
+}
