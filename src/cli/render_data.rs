@@ -29,7 +29,7 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
         ),
         crate::data::Batching::Dynamic => {
             let micro_batch = run.training().micro_batch();
-            match data.dynamic(run.model(), micro_batch).as_deref().and_then(|made| made.get()) {
+            match run.dynamic_batches().as_deref().and_then(|made| made.get()) {
                 Some(batches) => format!(
                     "sorted by length into variable micro-batches of up to {} padded tokens \
                      ({:.1} a global batch on average against {} fixed ones, {:.1} % of the \
@@ -44,7 +44,7 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
             }
         }
     };
-    let sampled = match data.dynamic(run.model(), run.training().micro_batch()) {
+    let sampled = match run.dynamic_batches() {
         Some(made) => match made.get() {
             Some(batches) => format!(
                 "{} global batches of {} documents drawn",
@@ -127,7 +127,7 @@ impl DataJson {
     pub(super) fn of(run: &crate::Run, estimate: &Estimate) -> Option<DataJson> {
         let (data, balance) = (run.data()?, estimate.data_balance?);
         let distribution = data.data.distribution();
-        let made = data.dynamic(run.model(), run.training().micro_batch());
+        let made = run.dynamic_batches();
         let dynamic = made.as_deref().and_then(|made| made.get());
         Some(DataJson {
             lengths: data.data.name().to_owned(),

@@ -456,59 +456,45 @@ impl ActivationBytes {
         }
         let layers = segment.layers;
         let full = layers - segment.recomputed_layers.min(layers);
-        let per_layer = self.full_layer_bytes(segment) / layers.max(1.0);
-        (in_layers, per_layer * (self.offload_share * layers).min(full))
+        (in_layers, self.unrecomputed_layer(segment) * (self.offload_share * layers).min(full))
     }
 
-    /// What one micro-batch's transformer layers of a segment would store without recompute.
-    fn full_layer_bytes(&self, segment: &Segment) -> Bytes {
+    /// What one layer of a segment stores without recompute, on average over its layers (a
+    /// hybrid segment's kinds, an MoE segment's dense and MoE layers).
+    fn unrecomputed_layer(&self, segment: &Segment) -> Bytes {
         let layers = segment.layers;
         if let Some(kinds) = &self.sublayers {
-            return segment
-                .sublayers
-                .iter()
-                .zip(kinds)
-                .map(|(&n, &bytes)| bytes * f64::from(n))
-                .sum();
+            return self.sublayer_bytes(segment, kinds) / layers.max(1.0);
         }
         if self.moe {
             let dense = segment.dense_layers.min(layers);
-            self.dense_layer * dense + self.moe_layer * (layers - dense)
+            (self.dense_layer * dense + self.moe_layer * (layers - dense)) / layers.max(1.0)
         } else {
-            self.dense_layer * layers
+            self.dense_layer
         }
+    }
+
+    /// What a hybrid segment's layers store without recompute, kind by kind.
+    fn sublayer_bytes(&self, segment: &Segment, kinds: &[Bytes]) -> Bytes {
+        segment.sublayers.iter().zip(kinds).map(|(&n, &bytes)| bytes * f64::from(n)).sum()
     }
 
     /// What one micro-batch's transformer layers of a segment store.
     fn stored_in_layers(&self, segment: &Segment) -> Bytes {
         let layers = segment.layers;
-        if let Some(kinds) = &self.sublayers {
-            let all: Bytes =
-                segment.sublayers.iter().zip(kinds).map(|(&n, &bytes)| bytes * f64::from(n)).sum();
-            return match self.recompute {
-                RecomputeKind::Full => {
-                    let recomputed = segment.recomputed_layers.min(layers);
-                    let per_layer = all / layers.max(1.0);
-                    self.layer_input * recomputed + per_layer * (layers - recomputed)
-                }
-                _ => all,
-            };
-        }
-        let per_layer = if self.moe {
-            let dense = segment.dense_layers.min(layers);
-            (self.dense_layer * dense + self.moe_layer * (layers - dense)) / layers.max(1.0)
-        } else {
-            self.dense_layer
-        };
-        match self.recompute {
-            RecomputeKind::None | RecomputeKind::Selective => per_layer * layers,
-            RecomputeKind::Op => {
+        match (&self.sublayers, self.recompute) {
+            (_, RecomputeKind::Full) => {
+                let recomputed = segment.recomputed_layers.min(layers);
+                self.layer_input * recomputed
+                    + self.unrecomputed_layer(segment) * (layers - recomputed)
+            }
+            (Some(kinds), _) => self.sublayer_bytes(segment, kinds),
+            (None, RecomputeKind::None | RecomputeKind::Selective) => {
+                self.unrecomputed_layer(segment) * layers
+            }
+            (None, RecomputeKind::Op) => {
                 let dense = if self.moe { segment.dense_layers.min(layers) } else { layers };
                 self.op_dense_layer * dense + self.op_moe_layer * (layers - dense)
-            }
-            RecomputeKind::Full => {
-                let recomputed = segment.recomputed_layers.min(layers);
-                self.layer_input * recomputed + per_layer * (layers - recomputed)
             }
         }
     }

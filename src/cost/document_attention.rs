@@ -34,8 +34,7 @@ pub fn attention_scale(run: &Run) -> Option<AttentionScale> {
     let data = run.data()?;
     let (forward, backward) = ramp(run);
     // Variable micro-batches: the plan's fixed slots at their mean, attention and the rest.
-    let dynamic = data.dynamic(run.model(), run.training().micro_batch());
-    if let Some(batches) = dynamic.as_deref().and_then(|made| made.get()) {
+    if let Some(batches) = run.dynamic_batches().as_deref().and_then(|made| made.get()) {
         let scale = AttentionScale {
             forward: batches.mean_ratio(forward),
             backward: batches.mean_ratio(backward),

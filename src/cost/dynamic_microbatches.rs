@@ -12,17 +12,9 @@
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
-use std::sync::{Arc, OnceLock};
 
 use crate::cost::repacking::PieceWork;
-use crate::data::DynamicBatches;
 use crate::run::Run;
-
-/// The run's variable micro-batches at its micro-batch size; `None` for other batchings or
-/// without data.
-pub(crate) fn dynamic_batches(run: &Run) -> Option<Arc<OnceLock<DynamicBatches>>> {
-    run.data()?.dynamic(run.model(), run.training().micro_batch())
-}
 
 /// What the variable micro-batches leave uneven on a step whose critical stage prices a
 /// sequence's work as `work`.
@@ -44,7 +36,7 @@ pub struct DynamicSpread {
 
 /// The spread of the run's variable micro-batches; `None` unless it forms them.
 pub(crate) fn dynamic_spread(run: &Run, work: PieceWork) -> Option<DynamicSpread> {
-    let batches = dynamic_batches(run)?;
+    let batches = run.dynamic_batches()?;
     let batches = batches.get()?;
     let dp = run.plan().dp().max(1);
     // A very large global batch is drawn in part: its micro-batches go to as many replicas as

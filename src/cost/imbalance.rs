@@ -21,7 +21,7 @@ use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
 use crate::cost::document_attention::ramp;
-use crate::cost::dynamic_microbatches::{dynamic_batches, dynamic_spread};
+use crate::cost::dynamic_microbatches::dynamic_spread;
 use crate::cost::repacking::{PieceWork, repacked_spread};
 use crate::cost::work::Work;
 use crate::run::Run;
@@ -73,14 +73,8 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
     let micro_batch = run.training().micro_batch() as f64;
     let m = plan.num_microbatches();
     let work = sequence_work(run, critical)?;
-    let (u, v) = (work.u, work.v);
-    let moments = loads.moments_of(u, v);
-    let mean = moments[0];
     let per_microbatch = critical.total().value();
-    // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's:
-    // drawn as packed, dealt from a window of re-packed documents, or formed into variable
-    // micro-batches.
-    let sequences = m as f64 * micro_batch;
+    // Variable micro-batches: what dealing them leaves, their largest's fill priced directly.
     if let Some(spread) = dynamic_spread(run, work) {
         let replica = per_microbatch * m as f64;
         let fill = (plan.pp() - 1) as f64 / plan.vp() as f64 * (spread.largest - per_microbatch);
@@ -94,6 +88,12 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
             }),
         });
     }
+    // The slowest replica's attention over `m x mbs` sequences, and its largest micro-batch's:
+    // drawn as packed, or dealt from a window of re-packed documents.
+    let (u, v) = (work.u, work.v);
+    let moments = loads.moments_of(u, v);
+    let mean = moments[0];
+    let sequences = m as f64 * micro_batch;
     let repacked = (plan.balance_window() > 0).then(|| repacked_spread(run, work)).flatten();
     let (slowest, largest_microbatch) = match repacked {
         Some(spread) => spread,
@@ -123,7 +123,7 @@ pub(crate) fn attention_seconds_per_unit(run: &Run, critical: &Work) -> Option<[
     let loads = &run.data()?.loads;
     let (y_forward, y_backward) = ramp(run);
     let micro_batch = run.training().micro_batch() as f64;
-    let dynamic = dynamic_batches(run);
+    let dynamic = run.dynamic_batches();
     let phase = |time: Seconds, y: f64| {
         // Variable micro-batches' slots average their own attention, not the sample's.
         let mean = match dynamic.as_ref().and_then(|batches| batches.get()) {
@@ -153,7 +153,8 @@ pub(crate) fn sequence_work(run: &Run, critical: &Work) -> Option<PieceWork> {
     let per_microbatch = critical.total().value();
     let attention = critical.forward_attention.value() + critical.backward_attention.value();
     // A slot of variable micro-batches computes a share of a full micro-batch's tokens.
-    let computed = dynamic_batches(run)
+    let computed = run
+        .dynamic_batches()
         .and_then(|batches| batches.get().map(|batches| batches.computed_fraction))
         .unwrap_or(1.0);
     let tokens = micro_batch * run.training().seq_len() as f64 * computed;

@@ -153,7 +153,8 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
         run.data().map_or((1.0, 1.0), |data| (data.loads.trained_fraction, data.loads.mean[0]));
     // Variable micro-batches train what their own draws hold, and each document's attention
     // over its own tokens is what the model needs of it (not its padding's).
-    let (trained, attention_share) = crate::cost::dynamic_microbatches::dynamic_batches(run)
+    let (trained, attention_share) = run
+        .dynamic_batches()
         .and_then(|batches| {
             batches.get().map(|batches| (batches.trained_fraction, batches.attention_share))
         })

@@ -208,7 +208,7 @@ pub(crate) fn validate_balance_window(collector: &mut Collector, window: Option<
 /// A balance window re-packs documents and hybrid CP places them: without a length
 /// distribution there are none, and variable micro-batches (`batching`, the data's when it has
 /// any) form their own.
-pub(crate) fn check_plan_has_data(
+pub(crate) fn check_plan_against_data(
     collector: &mut Collector,
     plan: &Plan,
     batching: Option<Batching>,

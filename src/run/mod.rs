@@ -4,7 +4,7 @@
 //! only way the cost model receives input, so every divisibility and capacity rule is checked
 //! exactly once, here, and all violations are reported together.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -14,7 +14,7 @@ mod hybrid_split;
 mod parts;
 mod rules;
 
-use crate::data::DataSpec;
+use crate::data::{DataSpec, DynamicBatches};
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
 use crate::plan::{Engine, PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
@@ -136,7 +136,7 @@ impl Run {
         let data = data::validate_data(&mut collector, spec.data.as_ref(), model.as_ref(), batch);
         if let Some(plan) = &plan {
             let batching = spec.data.as_ref().map(|data| data.batching.unwrap_or_default());
-            data::check_plan_has_data(&mut collector, plan, batching);
+            data::check_plan_against_data(&mut collector, plan, batching);
         }
         let ((model, cluster), plan) =
             collector.finish_with(model.zip(cluster).zip(plan), "run")?;
@@ -168,6 +168,12 @@ impl Run {
     /// sequence is one document of the run's length.
     pub fn data(&self) -> Option<&RunData> {
         self.data.as_deref()
+    }
+
+    /// The run's variable micro-batches (`batching = "dynamic"`) at its micro-batch size;
+    /// `None` for other batchings or without data.
+    pub fn dynamic_batches(&self) -> Option<Arc<OnceLock<DynamicBatches>>> {
+        self.data()?.dynamic(&self.model, self.training.micro_batch())
     }
 
     /// The same run re-packing its documents over `window` global batches, for a window its

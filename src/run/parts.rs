@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::data::{RunData, check_plan_has_data, validate_data};
+use super::data::{RunData, check_plan_against_data, validate_data};
 use super::{
     Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_defaults,
 };
@@ -84,7 +84,7 @@ impl RunParts {
         if let Some(plan) = &plan {
             // Parts are built only when every part passed: their data is there iff given.
             let batching = self.data.as_ref().map(|data| data.data.batching());
-            check_plan_has_data(&mut collector, plan, batching);
+            check_plan_against_data(&mut collector, plan, batching);
         }
         let plan = collector.finish_with(plan, "plan")?;
         Ok(Run {
