@@ -5,20 +5,23 @@
 //! document mix: without the lengths; with them packed as they arrive and static CP (no
 //! balancing strategy: `balance_window` pinned to 0, `hybrid_cp` to false); packed as they
 //! arrive with hybrid CP tried; and trying every balancing strategy (re-packing windows of 0 to
-//! 8 global batches and hybrid CP with both schedulers). Each also prints the candidates it considered, priced and simulated, and the
+//! 8 global batches and hybrid CP with both schedulers); and with the documents one per padded
+//! sequence, in fixed micro-batches against every strategy (variable micro-batches too). Each
+//! also prints the candidates it considered, priced and simulated, and the
 //! candidates considered per second. `RAYON_NUM_THREADS=1` measures one thread.
 
 use std::time::{Duration, Instant};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use meshplan::data::Batching;
 use meshplan::hardware::ClusterSpec;
-use meshplan::plan::TrainingSpec;
+use meshplan::plan::{PlanSpec, TrainingSpec};
 use meshplan::search::{Constraints, SearchSpec, search};
 use meshplan::{RunSpec, presets};
 
 #[path = "cases/long_context.rs"]
 mod long_context;
-use long_context::long_context;
+use long_context::{long_context, no_balancing};
 
 fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> SearchSpec {
     SearchSpec {
@@ -37,6 +40,7 @@ fn spec(model: &str, gpu: &str, gpus: i64, seq_len: i64, global_batch: i64) -> S
 }
 
 fn bench_search(c: &mut Criterion) {
+    let (pack, pad) = (Some(Batching::Pack), Some(Batching::Pad));
     let cases = [
         ("search gpt3-175b 1024 a100-80gb", spec("gpt3-175b", "a100-80gb", 1024, 2048, 1536)),
         ("search llama3.1-405b 16384 h100", spec("llama3.1-405b", "h100-sxm", 16384, 8192, 2048)),
@@ -47,13 +51,21 @@ fn bench_search(c: &mut Criterion) {
             "search llama3.1-405b 131072 h100",
             spec("llama3.1-405b", "h100-sxm", 131072, 8192, 16384),
         ),
-        ("search llama2-7b 64 h100 128k", long_context(false, None, None)),
+        ("search llama2-7b 64 h100 128k", long_context(None, PlanSpec::default())),
+        ("search llama2-7b 64 h100 128k lengths packed static", long_context(pack, no_balancing())),
         (
-            "search llama2-7b 64 h100 128k lengths packed static",
-            long_context(true, Some(0), Some(false)),
+            "search llama2-7b 64 h100 128k lengths packed",
+            long_context(pack, PlanSpec { balance_window: Some(0), ..PlanSpec::default() }),
         ),
-        ("search llama2-7b 64 h100 128k lengths packed", long_context(true, Some(0), None)),
-        ("search llama2-7b 64 h100 128k lengths every strategy", long_context(true, None, None)),
+        (
+            "search llama2-7b 64 h100 128k lengths every strategy",
+            long_context(pack, PlanSpec::default()),
+        ),
+        ("search llama2-7b 64 h100 128k lengths padded fixed", long_context(pad, no_balancing())),
+        (
+            "search llama2-7b 64 h100 128k lengths padded every strategy",
+            long_context(pad, PlanSpec::default()),
+        ),
     ];
     let mut group = c.benchmark_group("search");
     group.sample_size(10).measurement_time(Duration::from_secs(10));

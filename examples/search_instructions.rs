@@ -3,11 +3,15 @@
 //! where wall time is too noisy: `RAYON_NUM_THREADS=1 valgrind --tool=callgrind
 //! target/release/examples/search_instructions 1 every` against the same with `packed` (documents
 //! packed as they arrive, static CP) compares the search over every balancing strategy with the
-//! one over none.
+//! one over none; `padded-every` and `padded-fixed` do the same with the documents one per padded
+//! sequence (variable micro-batches among the strategies).
 
 #[path = "../benches/cases/long_context.rs"]
 mod long_context;
 
+use long_context::{long_context, no_balancing};
+use meshplan::data::Batching;
+use meshplan::plan::PlanSpec;
 use meshplan::search::search;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -16,10 +20,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 1,
     };
     let spec = match std::env::args().nth(2).as_deref() {
-        Some("every") | None => long_context::long_context(true, None, None),
-        Some("packed") => long_context::long_context(true, Some(0), Some(false)),
+        Some("every") | None => long_context(Some(Batching::Pack), PlanSpec::default()),
+        Some("packed") => long_context(Some(Batching::Pack), no_balancing()),
+        Some("padded-every") => long_context(Some(Batching::Pad), PlanSpec::default()),
+        Some("padded-fixed") => long_context(Some(Batching::Pad), no_balancing()),
         Some(other) => {
-            return Err(format!("unknown case `{other}`; give `every` or `packed`").into());
+            let cases = "`every`, `packed`, `padded-every` or `padded-fixed`";
+            return Err(format!("unknown case `{other}`; give {cases}").into());
         }
     };
     let mut priced = 0;

@@ -1,21 +1,28 @@
 //! The long-context search that the search benchmark times and `examples/search_instructions.rs`
 //! counts (issue 16's benchmark): WLB-LLM's 7B-128K setting, Llama 2 7B on 64 H100 at 128K tokens
 //! with a global batch of 16, on a stated long-tailed mix of mostly 0.5-4K documents, some of
-//! 32-128K and a few past the 128K sequence.
+//! 32-128K and a few past the 128K sequence, packed or one per (padded) sequence.
 
-use meshplan::data::{DataSpec, LengthBinSpec};
+use meshplan::data::{Batching, DataSpec, LengthBinSpec};
 use meshplan::hardware::ClusterSpec;
 use meshplan::plan::{PlanSpec, TrainingSpec};
 use meshplan::search::{Constraints, SearchSpec};
 use meshplan::{RunSpec, presets};
 
-/// The search, with the mix or without (`data`), and the balancing pins: `balance_window` 0
-/// packs documents as they arrive, `hybrid_cp` false keeps CP static; `None` tries every choice.
-pub fn long_context(
-    data: bool,
-    balance_window: Option<i64>,
-    hybrid_cp: Option<bool>,
-) -> SearchSpec {
+/// No balancing strategy: documents packed as they arrive (or padded), static CP, fixed
+/// micro-batches.
+pub fn no_balancing() -> PlanSpec {
+    PlanSpec {
+        balance_window: Some(0),
+        hybrid_cp: Some(false),
+        variable_micro_batches: Some(false),
+        ..PlanSpec::default()
+    }
+}
+
+/// The search, with the mix batched by `batching` or without it, and the plan pinned by `pins`
+/// (unpinned, the search tries every balancing strategy the data allows).
+pub fn long_context(batching: Option<Batching>, pins: PlanSpec) -> SearchSpec {
     let bin = |min, max, count| LengthBinSpec { min, max, count };
     SearchSpec {
         base: RunSpec {
@@ -27,13 +34,14 @@ pub fn long_context(
                 micro_batch: None,
                 precision: None,
             },
-            plan: PlanSpec { balance_window, hybrid_cp, ..PlanSpec::default() },
-            data: data.then(|| DataSpec {
+            plan: pins,
+            data: batching.map(|batching| DataSpec {
                 histogram: Some(vec![
                     bin(512, 4096, 900),
                     bin(32768, 131_072, 60),
                     bin(131_072, 262_144, 10),
                 ]),
+                batching: Some(batching),
                 ..DataSpec::default()
             }),
         },

@@ -2,9 +2,10 @@
 //! first byte; Parquet when the rest opens with Parquet's `PAR1`, as the CLI reads any file) to
 //! the reader and `Data::from_spec`; for data that validates, draws its sample of 64-token
 //! sequences and asserts every summary figure finite, the FLOP ratio's mean within (0, 1] and
-//! the trained share of tokens within (0, 1]; batched `dynamic`, also forms its variable
-//! micro-batches (global batches of 64 documents, a budget of two sequences) and asserts each
-//! within the budget, the trained share within (0, 1] and at most the computed one.
+//! the trained share of tokens within (0, 1]; batched `pad` (one document per sequence), also
+//! forms the variable micro-batches a plan would sort them into (global batches of 64
+//! documents, a budget of two sequences) and asserts each within the budget, the trained share
+//! within (0, 1] and at most the computed one.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -32,7 +33,7 @@ fuzz_target!(|data: &[u8]| {
     for value in loads.covariance.iter().chain(&loads.max).chain(loads.largest.iter().flatten()) {
         assert!(value.is_finite(), "{loads:?}");
     }
-    if data.batching() == Batching::Dynamic {
+    if data.batching() == Batching::Pad {
         let work = AttentionWork::new(&flops, 64);
         let formed = form_dynamic_batches(&data, &work, 64, 2);
         assert!(formed.trained_fraction > 0.0 && formed.trained_fraction <= 1.0, "{formed:?}");

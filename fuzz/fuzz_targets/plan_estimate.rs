@@ -107,6 +107,8 @@ struct Input {
     balance_window: Option<Count>,
     /// Per-document CP groups (refused without data, which this target never gives).
     hybrid_cp: Option<bool>,
+    /// Variable micro-batches (refused without data likewise).
+    variable_micro_batches: Option<bool>,
     max_seqlen_per_rank: Option<Count>,
     hybrid_cp_scheduler: Option<bool>,
 }
@@ -224,6 +226,7 @@ fn spec(input: &Input) -> RunSpec {
             hybrid_cp_scheduler: input
                 .hybrid_cp_scheduler
                 .map(|b| if b { HybridCpScheduler::Megatron } else { HybridCpScheduler::ByWork }),
+            variable_micro_batches: input.variable_micro_batches,
         },
         data: None,
     }

@@ -142,8 +142,8 @@ pub struct SearchArgs {
     pub export_to: Option<Engine>,
     /// Search every plan meshplan prices, whatever engine runs it: no engine's refusals apply,
     /// and with document lengths the search also tries re-packing across global batches and
-    /// both hybrid-CP schedulers, which no released engine runs. Not with --engine or
-    /// --export-to.
+    /// both hybrid-CP schedulers (packed documents) or variable micro-batches (padded ones),
+    /// which no released engine runs. Not with --engine or --export-to.
     #[arg(long, help_heading = "Search")]
     pub any_engine: bool,
     /// Write the best plan as a plan file (TOML, every option explicit) that `estimate`,
@@ -327,9 +327,9 @@ pub struct RunArgs {
     #[arg(long, value_name = "NAME|FILE", help_heading = "Training")]
     pub lengths: Option<String>,
     /// How documents become sequences: pack (cut into --seq-len sequences, each document
-    /// attending to itself), pad (one document per sequence), whole (whole documents packed,
-    /// the rest of a sequence padded) or dynamic (sorted by length into variable micro-batches,
-    /// each padded to its longest document: DynaPipe). [default: pack]
+    /// attending to itself), pad (one document per sequence; --variable-micro-batches pads each
+    /// only to the longest of its micro-batch) or whole (whole documents packed, the rest of a
+    /// sequence padded). [default: pack]
     #[arg(long, value_enum, value_name = "HOW", help_heading = "Training")]
     pub batching: Option<crate::data::Batching>,
 

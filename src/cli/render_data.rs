@@ -17,32 +17,35 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
             "packed into {seq_len}-token sequences ({:.1} document pieces each on average)",
             data.loads.pieces_per_sequence
         ),
-        crate::data::Batching::Pad => format!(
-            "one document per {seq_len}-token sequence, padded ({:.1} % of tokens trained)",
-            data.loads.trained_fraction * 100.0
-        ),
+        crate::data::Batching::Pad => match run.dynamic_batches() {
+            Some(made) => match made.get() {
+                Some(batches) => {
+                    let micro_batch = run.training().micro_batch();
+                    format!(
+                        "one document per sequence, sorted by length into variable micro-batches \
+                         of up to {} padded tokens ({:.1} a global batch on average against {} \
+                         fixed ones, {:.1} % of the tokens computed trained)",
+                        micro_batch * seq_len,
+                        batches.micro_batches,
+                        run.training().global_batch() / micro_batch,
+                        100.0 * batches.trained_fraction
+                            / batches.computed_fraction.max(f64::MIN_POSITIVE)
+                    )
+                }
+                None => "one document per sequence, sorted by length into variable micro-batches"
+                    .to_owned(),
+            },
+            None => format!(
+                "one document per {seq_len}-token sequence, padded ({:.1} % of tokens trained)",
+                data.loads.trained_fraction * 100.0
+            ),
+        },
         crate::data::Batching::Whole => format!(
             "whole documents packed into {seq_len}-token sequences, the rest padded ({:.1} \
              documents each on average, {:.1} % of tokens trained)",
             data.loads.pieces_per_sequence,
             data.loads.trained_fraction * 100.0
         ),
-        crate::data::Batching::Dynamic => {
-            let micro_batch = run.training().micro_batch();
-            match run.dynamic_batches().as_deref().and_then(|made| made.get()) {
-                Some(batches) => format!(
-                    "sorted by length into variable micro-batches of up to {} padded tokens \
-                     ({:.1} a global batch on average against {} fixed ones, {:.1} % of the \
-                     tokens computed trained)",
-                    micro_batch * seq_len,
-                    batches.micro_batches,
-                    run.training().global_batch() / micro_batch,
-                    100.0 * batches.trained_fraction
-                        / batches.computed_fraction.max(f64::MIN_POSITIVE)
-                ),
-                None => "sorted by length into variable micro-batches".to_owned(),
-            }
-        }
     };
     let sampled = match run.dynamic_batches() {
         Some(made) => match made.get() {
@@ -117,8 +120,8 @@ pub(super) struct DataJson {
     largest_microbatch_over_mean: f64,
     /// What the imbalance adds to the step (the time breakdown's `data_imbalance`).
     imbalance_s: f64,
-    /// With variable micro-batches (`batching = "dynamic"`): how many a replica runs and what
-    /// their largest adds to the pipeline's fill and drain.
+    /// With variable micro-batches (a plan's `variable_micro_batches`): how many a replica runs
+    /// and what their largest adds to the pipeline's fill and drain.
     #[serde(skip_serializing_if = "Option::is_none")]
     variable_microbatches: Option<VariableMicroBatches>,
 }

@@ -1,4 +1,4 @@
-//! What DynaPipe's variable-length micro-batches (`batching = "dynamic"`,
+//! What DynaPipe's variable-length micro-batches (a plan's `variable_micro_batches`,
 //! `crate::data::DynamicBatches`) do to a step. The op tables price the plan's `m` fixed
 //! micro-batch slots at their mean: the variable micro-batches' padded tokens and attention
 //! spread over the slots (`document_attention.rs`), so `m` mean slots do a replica's mean

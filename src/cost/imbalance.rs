@@ -43,7 +43,7 @@ pub struct DataImbalance {
     pub variable: Option<VariableMicroBatches>,
 }
 
-/// What variable micro-batches (`batching = "dynamic"`) leave of a step's pipeline.
+/// What variable micro-batches (a plan's `variable_micro_batches`) leave of a step's pipeline.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct VariableMicroBatches {
     /// Micro-batches a replica runs, on average (the plan's fixed count is their slots).

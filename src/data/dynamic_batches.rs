@@ -148,7 +148,7 @@ mod tests {
     fn data(lengths: Vec<i64>) -> Data {
         let spec = DataSpec {
             lengths: Some(lengths),
-            batching: Some(Batching::Dynamic),
+            batching: Some(Batching::Pad),
             ..DataSpec::default()
         };
         Data::from_spec(&spec, None).unwrap()
@@ -204,7 +204,7 @@ mod tests {
     fn the_same_seed_forms_the_same_batches() {
         let spec = DataSpec {
             histogram: Some(vec![crate::data::LengthBinSpec { min: 10, max: 9000, count: 5 }]),
-            batching: Some(Batching::Dynamic),
+            batching: Some(Batching::Pad),
             seed: Some(7),
             ..DataSpec::default()
         };

@@ -104,7 +104,7 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
             (seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0)
                 .min(PIECES_PER_SEQUENCE as f64)
         }
-        Batching::Pad | Batching::Dynamic => 1.0,
+        Batching::Pad => 1.0,
     };
     let sequences = ((DRAW_BUDGET as f64 / pieces) as u64).clamp(SEQUENCES.0, SEQUENCES.1);
     let mut values: Vec<[f64; 2]> = Vec::with_capacity(sequences as usize);
@@ -112,9 +112,9 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
     let mut carried = 0u64;
     for _ in 0..sequences {
         match data.batching() {
-            // Variable micro-batches are formed per batch shape (`dynamic_batches.rs`); their
-            // sequences are drawn here as padded ones.
-            Batching::Pad | Batching::Dynamic => {
+            // A plan's variable micro-batches are formed per batch shape
+            // (`dynamic_batches.rs`); their sequences are drawn here as padded ones.
+            Batching::Pad => {
                 // Padded attention runs over the whole sequence whatever the document's length.
                 let length = distribution.draw(&mut rng).min(seq_len);
                 trained += length;

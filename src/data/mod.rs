@@ -51,7 +51,8 @@ pub enum Batching {
     #[default]
     Pack,
     /// One document per sequence, cut at `seq_len` and padded to it: every sequence costs a full
-    /// one, and only the document's tokens count as trained.
+    /// one, and only the document's tokens count as trained; `global_batch` counts documents. A
+    /// plan's variable micro-batches (DynaPipe) pad each only to the longest of its micro-batch.
     Pad,
     /// Whole documents packed in the order they arrive, each attending only to itself, a
     /// document that does not fit the rest of a sequence starting the next one and the rest
@@ -59,12 +60,6 @@ pub enum Batching {
     /// order); a document longer than `seq_len` is cut to it. Padding costs its linear work
     /// and no attention, and only the documents' tokens count as trained.
     Whole,
-    /// Variable-length micro-batches (DynaPipe): each global batch's documents, cut at
-    /// `seq_len`, sorted longest first and cut in that order into micro-batches padded to their
-    /// longest document, each holding at most `micro_batch x seq_len` padded tokens. Short
-    /// documents share a micro-batch, so the count and size of micro-batches vary; only the
-    /// documents' tokens count as trained, and `global_batch` counts documents.
-    Dynamic,
 }
 
 impl Batching {
@@ -74,7 +69,6 @@ impl Batching {
             Batching::Pack => "pack",
             Batching::Pad => "pad",
             Batching::Whole => "whole",
-            Batching::Dynamic => "dynamic",
         }
     }
 }

@@ -73,6 +73,10 @@ pub struct Capabilities {
     pub balance_window: u64,
     /// Whether it places documents on per-document context-parallel groups (`--hybrid-cp`).
     pub hybrid_cp: bool,
+    /// Whether its loader sorts documents into variable micro-batches (DynaPipe,
+    /// `--variable-micro-batches`): none of the three forms micro-batches other than of a fixed
+    /// count of sequences.
+    pub variable_micro_batches: bool,
     /// The activation offload to host memory it runs (`offload.rs`, sources in
     /// `docs/activation-offload.md`).
     pub activation_offload: ActivationOffload,
@@ -123,6 +127,7 @@ const MEGATRON: Capabilities = Capabilities {
     // `--hybrid-context-parallel --max-seqlen-per-dp-cp-rank`, core_v0.16.0 to core_v0.19.0
     // (docs/megatron-packing-schedulers.md).
     hybrid_cp: true,
+    variable_micro_batches: false,
     // `--cpu-offloading-num-layers N`, core_v0.16.0 to core_v0.19.0: TransformerConfig refuses
     // it with pp > 1 or any recompute; the hybrid (Mamba) stack never enters the offload context
     // (docs/activation-offload.md, section 1a).
@@ -166,6 +171,7 @@ const TORCHTITAN: Capabilities = Capabilities {
     hybrid_layers: false,
     balance_window: 0,
     hybrid_cp: false,
+    variable_micro_batches: false,
     // v0.2.2's only CPU offload, `training.enable_cpu_offload`, is FSDP2's parameter, gradient
     // and optimizer-state offload (docs/activation-offload.md, section 3).
     activation_offload: ActivationOffload::None,
@@ -197,6 +203,7 @@ const DEEPSPEED: Capabilities = Capabilities {
     hybrid_layers: false,
     balance_window: 0,
     hybrid_cp: false,
+    variable_micro_batches: false,
     // `activation_checkpointing.cpu_checkpointing`: full recompute's checkpoint inputs, all but
     // the newest from 0.19.6 on (0.19.8 is pinned; docs/activation-offload.md, section 2a).
     activation_offload: ActivationOffload::CheckpointInputs,
@@ -291,7 +298,7 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if plan.balance_window() > caps.balance_window {
         out.push(Refusal::DocumentRepacking { window: plan.balance_window() });
     }
-    if run.data().is_some_and(|data| data.data.batching() == crate::data::Batching::Dynamic) {
+    if plan.variable_micro_batches() && !caps.variable_micro_batches {
         out.push(Refusal::VariableMicroBatches);
     }
     if !caps.partial_recompute

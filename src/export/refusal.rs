@@ -105,7 +105,7 @@ pub enum Refusal {
         /// Global batches re-packed together.
         window: u64,
     },
-    /// DynaPipe's variable-length micro-batches (data batched `dynamic`), which no engine's
+    /// DynaPipe's variable-length micro-batches (`--variable-micro-batches`), which no engine's
     /// data loader forms.
     VariableMicroBatches,
     /// Per-document context-parallel groups where the engine has none, or with what its hybrid
@@ -255,7 +255,7 @@ impl fmt::Display for Refusal {
             ),
             Refusal::VariableMicroBatches => write!(
                 f,
-                "its data loader forms micro-batches of a fixed number of sequences; DynaPipe's variable micro-batches (sorted by length, each padded to its longest document) are not in Megatron-LM, torchtitan or DeepSpeed; batch the data with pack or pad"
+                "its data loader forms micro-batches of a fixed number of sequences; DynaPipe's variable micro-batches (sorted by length, each padded to its longest document) are not in Megatron-LM, torchtitan or DeepSpeed; drop --variable-micro-batches"
             ),
             Refusal::HybridCp { engine, with: None } => write!(
                 f,

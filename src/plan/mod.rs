@@ -369,6 +369,14 @@ pub struct PlanSpec {
     /// training FLOPs, a rank's documents packed). [default: megatron]
     #[arg(long, value_enum, value_name = "SCHEDULER", help_heading = PLAN)]
     pub hybrid_cp_scheduler: Option<HybridCpScheduler>,
+    /// Sort each global batch's documents longest first and cut them in that order into
+    /// micro-batches of at most micro-batch x seq-len padded tokens, each padded to its longest
+    /// (DynaPipe): short documents share a micro-batch, so the count and size of micro-batches
+    /// vary. Needs --lengths batched `pad`; no engine's loader forms them, so no export.
+    /// [default: false]
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    #[arg(help_heading = PLAN)]
+    pub variable_micro_batches: Option<bool>,
     /// Routed tokens on the busiest expert-parallel rank over the mean. [default: 1.0, balanced,
     /// as published benchmarks force it]
     #[arg(long, value_name = "RATIO", allow_negative_numbers = true, help_heading = EXPERTS)]
@@ -503,6 +511,7 @@ pub struct Plan {
     pub(crate) moe_imbalance: f64,
     pub(crate) balance_window: u64,
     pub(crate) hybrid_cp: Option<HybridCp>,
+    pub(crate) variable_micro_batches: bool,
     pub(crate) moe_capacity_factor: Option<f64>,
     pub(crate) engine: Engine,
 }
@@ -564,6 +573,7 @@ impl Plan {
             hybrid_cp: Some(self.hybrid_cp.is_some()),
             max_seqlen_per_rank: self.hybrid_cp.map(|h| h.max_tokens_per_rank as i64),
             hybrid_cp_scheduler: self.hybrid_cp.map(|h| h.scheduler),
+            variable_micro_batches: Some(self.variable_micro_batches),
             moe_capacity_factor: self.moe_capacity_factor,
             engine: Some(self.engine),
             // The stack is the run's, not the plan's: `plan_file::resolved_spec` writes it.
@@ -703,6 +713,11 @@ impl Plan {
     pub fn hybrid_cp(&self) -> Option<HybridCp> {
         self.hybrid_cp
     }
+    /// Whether each global batch's documents are sorted and cut into variable micro-batches
+    /// (DynaPipe) instead of fixed ones of `micro_batch` padded sequences.
+    pub fn variable_micro_batches(&self) -> bool {
+        self.variable_micro_batches
+    }
     /// Whether the expert-parallel all-to-all overlaps other compute.
     pub fn expert_comm_overlap(&self) -> bool {
         self.expert_comm_overlap
@@ -747,6 +762,9 @@ impl Plan {
             if hybrid.scheduler == HybridCpScheduler::ByWork {
                 label += "-by-work";
             }
+        }
+        if self.variable_micro_batches {
+            label += " variable-mb";
         }
         label
     }

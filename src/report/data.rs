@@ -44,6 +44,8 @@ pub struct DataView {
     pub micro_batch: u64,
     /// Global batches a re-packing window holds; 0 without re-packing.
     pub balance_window: u64,
+    /// Whether the plan sorts documents into variable micro-batches.
+    pub variable_micro_batches: bool,
     /// Seed of the data's sample, from which the step is drawn.
     pub seed: u64,
 }
@@ -68,6 +70,7 @@ impl DataView {
             microbatches: run.plan().num_microbatches(),
             micro_batch: run.training().micro_batch(),
             balance_window: run.plan().balance_window(),
+            variable_micro_batches: run.plan().variable_micro_batches(),
             seed: data.data.seed(),
         })
     }

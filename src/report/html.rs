@@ -204,15 +204,15 @@ fn imbalance_text(e: &crate::Estimate, data: &DataView) -> Result<String, Report
 fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
     let batching = match data.batching {
         Batching::Pack => format!("packed into {}-token sequences", data.seq_len),
+        Batching::Pad if data.variable_micro_batches => format!(
+            "one document per sequence, sorted by length into variable micro-batches padded to \
+             their longest document (documents cut at {} tokens)",
+            data.seq_len
+        ),
         Batching::Pad => format!("one document per {}-token sequence, padded", data.seq_len),
         Batching::Whole => {
             format!("whole documents packed into {}-token sequences, padded", data.seq_len)
         }
-        Batching::Dynamic => format!(
-            "sorted by length into variable micro-batches padded to their longest document \
-             (documents cut at {} tokens)",
-            data.seq_len
-        ),
     };
     check_finite("lengths", [("the mean", data.mean_length), ("a share", data.long_token_share)])?;
     let caption = format!(

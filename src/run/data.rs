@@ -45,8 +45,7 @@ pub struct RunData {
     /// work they were priced at: plans that differ only where the critical stage's work does not
     /// (sharding, offload, communication overlap) share it.
     spreads: ShapeCache<SpreadKey, (f64, f64)>,
-    /// With variable micro-batches, the micro-batches of the run's global batches by
-    /// micro-batch size (the token budget), shared likewise.
+    /// The variable micro-batches of the run's global batches by micro-batch size (the token budget), shared likewise.
     dynamic: ShapeCache<u64, DynamicBatches>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
@@ -98,20 +97,14 @@ impl RunData {
         })
     }
 
-    /// With variable micro-batches (`batching = "dynamic"`), the micro-batches of the run's
-    /// global batches under a budget of `micro_batch` sequences, formed the first time a run of
-    /// this data asks (`model` is the run's); `None` for other batchings.
-    pub fn dynamic(
-        &self,
-        model: &Model,
-        micro_batch: u64,
-    ) -> Option<Arc<OnceLock<DynamicBatches>>> {
-        (self.data.batching() == Batching::Dynamic).then(|| {
-            self.dynamic.get_or_make(micro_batch, || {
-                let flops = |tokens: u64| model.document_attention_flops(tokens);
-                let work = AttentionWork::new(&flops, self.seq_len);
-                form_dynamic_batches(&self.data, &work, self.global_batch, micro_batch)
-            })
+    /// The variable micro-batches (a plan's `variable_micro_batches`) of the run's global
+    /// batches under a budget of `micro_batch` sequences, formed the first time a run of this
+    /// data asks (`model` is the run's).
+    pub fn dynamic(&self, model: &Model, micro_batch: u64) -> Arc<OnceLock<DynamicBatches>> {
+        self.dynamic.get_or_make(micro_batch, || {
+            let flops = |tokens: u64| model.document_attention_flops(tokens);
+            let work = AttentionWork::new(&flops, self.seq_len);
+            form_dynamic_batches(&self.data, &work, self.global_batch, micro_batch)
         })
     }
 
@@ -205,22 +198,44 @@ pub(crate) fn validate_balance_window(collector: &mut Collector, window: Option<
     }
 }
 
-/// A balance window re-packs documents and hybrid CP places them: without a length
-/// distribution there are none, and variable micro-batches (`batching`, the data's when it has
-/// any) form their own.
+/// A balance window re-packs documents, hybrid CP places them and variable micro-batches sort
+/// them: without a length distribution there are none. Variable micro-batches take documents
+/// one per sequence (`batching`, the data's when it has any, `pad`) and form batches of their
+/// own, which no window re-packs and no group places; padded documents without them are
+/// neither re-packed nor placed either.
 pub(crate) fn check_plan_against_data(
     collector: &mut Collector,
     plan: &Plan,
     batching: Option<Batching>,
 ) {
-    if batching == Some(Batching::Dynamic) {
-        let fix = "drop it, or batch the data with `pack` to re-pack or place its documents";
+    if plan.variable_micro_batches {
+        match batching {
+            Some(Batching::Pad) => {}
+            None => collector.add(
+                "plan.variable_micro_batches",
+                true,
+                "sorts documents into micro-batches, but no document lengths were given",
+                "pass --lengths with --batching pad, or drop --variable-micro-batches",
+            ),
+            Some(other) => collector.add(
+                "plan.variable_micro_batches",
+                true,
+                format!(
+                    "sorts whole documents into micro-batches, but the data is batched `{}` \
+                     (documents packed into sequences)",
+                    other.name()
+                ),
+                "batch the data with `--batching pad` (one document per sequence, the global batch \
+                 counting documents), or drop --variable-micro-batches",
+            ),
+        }
+        let fix = "drop it, or drop --variable-micro-batches";
         if plan.balance_window > 0 {
             collector.add(
                 "plan.balance_window",
                 plan.balance_window,
-                "re-packs documents into packed micro-batches, but the data is batched into \
-                 variable micro-batches (batching `dynamic`)",
+                "re-packs documents into packed micro-batches, but the plan forms variable \
+                 micro-batches",
                 fix,
             );
         }
@@ -228,9 +243,32 @@ pub(crate) fn check_plan_against_data(
             collector.add(
                 "plan.hybrid_cp",
                 true,
-                "places packed documents on context-parallel groups, but the data is batched \
-                 into variable micro-batches (batching `dynamic`)",
+                "places packed documents on context-parallel groups, but the plan forms \
+                 variable micro-batches",
                 fix,
+            );
+        }
+        return;
+    }
+    if batching == Some(Batching::Pad) {
+        // Padded sequences of one document each all cost a full sequence: nothing to re-pack
+        // or place by length.
+        if plan.balance_window > 0 {
+            collector.add(
+                "plan.balance_window",
+                plan.balance_window,
+                "re-packs documents into packed micro-batches, but the data is batched `pad` \
+                 (one document per padded sequence)",
+                "batch the data with `--batching pack`, or drop --balance-window",
+            );
+        }
+        if plan.hybrid_cp.is_some() {
+            collector.add(
+                "plan.hybrid_cp",
+                true,
+                "places packed documents on context-parallel groups, but the data is batched \
+                 `pad` (one document per padded sequence)",
+                "batch the data with `--batching pack`, or drop --hybrid-cp",
             );
         }
         return;

@@ -170,10 +170,13 @@ impl Run {
         self.data.as_deref()
     }
 
-    /// The run's variable micro-batches (`batching = "dynamic"`) at its micro-batch size;
-    /// `None` for other batchings or without data.
+    /// The run's variable micro-batches (the plan's `variable_micro_batches`) at its
+    /// micro-batch size; `None` for fixed micro-batches (validation gives variable ones data).
     pub fn dynamic_batches(&self) -> Option<Arc<OnceLock<DynamicBatches>>> {
-        self.data()?.dynamic(&self.model, self.training.micro_batch())
+        if !self.plan.variable_micro_batches {
+            return None;
+        }
+        Some(self.data()?.dynamic(&self.model, self.training.micro_batch()))
     }
 
     /// The same run re-packing its documents over `window` global batches, for a window its

@@ -49,6 +49,19 @@ impl RunParts {
         })
     }
 
+    /// The share of a step's `global_batch x seq_len` tokens it trains, as
+    /// `crate::cost::step::throughput` counts it: all of them without data, the documents' own
+    /// where padding fills the rest, in fixed micro-batches or (`variable`) in variable ones
+    /// (whose draws do not depend on the micro-batch size).
+    pub fn trained_fraction(&self, variable: bool) -> f64 {
+        let Some(data) = &self.data else { return 1.0 };
+        let formed = variable.then(|| data.dynamic(&self.model, 1));
+        match formed.as_deref().and_then(|made| made.get()) {
+            Some(batches) => batches.trained_fraction,
+            None => data.loads.trained_fraction,
+        }
+    }
+
     /// The run of these parts with `plan` and `micro_batch` sequences per micro-batch: the same
     /// run, or the same problems in the same order, as [`Run::from_spec_with_stack`] gives for the
     /// spec with that plan and micro-batch (the parts' own rules passed when they were built).

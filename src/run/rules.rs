@@ -469,6 +469,7 @@ pub(super) fn validate_plan(
                 training,
             },
         ),
+        variable_micro_batches: spec.variable_micro_batches.unwrap_or(false),
         moe_capacity_factor: experts.capacity_factor,
         engine: spec.engine.unwrap_or(Engine::DEFAULT),
     })

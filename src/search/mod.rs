@@ -219,11 +219,10 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             .unwrap_or(RecomputeKind::Selective),
         // With document lengths, the re-packing windows the target engine's loader balances
         // (every one up to 8 global batches, WLB-LLM's widest, with no target).
-        // Variable micro-batches form their own batches: no window re-packs them, no group
-        // places them.
+        // Documents one per padded sequence are not re-packed, nor placed by length.
         max_balance_window: match (&spec.base.data, spec.engine) {
             (None, _) => 0,
-            (Some(data), _) if data.batching == Some(Batching::Dynamic) => 0,
+            (Some(data), _) if data.batching == Some(Batching::Pad) => 0,
             (Some(_), None) => MAX_SEARCHED_BALANCE_WINDOW,
             (Some(_), Some(engine)) => engine.capabilities().balance_window,
         },
@@ -231,7 +230,7 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         // with no target).
         hybrid_cp_schedulers: match (&spec.base.data, spec.engine) {
             (None, _) => &[],
-            (Some(data), _) if data.batching == Some(Batching::Dynamic) => &[],
+            (Some(data), _) if data.batching == Some(Batching::Pad) => &[],
             (Some(_), None) => &HybridCpScheduler::ALL,
             (Some(_), Some(engine)) if engine.capabilities().hybrid_cp => {
                 &[HybridCpScheduler::Megatron]
@@ -262,6 +261,14 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
                     model.hybrid().is_some(),
                 )
             }),
+        // With documents one per sequence, DynaPipe's variable micro-batches where the target
+        // engine's loader forms them (none does: only with no target).
+        variable_micro_batches: spec
+            .base
+            .data
+            .as_ref()
+            .is_some_and(|data| data.batching == Some(Batching::Pad))
+            && spec.engine.is_none_or(|engine| engine.capabilities().variable_micro_batches),
     })
 }
 
@@ -425,11 +432,37 @@ fn keep_fitting(
     kept
 }
 
+/// The tokens a step trains as `cost::step::throughput` counts them, for the points of pruned
+/// candidates: `global_batch x seq_len` times the share the data trains (padding left out), in
+/// fixed micro-batches and in variable ones.
+#[derive(Debug, Clone, Copy)]
+struct TrainedTokens {
+    fixed: f64,
+    variable: f64,
+}
+
+impl TrainedTokens {
+    fn of(spec: &SearchSpec, shape: &Shape, template: &Template) -> TrainedTokens {
+        let all = (shape.global_batch * shape.seq_len) as f64;
+        let padded = spec.base.data.as_ref().is_some_and(|d| d.batching == Some(Batching::Pad));
+        let share = |variable: bool| {
+            template.parts.as_ref().map_or(1.0, |parts| parts.trained_fraction(variable && padded))
+        };
+        TrainedTokens { fixed: all * share(false), variable: all * share(true) }
+    }
+}
+
 /// The point of a candidate pruned by its bound: never faster than its bound.
-fn pruned_point(shape: &Shape, kept: &Kept) -> PricedPoint {
+fn pruned_point(
+    shape: &Shape,
+    tokens: TrainedTokens,
+    blocks: &[Block],
+    kept: &Kept,
+) -> PricedPoint {
     let step_time = kept.closed_form.max(kept.bound);
-    // The same definition as `cost::step::throughput`: tokens per step over time and GPUs.
-    let tokens = (shape.global_batch * shape.seq_len) as f64;
+    let place = kept.place;
+    let variable = blocks[place.block()].grouping(place.inner()).variable_micro_batches;
+    let tokens = if variable { tokens.variable } else { tokens.fixed };
     let tokens_per_sec_per_gpu = tokens / step_time.value() / shape.gpus as f64;
     PricedPoint::new(kept.place, kept.peak, step_time, tokens_per_sec_per_gpu, false)
 }
@@ -498,6 +531,7 @@ struct Simulating<'a> {
     template: &'a Template,
     blocks: &'a [Block],
     shape: &'a Shape,
+    tokens: TrainedTokens,
     tables: SimulationTables,
     best: Vec<RankedPlan>,
     bar: Option<f64>,
@@ -516,7 +550,8 @@ impl Simulating<'_> {
             let (run, skip): (Vec<&Kept>, Vec<&Kept>) =
                 chunk.iter().partition(|k| rank::may_enter(k.bound, self.bar));
             self.pruned += skip.len();
-            self.points.extend(skip.iter().map(|k| pruned_point(self.shape, k)));
+            let (shape, tokens, blocks) = (self.shape, self.tokens, self.blocks);
+            self.points.extend(skip.iter().map(|k| pruned_point(shape, tokens, blocks, k)));
             if run.is_empty() {
                 // Nothing simulated: the list and its bar stay as they are.
                 continue;
@@ -562,6 +597,7 @@ pub fn search(
         template: &template,
         blocks: &blocks,
         shape: &shape,
+        tokens: TrainedTokens::of(spec, &shape, &template),
         tables: SimulationTables::new(),
         best: Vec::new(),
         bar: None,
@@ -592,7 +628,7 @@ pub fn search(
         .collect();
     let skipped = kept.iter().flatten().filter(after).filter(|k| !rank::may_enter(k.bound, bar));
     for k in skipped {
-        state.points.push(pruned_point(&shape, k));
+        state.points.push(pruned_point(&shape, state.tokens, &blocks, k));
         state.pruned += 1;
     }
     contenders.par_sort_unstable_by(|a, b| most_promising(a, b));
@@ -645,142 +681,4 @@ pub fn brute_force(spec: &SearchSpec) -> Result<SearchReport, SearchError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::export::check;
-    use crate::hardware::ClusterSpec;
-    use crate::plan::TrainingSpec;
-    use crate::presets;
-
-    fn spec(gpus: i64, engine: Option<Engine>) -> SearchSpec {
-        SearchSpec {
-            base: RunSpec {
-                model: presets::model("llama3.1-8b").unwrap(),
-                cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: gpus },
-                training: TrainingSpec {
-                    seq_len: 4096,
-                    global_batch: 32,
-                    micro_batch: None,
-                    precision: None,
-                },
-                plan: Default::default(),
-                data: None,
-            },
-            constraints: Constraints::default(),
-            memory_headroom: 0.0,
-            engine,
-            top: 5,
-        }
-    }
-
-    #[test]
-    fn shared_op_tables_price_every_candidate_as_its_own_tables_do() {
-        // A dense and an MoE space: sharing tables by table key must not change a single figure.
-        let dense = spec(16, None);
-        let mut moe = spec(64, None);
-        moe.base.model = presets::model("qwen3-30b-a3b").unwrap();
-        for spec in [dense, moe] {
-            let shape = shape(&spec).unwrap();
-            let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
-            let template = template(&spec);
-            let (shared, shared_rejections) =
-                price_all(&spec, &template, &blocks, true, &|_, _| {});
-            let (own, own_rejections) = price_all(&spec, &template, &blocks, false, &|_, _| {});
-            let shared: Vec<Kept> = shared.into_iter().flatten().collect();
-            let own: Vec<Kept> = own.into_iter().flatten().collect();
-            assert!(shared.len() > 100, "{} kept", shared.len());
-            assert_eq!(shared.len(), own.len());
-            for (a, b) in shared.iter().zip(&own) {
-                assert_eq!(a.place, b.place);
-                assert_eq!((a.closed_form, a.bound, a.peak), (b.closed_form, b.bound, b.peak));
-            }
-            assert_eq!(shared_rejections, own_rejections);
-        }
-    }
-
-    #[test]
-    fn the_fast_path_finds_the_brute_force_ranking() {
-        // A long top list takes more than one opening round to set a bar.
-        for (gpus, engine, top) in
-            [(8, None, 5), (16, None, 5), (16, Some(Engine::Torchtitan), 5), (16, None, 40)]
-        {
-            let mut spec = spec(gpus, engine);
-            spec.top = top;
-            let fast = search(&spec, &|_, _| {}).unwrap();
-            let reference = brute_force(&spec).unwrap();
-            // Entries and their equivalents alike.
-            let order = |report: &SearchReport| {
-                let equivalents =
-                    |p: &RankedPlan| p.equivalents.iter().map(|e| e.candidate).collect::<Vec<_>>();
-                report.plans.iter().map(|p| (p.candidate, equivalents(p))).collect::<Vec<_>>()
-            };
-            assert_eq!(order(&fast), order(&reference), "{gpus} GPUs, {engine:?}, top {top}");
-            assert_eq!(fast.plans.len(), top);
-            assert!(
-                fast.simulated < reference.simulated,
-                "the bound prunes: {} vs {}",
-                fast.simulated,
-                reference.simulated
-            );
-            // Every priced candidate is either simulated or pruned by its bound.
-            assert_eq!(fast.priced, fast.simulated + fast.pruned);
-            assert!(fast.considered > fast.priced);
-        }
-    }
-
-    #[test]
-    fn recommended_plans_fit_and_are_sorted() {
-        let report = search(&spec(16, None), &|_, _| {}).unwrap();
-        assert!(!report.plans.is_empty());
-        for pair in report.plans.windows(2) {
-            assert!(pair[0].estimate.time.step_time() <= pair[1].estimate.time.step_time());
-            assert_eq!(rank::order(&pair[0], &pair[1]), std::cmp::Ordering::Less);
-        }
-        assert!(report.plans.iter().all(|p| p.estimate.fits()));
-        assert!(report.rejections.counts.contains_key(&RejectionKind::BreaksARule));
-    }
-
-    #[test]
-    fn an_engine_target_only_returns_plans_that_engine_runs() {
-        let report = search(&spec(16, Some(Engine::Deepspeed)), &|_, _| {}).unwrap();
-        assert!(report.rejections.counts.contains_key(&RejectionKind::UnsupportedByEngine));
-        for plan in &report.plans {
-            assert!(check(Engine::Deepspeed, &plan.run).is_ok());
-        }
-    }
-
-    #[test]
-    fn points_hold_every_fitting_candidate_and_none_beats_the_best_plan() {
-        let spec = spec(16, None);
-        let report = search(&spec, &|_, _| {}).unwrap();
-        assert_eq!(report.points.iter().filter(|p| !p.simulated).count(), report.pruned);
-        assert!(report.points.len() <= report.priced && report.points.len() > report.pruned);
-        // In the space's order: each candidate once.
-        assert!(report.points.windows(2).all(|w| w[0].place() < w[1].place()));
-        let best = &report.plans[0];
-        let top = report.points.iter().find(|p| report.candidate(p) == best.candidate).unwrap();
-        assert!(top.simulated && top.step_time == best.estimate.time.step_time());
-        let capacity = best.estimate.memory_capacity;
-        for point in &report.points {
-            assert!(point.tokens_per_sec_per_gpu <= top.tokens_per_sec_per_gpu * (1.0 + 1e-12));
-            assert!(point.peak_memory <= capacity);
-        }
-        // Without pruning every point is simulated, and the best plan is the fastest point.
-        let reference = brute_force(&spec).unwrap();
-        assert!(reference.points.iter().all(|p| p.simulated));
-        let fastest = reference
-            .points
-            .iter()
-            .max_by(|a, b| a.tokens_per_sec_per_gpu.total_cmp(&b.tokens_per_sec_per_gpu))
-            .unwrap();
-        assert_eq!(fastest.step_time, reference.plans[0].estimate.time.step_time());
-    }
-
-    #[test]
-    fn searching_twice_gives_the_same_ranking() {
-        let spec = spec(16, None);
-        let first = search(&spec, &|_, _| {}).unwrap();
-        let second = search(&spec, &|_, _| {}).unwrap();
-        assert_eq!(first, second);
-    }
-}
+mod tests;

@@ -13,6 +13,7 @@ use super::place::Place;
 use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
 use super::space::{Block, Candidate, RecomputeChoice};
 use super::{SearchSpec, Template, candidate_run, fits_in, over_memory};
+use crate::cost::imbalance::DataImbalance;
 use crate::cost::priced::{PricedRun, SharedPricing};
 use crate::cost::step::{step_time_from, step_time_with_imbalance};
 use crate::cost::work::Tables;
@@ -95,10 +96,20 @@ fn price(
             explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
-    let (breakdown, bound) = (step_time_from(&priced), lower_bound_from(&priced));
+    let breakdown = step_time_from(&priced);
+    // The simulation's lower bound leaves the data's imbalance out, and the simulation adds it
+    // to its pipeline as priced here (`crate::sim::simulate_from`): with it, the bound is still
+    // one, and a tight one where the imbalance is much of the step (variable micro-batches).
+    let floor = lower_bound_from(&priced);
+    let fill_and_drain = run.data().map(|_| priced.fill_and_drain());
+    let with_data = |imbalance: Option<DataImbalance>| match (imbalance, fill_and_drain) {
+        (Some(imbalance), Some(fill_and_drain)) => floor + imbalance.extra(fill_and_drain),
+        _ => floor,
+    };
+    let bound = with_data(priced.data_imbalance());
     // A variant prices its data's balance and its micro-batches' tokens only: its memory holds
     // the re-packed micro-batches, its closed form is the base's with the imbalance priced
-    // again, and its bound, which leaves the data's imbalance out (it only adds), is the base's.
+    // again, and its bound the base's without the data's imbalance, with its own.
     let variants = priced
         .windows(windows)
         .iter()
@@ -127,9 +138,9 @@ fn price(
             #[cfg(debug_assertions)]
             {
                 debug_assert_eq!(closed_form, step_time_from(&on_its_own), "window {window}");
-                debug_assert_eq!(lower_bound_from(&on_its_own), bound, "window {window}");
+                debug_assert_eq!(lower_bound_from(&on_its_own), floor, "window {window}");
             }
-            Some((closed_form.step_time(), bound, peak))
+            Some((closed_form.step_time(), with_data(priced_window.imbalance), peak))
         })
         .collect();
     Priced::Kept(breakdown.step_time(), bound, peak, variants)
@@ -146,10 +157,10 @@ fn priced_with<'a>(run: &'a Run, tables: &'a Tables, shared: Option<Shared<'a>>)
 /// What a candidate's op tables depend on besides the search's base run: the per-layer work of
 /// one micro-batch is the same whatever the pipeline layout, sharding and recompute, so
 /// candidates that differ only in those share one set of tables.
-pub(super) type TableKey = (u64, u64, u64, crate::plan::CpComm, u64, u64);
+pub(super) type TableKey = (u64, u64, u64, crate::plan::CpComm, u64, u64, bool);
 
 pub(super) fn table_key(c: &Candidate) -> TableKey {
-    (c.tp, c.cp, c.micro_batch, c.cp_comm, c.ep, c.etp)
+    (c.tp, c.cp, c.micro_batch, c.cp_comm, c.ep, c.etp, c.variable_micro_batches)
 }
 
 /// The model-states verdicts of one block: what fixes a candidate's model states (weights,
@@ -244,7 +255,8 @@ fn table_slots(blocks: &[Block]) -> (Vec<Vec<usize>>, Vec<OnceLock<Tables>>) {
             (0..block.inner_len())
                 .map(|inner| {
                     let (micro_batch, exchange, (ep, etp)) = block.inner(inner);
-                    let key = (block.tp, block.cp, micro_batch, exchange, ep, etp);
+                    let variable = block.grouping(inner).variable_micro_batches;
+                    let key = (block.tp, block.cp, micro_batch, exchange, ep, etp, variable);
                     let next = keys.len();
                     *keys.entry(key).or_insert(next)
                 })
@@ -382,6 +394,10 @@ pub(super) fn price_all(
                         let inner = inner + w * block.per_window();
                         Place::new(*b, layout, sharding, place.recompute(), inner)
                     };
+                    // Hybrid CP places documents by its own scheduler and variable micro-batches
+                    // sort them: the space has no window variants of those.
+                    let re_packs = block.grouping(inner).re_packs();
+                    let windows = if re_packs { windows } else { 1 };
                     if choice.offloads()
                         && fits_plainly.get(slot(layout, sharding, inner)) == Some(&true)
                     {
@@ -392,10 +408,8 @@ pub(super) fn price_all(
                         continue;
                     }
                     let candidate = place.candidate(blocks);
-                    // Hybrid CP places documents by its own scheduler: re-packing them as well
-                    // breaks a rule, so its window variants are rejected unpriced.
-                    let hybrid = candidate.hybrid_cp.is_some();
-                    let priced_windows = if hybrid { &[][..] } else { &block.balance_windows[1..] };
+                    let priced_windows =
+                        if re_packs { &block.balance_windows[1..] } else { &[][..] };
                     let priced = if states[*b].verdict(block, layout, sharding, inner).is_some() {
                         Priced::Rejected(RejectionKind::DoesNotFit, None)
                     } else {
@@ -412,11 +426,6 @@ pub(super) fn price_all(
                         *fits = true;
                     }
                     count += windows - 1;
-                    if hybrid {
-                        for w in 1..windows {
-                            tally.reject(RejectionKind::BreaksARule, variant(w));
-                        }
-                    }
                     match priced {
                         Priced::Rejected(kind, _) => {
                             // The base and the variants priced with it share its verdict.

@@ -158,6 +158,7 @@ mod tests {
             etp: 1,
             balance_window: 0,
             hybrid_cp: None,
+            variable_micro_batches: false,
         };
         RankedPlan { candidate, run, estimate, closed_form: Seconds::new(1.0), equivalents: vec![] }
     }

@@ -94,6 +94,28 @@ pub struct Candidate {
     pub balance_window: u64,
     /// Per-document context-parallel groups and their scheduler (`None`: static CP).
     pub hybrid_cp: Option<HybridCpScheduler>,
+    /// Whether documents are sorted into variable micro-batches (DynaPipe).
+    pub variable_micro_batches: bool,
+}
+
+/// How a candidate groups its documents beside its re-packing window: on static or
+/// per-document (hybrid) context-parallel groups, in fixed or variable micro-batches. The
+/// search pairs variable micro-batches with static CP only (they form batches of their own);
+/// pins may ask for both, which validation then rejects, saying why.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grouping {
+    /// Per-document context-parallel groups and their scheduler (`None`: static CP).
+    pub hybrid_cp: Option<HybridCpScheduler>,
+    /// Whether documents are sorted into variable micro-batches.
+    pub variable_micro_batches: bool,
+}
+
+impl Grouping {
+    /// Whether documents come packed as a loader re-packs them across global batches: not on
+    /// hybrid-CP groups or in variable micro-batches, which form batches of their own.
+    pub fn re_packs(self) -> bool {
+        self.hybrid_cp.is_none() && !self.variable_micro_batches
+    }
 }
 
 /// Limits on the space, from the user.
@@ -153,6 +175,9 @@ pub struct Shape {
     /// Whether offload beside full recompute of the other layers is tried too (the target
     /// engine, if any, offloads under full recompute).
     pub offload_beside_recompute: bool,
+    /// Whether variable micro-batches are tried beside fixed ones (documents one per sequence,
+    /// batched `pad`, and a target engine, if any, whose loader forms them).
+    pub variable_micro_batches: bool,
 }
 
 /// Largest micro-batch size the space tries.
@@ -224,12 +249,13 @@ pub struct Block {
     pub experts: Vec<(u64, u64)>,
     /// Re-packing windows (0: packed as documents arrive).
     pub balance_windows: Vec<u64>,
-    /// Static CP (`None`) and the hybrid-CP schedulers tried.
-    pub hybrid_cps: Vec<Option<HybridCpScheduler>>,
+    /// Static CP in fixed micro-batches, then the hybrid-CP schedulers and variable
+    /// micro-batches tried.
+    pub groupings: Vec<Grouping>,
 }
 
 impl Block {
-    /// Combinations of re-packing window, hybrid CP, micro-batch, exchange and expert layout: with
+    /// Combinations of re-packing window, grouping, micro-batch, exchange and expert layout: with
     /// tp and cp, what a candidate's op tables depend on (all but the window, which prices the
     /// step only, and hybrid CP, which prices the work from the same tables). `inner` numbers them
     /// in enumeration order, the window slowest.
@@ -237,22 +263,40 @@ impl Block {
         self.balance_windows.len() * self.per_window()
     }
 
-    /// Inner combinations of one re-packing window (hybrid CP, micro-batch, exchange and expert
+    /// Inner combinations of one re-packing window (grouping, micro-batch, exchange and expert
     /// layout): window `w`'s combinations are `w x per_window()` onwards.
     pub fn per_window(&self) -> usize {
-        self.hybrid_cps.len() * self.micro_batches.len() * self.exchanges.len() * self.experts.len()
+        self.groupings.len() * self.micro_batches.len() * self.exchanges.len() * self.experts.len()
     }
 
-    /// The hybrid CP of inner combination `inner`.
-    pub fn hybrid_cp(&self, inner: usize) -> Option<HybridCpScheduler> {
+    /// The grouping of inner combination `inner`.
+    pub fn grouping(&self, inner: usize) -> Grouping {
         let below = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
-        self.hybrid_cps[(inner / below.max(1)) % self.hybrid_cps.len().max(1)]
+        self.groupings[(inner / below.max(1)) % self.groupings.len().max(1)]
+    }
+
+    /// Whether inner combination `inner` is in the space: every combination of the first
+    /// re-packing window, and of the others those whose grouping re-packs (a search does not
+    /// re-pack documents that hybrid CP places or variable micro-batches sort).
+    pub fn searches(&self, inner: usize) -> bool {
+        inner < self.per_window() || self.grouping(inner).re_packs()
+    }
+
+    /// Inner combinations in the space ([`Self::searches`]).
+    pub fn searched_inner_len(&self) -> usize {
+        let re_packing = self.groupings.iter().filter(|g| g.re_packs()).count();
+        let below = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
+        let windows = self.balance_windows.len();
+        if windows == 0 {
+            return 0;
+        }
+        self.per_window() + (windows - 1) * re_packing * below
     }
 
     /// Candidates in the block.
     pub fn len(&self) -> usize {
         let rows: usize = self.recomputes.iter().map(Vec::len).sum();
-        rows * self.shardings.len() * self.inner_len()
+        rows * self.shardings.len() * self.searched_inner_len()
     }
 
     /// Whether the block has no candidate.
@@ -286,6 +330,7 @@ impl Block {
     ) -> Candidate {
         let (vp, split, schedule) = self.layouts[layout];
         let (micro_batch, cp_comm, (ep, etp)) = self.inner(inner);
+        let grouping = self.grouping(inner);
         Candidate {
             tp: self.tp,
             cp: self.cp,
@@ -300,7 +345,8 @@ impl Block {
             ep,
             etp,
             balance_window: self.balance_window(inner),
-            hybrid_cp: self.hybrid_cp(inner),
+            hybrid_cp: grouping.hybrid_cp,
+            variable_micro_batches: grouping.variable_micro_batches,
         }
     }
 
@@ -313,7 +359,9 @@ impl Block {
     ) -> impl Iterator<Item = (usize, usize, Candidate)> {
         let inner = self.inner_len();
         (0..self.recomputes[layout].len()).flat_map(move |recompute| {
-            (0..inner).map(move |i| (recompute, i, self.candidate(layout, sharding, recompute, i)))
+            (0..inner)
+                .filter(|&i| self.searches(i))
+                .map(move |i| (recompute, i, self.candidate(layout, sharding, recompute, i)))
         })
     }
 
@@ -390,7 +438,7 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                     exchanges,
                     experts,
                     balance_windows: balance_windows(shape, pins),
-                    hybrid_cps: hybrid_cps(shape, pp, dp * cp, pins),
+                    groupings: groupings(shape, pp, dp * cp, pins),
                 });
             }
         }
@@ -510,6 +558,28 @@ fn balance_windows(shape: &Shape, pins: &PlanSpec) -> Vec<u64> {
     std::iter::once(0)
         .chain(std::iter::successors(Some(1), |w: &u64| w.checked_mul(2)))
         .take_while(|&w| w <= shape.max_balance_window)
+        .collect()
+}
+
+/// Static CP in fixed micro-batches; per-document groups with each scheduler the shape allows
+/// where a plan can have them (no pipeline, a power-of-two pool of `dp x cp` ranks of at least
+/// 2); and variable micro-batches on static CP where the shape tries them. A pin keeps its
+/// choice alone.
+fn groupings(shape: &Shape, pp: u64, pool: u64, pins: &PlanSpec) -> Vec<Grouping> {
+    let variable = match pins.variable_micro_batches {
+        Some(pinned) => vec![pinned],
+        None if shape.variable_micro_batches && pins.hybrid_cp != Some(true) => vec![false, true],
+        None => vec![false],
+    };
+    hybrid_cps(shape, pp, pool, pins)
+        .into_iter()
+        .flat_map(|hybrid_cp| {
+            variable.iter().filter_map(move |&variable_micro_batches| {
+                // Variable micro-batches go with static CP unless both are pinned.
+                (hybrid_cp.is_none() || !variable_micro_batches || pins.hybrid_cp == Some(true))
+                    .then_some(Grouping { hybrid_cp, variable_micro_batches })
+            })
+        })
         .collect()
 }
 
@@ -716,6 +786,7 @@ impl Candidate {
             hybrid_cp: Some(self.hybrid_cp.is_some()),
             hybrid_cp_scheduler: self.hybrid_cp,
             max_seqlen_per_rank: self.hybrid_cp.and(template.max_seqlen_per_rank),
+            variable_micro_batches: Some(self.variable_micro_batches),
             ..template.clone()
         }
     }

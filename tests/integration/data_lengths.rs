@@ -78,15 +78,17 @@ proptest! {
     ) {
         let (tp, pp, dp) = (1i64 << tp, 1i64 << pp, 1i64 << dp);
         let seq = 4096i64 << (2 * seq);
-        let mut spec = llama_spec(
-            tp * pp * dp,
-            seq,
-            dp * 4,
-            PlanSpec { tp: Some(tp), pp: Some(pp), ..PlanSpec::default() },
-        );
+        // The third: documents one per sequence sorted into variable micro-batches.
+        let plan = PlanSpec {
+            tp: Some(tp),
+            pp: Some(pp),
+            variable_micro_batches: Some(batching == 2),
+            ..PlanSpec::default()
+        };
+        let mut spec = llama_spec(tp * pp * dp, seq, dp * 4, plan);
         spec.data = Some(DataSpec {
             preset: Some("wikipedia".into()),
-            batching: Some([Batching::Pack, Batching::Pad, Batching::Dynamic][batching]),
+            batching: Some([Batching::Pack, Batching::Pad, Batching::Pad][batching]),
             ..DataSpec::default()
         });
         let run = Run::from_spec(&spec).unwrap();
@@ -423,18 +425,19 @@ fn a_balance_window_needs_lengths_and_no_engine_exports_it() {
 }
 
 /// A search over WLB-LLM's 7B-128K cluster with no target engine tries each re-packing window
-/// (0, 1, 2, 4, 8 global batches) beside every layout, and on long-tailed data its best plan
-/// re-packs, faster than the best plan that packs documents as they arrive; a target engine
-/// whose loader does not re-pack gets only plans that pack as they arrive.
+/// (0, 1, 2, 4, 8 global batches) beside every layout on static CP (hybrid CP places documents
+/// itself), and on long-tailed data its best plan re-packs, faster than the best plan that
+/// packs documents as they arrive; a target engine whose loader does not re-pack gets only
+/// plans that pack as they arrive.
 #[test]
 fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
-    let search = |engine, window: Option<i64>| {
+    let search_with = |engine, window: Option<i64>, hybrid_cp: Option<bool>| {
         let mut base = spec(
             presets::model("llama2-7b").unwrap(),
             "h100-sxm",
             64,
             training(131_072, 4, 1, None),
-            PlanSpec { balance_window: window, ..PlanSpec::default() },
+            PlanSpec { balance_window: window, hybrid_cp, ..PlanSpec::default() },
         );
         base.data = Some(long_tailed());
         let spec = SearchSpec {
@@ -446,6 +449,7 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
         };
         search(&spec, &|_, _| {}).unwrap()
     };
+    let search = |engine, window| search_with(engine, window, None);
     let free = search(None, None);
     let arriving = search(None, Some(0));
     let windows = |report: &SearchReport| -> Vec<u64> {
@@ -455,7 +459,8 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
     assert_eq!(windows(&arriving), [0, 0, 0]);
     let best = |report: &SearchReport| report.plans[0].estimate.time.step_time();
     assert!(best(&free) < best(&arriving));
-    assert_eq!(free.considered, 5 * arriving.considered);
+    let static_cp = search_with(None, Some(0), Some(false));
+    assert_eq!(free.considered, arriving.considered + 4 * static_cp.considered);
     let megatron = search(Some(Engine::Megatron), None);
     assert!(windows(&megatron).iter().all(|&window| window == 0));
 }

@@ -1,12 +1,13 @@
-//! DynaPipe's variable-length micro-batches (issue 16, `batching = "dynamic"`): documents sorted
-//! by length into micro-batches padded to their longest, priced as the plan's fixed slots at their
-//! mean plus the slowest replica and the largest micro-batch's pipeline fill; full-length
-//! documents price as no data, short ones compute little more than their tokens, and no engine
-//! runs them (validation, export and search say so).
+//! DynaPipe's variable-length micro-batches (issue 16, a plan's `variable_micro_batches` over
+//! documents batched `pad`): documents sorted by length into micro-batches padded to their
+//! longest, priced as the plan's fixed slots at their mean plus the slowest replica and the
+//! largest micro-batch's pipeline fill; full-length documents price as no data, short ones
+//! compute little more than their tokens, a search for any engine tries them beside fixed
+//! micro-batches, and no engine runs them (validation, export and a targeted search say so).
 
 use meshplan::data::{Batching, DataSpec, LengthBinSpec};
 use meshplan::estimate::estimate_simulated_with;
-use meshplan::plan::PlanSpec;
+use meshplan::plan::{Engine, PlanSpec};
 use meshplan::search::{Constraints, SearchSpec, search};
 use meshplan::sim::SimOptions;
 use meshplan::{Run, RunSpec, closed_form, presets};
@@ -37,6 +38,13 @@ fn with_data(mut spec: RunSpec, bins: &[(i64, i64, i64)], batching: Batching) ->
 /// multi-task mixes DynaPipe trains on).
 const SHORT_TAILED: [(i64, i64, i64); 3] = [(64, 1024, 800), (1024, 4096, 180), (4096, 8192, 20)];
 
+/// The documents of `bins`, one per sequence, sorted into variable micro-batches.
+fn variable(spec: RunSpec, bins: &[(i64, i64, i64)]) -> RunSpec {
+    let mut spec = with_data(spec, bins, Batching::Pad);
+    spec.plan.variable_micro_batches = Some(true);
+    spec
+}
+
 fn tokens_per_sec(spec: &RunSpec) -> f64 {
     let run = Run::from_spec(spec).unwrap();
     closed_form(&run).throughput.tokens_per_sec_per_gpu
@@ -50,8 +58,7 @@ fn full_length_documents_price_as_no_data() {
         let plan = PlanSpec { tp: Some(tp), pp: Some(pp), ..PlanSpec::default() };
         let base = llama(tp * pp * dp, 4096, dp * micro_batch * 8, micro_batch, plan);
         let plain = Run::from_spec(&base).unwrap();
-        let filled =
-            Run::from_spec(&with_data(base, &[(4096, 4096, 1)], Batching::Dynamic)).unwrap();
+        let filled = Run::from_spec(&variable(base, &[(4096, 4096, 1)])).unwrap();
         let (a, b) = (closed_form(&plain), closed_form(&filled));
         let close = |x: f64, y: f64| (x - y).abs() <= 1e-9 * x.abs();
         assert!(close(a.time.step_time().value(), b.time.step_time().value()), "{a:?} {b:?}");
@@ -74,7 +81,7 @@ fn variable_micro_batches_remove_most_of_the_padding() {
     let plan = PlanSpec { tp: Some(2), pp: Some(2), ..PlanSpec::default() };
     let base = llama(32, 8192, 1024, 1, plan);
     let padded = tokens_per_sec(&with_data(base.clone(), &SHORT_TAILED, Batching::Pad));
-    let dynamic = tokens_per_sec(&with_data(base.clone(), &SHORT_TAILED, Batching::Dynamic));
+    let dynamic = tokens_per_sec(&variable(base.clone(), &SHORT_TAILED));
     let packed = tokens_per_sec(&with_data(base, &SHORT_TAILED, Batching::Pack));
     // The mix's mean document is 903 tokens: a padded sequence trains 11 % of what it computes.
     assert!(dynamic > 5.0 * padded, "dynamic {dynamic} vs padded {padded}");
@@ -88,7 +95,7 @@ fn variable_micro_batches_remove_most_of_the_padding() {
 fn the_largest_micro_batch_costs_more_fill_in_a_deeper_pipeline() {
     let fill = |pp: i64| {
         let plan = PlanSpec { pp: Some(pp), ..PlanSpec::default() };
-        let spec = with_data(llama(8 * pp, 8192, 512, 1, plan), &SHORT_TAILED, Batching::Dynamic);
+        let spec = variable(llama(8 * pp, 8192, 512, 1, plan), &SHORT_TAILED);
         let balance = closed_form(&Run::from_spec(&spec).unwrap()).data_balance.unwrap();
         let variable = balance.variable.unwrap();
         assert!(balance.microbatches > 1.0, "{balance:?}");
@@ -101,8 +108,8 @@ fn the_largest_micro_batch_costs_more_fill_in_a_deeper_pipeline() {
 }
 
 /// Re-packing windows and hybrid-CP groups form batches of their own: with variable
-/// micro-batches they are refused by name, an export is refused with what to do, and a search
-/// for any engine tries neither.
+/// micro-batches (or padded documents) they are refused by name, an export is refused with what
+/// to do, and a search for an engine keeps fixed micro-batches.
 #[test]
 fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
     let output = run(&[
@@ -110,7 +117,8 @@ fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
         "--lengths",
         "wikipedia",
         "--batching",
-        "dynamic",
+        "pad",
+        "--variable-micro-batches",
         "--balance-window",
         "2",
         "--hybrid-cp",
@@ -119,7 +127,27 @@ fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
     for field in ["plan.balance_window = 2", "plan.hybrid_cp = true"] {
         assert!(output.stderr.contains(field), "{}", output.stderr);
     }
-    assert!(output.stderr.contains("variable micro-batches"), "{}", output.stderr);
+    assert!(output.stderr.contains("the plan forms variable micro-batches"), "{}", output.stderr);
+    // Without them, padded documents are neither re-packed nor placed by length.
+    let output = run(&[
+        "estimate",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "pad",
+        "--balance-window",
+        "2",
+        "--hybrid-cp",
+    ]);
+    assert_eq!(output.code, 2);
+    assert_eq!(output.stderr.matches("the data is batched `pad`").count(), 2, "{}", output.stderr);
+    // Packed sequences and no lengths at all are refused too, each saying what to do.
+    for batching in [&["--lengths", "wikipedia", "--batching", "pack"][..], &[]] {
+        let output = run(&[&["estimate", "--variable-micro-batches"], batching].concat());
+        assert_eq!(output.code, 2);
+        assert!(output.stderr.contains("plan.variable_micro_batches = true"), "{}", output.stderr);
+        assert!(output.stderr.contains("--batching pad"), "{}", output.stderr);
+    }
     let output = run(&[
         "export",
         "--to",
@@ -131,38 +159,59 @@ fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
         "--lengths",
         "wikipedia",
         "--batching",
-        "dynamic",
+        "pad",
+        "--variable-micro-batches",
     ]);
     assert_ne!(output.code, 0);
     assert!(output.stderr.contains("DynaPipe's variable micro-batches"), "{}", output.stderr);
-    let mut base = llama(16, 8192, 256, 1, PlanSpec::default());
-    base.data = Some(DataSpec {
-        preset: Some("wikipedia".into()),
-        batching: Some(Batching::Dynamic),
-        ..DataSpec::default()
-    });
-    let report = search(
-        &SearchSpec {
-            base,
-            constraints: Constraints::default(),
-            memory_headroom: 0.05,
-            engine: None,
-            top: 3,
-        },
-        &|_, _| {},
-    )
-    .unwrap();
+    // A search for an engine keeps fixed micro-batches.
+    let report = search(&search_spec(Some(Engine::Megatron), None), &|_, _| {}).unwrap();
+    assert!(!report.plans.is_empty());
+    assert!(report.plans.iter().all(|ranked| !ranked.run.plan().variable_micro_batches()));
+}
+
+fn search_spec(engine: Option<Engine>, pinned: Option<bool>) -> SearchSpec {
+    let plan = PlanSpec { variable_micro_batches: pinned, ..PlanSpec::default() };
+    SearchSpec {
+        base: with_data(llama(16, 8192, 256, 1, plan), &SHORT_TAILED, Batching::Pad),
+        constraints: Constraints::default(),
+        memory_headroom: 0.05,
+        engine,
+        top: 3,
+    }
+}
+
+/// A search for any engine over documents one per sequence tries variable micro-batches beside
+/// the fixed ones (DynaPipe's re-batching as a balancing strategy): on short-tailed data they
+/// remove most of the padding, so they lead, with neither a re-packing window nor hybrid CP
+/// beside them; pinned off, the search keeps fixed ones.
+#[test]
+fn a_search_for_any_engine_tries_variable_micro_batches_on_padded_documents() {
+    let report = search(&search_spec(None, None), &|_, _| {}).unwrap();
     assert!(!report.plans.is_empty());
     for ranked in &report.plans {
         let plan = ranked.run.plan();
+        assert!(plan.variable_micro_batches(), "{}", plan.label());
+        assert!(plan.label().contains("variable-mb"), "{}", plan.label());
         assert_eq!(plan.balance_window(), 0);
         assert!(plan.hybrid_cp().is_none());
         assert!(ranked.estimate.data_balance.unwrap().variable.is_some());
     }
+    let fixed = search(&search_spec(None, Some(false)), &|_, _| {}).unwrap();
+    let best = |report: &meshplan::search::SearchReport| {
+        report.plans[0].estimate.throughput.tokens_per_sec_per_gpu
+    };
+    assert!(fixed.plans.iter().all(|ranked| !ranked.run.plan().variable_micro_batches()));
+    assert!(best(&report) > 3.0 * best(&fixed), "{} vs {}", best(&report), best(&fixed));
+    // Pinned on, every candidate sorts its documents: the same best plan out of fewer.
+    let pinned = search(&search_spec(None, Some(true)), &|_, _| {}).unwrap();
+    assert!(pinned.plans.iter().all(|ranked| ranked.run.plan().variable_micro_batches()));
+    assert_eq!(best(&pinned), best(&report));
+    assert!(pinned.considered < report.considered, "{} {}", pinned.considered, report.considered);
 }
 
-/// `estimate --batching dynamic` says how the documents were batched and what the variable
-/// micro-batches leave uneven.
+/// `estimate --variable-micro-batches` says how the documents were batched and what the
+/// variable micro-batches leave uneven.
 #[test]
 fn estimate_prints_the_variable_micro_batches() {
     let output = run(&[
@@ -180,7 +229,8 @@ fn estimate_prints_the_variable_micro_batches() {
         "--lengths",
         "wikipedia",
         "--batching",
-        "dynamic",
+        "pad",
+        "--variable-micro-batches",
     ]);
     assert_eq!(output.code, 0, "{}", output.stderr);
     assert!(
@@ -200,8 +250,7 @@ fn estimate_prints_the_variable_micro_batches() {
 fn a_global_batch_larger_than_the_sample_is_priced_per_replica_alike() {
     let balance = |gpus: i64, global_batch: i64| {
         let plan = PlanSpec { tp: Some(1), ..PlanSpec::default() };
-        let spec =
-            with_data(llama(gpus, 8192, global_batch, 1, plan), &SHORT_TAILED, Batching::Dynamic);
+        let spec = variable(llama(gpus, 8192, global_batch, 1, plan), &SHORT_TAILED);
         closed_form(&Run::from_spec(&spec).unwrap()).data_balance.unwrap()
     };
     // 64 documents a replica either way: 16,384 documents drawn whole on 256 GPUs, 262,144

@@ -17,6 +17,7 @@ fn shape() -> Shape {
         selective_recompute: RecomputeKind::Selective,
         max_balance_window: 0,
         hybrid_cp_schedulers: &[],
+        variable_micro_batches: false,
         mesh_attention: false,
         activation_offload: false,
         offload_beside_recompute: false,
