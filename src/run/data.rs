@@ -45,7 +45,8 @@ pub struct RunData {
     /// work they were priced at: plans that differ only where the critical stage's work does not
     /// (sharding, offload, communication overlap) share it.
     spreads: ShapeCache<SpreadKey, (f64, f64)>,
-    /// The variable micro-batches of the run's global batches by micro-batch size (the token budget), shared likewise.
+    /// The variable micro-batches of the run's global batches by micro-batch size (the token
+    /// budget), shared likewise.
     dynamic: ShapeCache<u64, DynamicBatches>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
@@ -225,8 +226,8 @@ pub(crate) fn check_plan_against_data(
                      (documents packed into sequences)",
                     other.name()
                 ),
-                "batch the data with `--batching pad` (one document per sequence, the global batch \
-                 counting documents), or drop --variable-micro-batches",
+                "batch the data with `--batching pad` (one document per sequence, the global \
+                 batch counting documents), or drop --variable-micro-batches",
             ),
         }
         let fix = "drop it, or drop --variable-micro-batches";
