@@ -130,15 +130,13 @@ impl DataJson {
     pub(super) fn of(run: &crate::Run, estimate: &Estimate) -> Option<DataJson> {
         let (data, balance) = (run.data()?, estimate.data_balance?);
         let distribution = data.data.distribution();
-        let made = run.dynamic_batches();
-        let dynamic = made.as_deref().and_then(|made| made.get());
         Some(DataJson {
             lengths: data.data.name().to_owned(),
             batching: data.data.batching().name(),
             mean_document_tokens: distribution.mean_length(),
             longest_document_tokens: distribution.max_length(),
             pieces_per_sequence: data.loads.pieces_per_sequence,
-            trained_fraction: dynamic.map_or(data.loads.trained_fraction, |b| b.trained_fraction),
+            trained_fraction: run.trained_fraction(),
             sequences_sampled: data.loads.sequences,
             seed: data.data.seed(),
             slowest_replica_over_mean: balance.replicas,

@@ -288,6 +288,12 @@ impl<'a> PricedRun<'a> {
     /// micro-batch stretches, whatever idle time unequal stages add to a simulated bubble.
     pub fn fill_and_drain(&self) -> Seconds {
         let (critical, all_stages) = self.critical_stage();
+        self.fill_and_drain_of(&critical, all_stages)
+    }
+
+    /// [`Self::fill_and_drain`] from the critical stage and the sum over all stages, for a
+    /// caller that has them ([`Self::critical_stage`]).
+    pub fn fill_and_drain_of(&self, critical: &Work, all_stages: Seconds) -> Seconds {
         (all_stages - critical.total()) / self.run.plan().vp() as f64
     }
 

@@ -12,6 +12,8 @@
 //! path a search ranks candidates with. What a schedule changes beyond that (zero-bubble's deferred
 //! weight gradients, DualPipe's two directions, GPipe's memory) is the simulator's (`crate::sim`).
 
+use std::sync::OnceLock;
+
 use crate::cost::breakdown::{Throughput, TimeBreakdown};
 use crate::cost::imbalance::DataImbalance;
 use crate::cost::priced::PricedRun;
@@ -40,8 +42,7 @@ pub fn step_time_from(priced: &PricedRun) -> TimeBreakdown {
     let (critical, all_stages) = priced.critical_stage();
     let m = plan.num_microbatches() as f64;
     let first = stages.first().map(|stage| stage.work).unwrap_or_default();
-    // The closed form's fill and drain (`PricedRun::fill_and_drain`, from the same stages).
-    let pipeline_bubble = (all_stages - critical.total()) / plan.vp() as f64;
+    let pipeline_bubble = priced.fill_and_drain_of(&critical, all_stages);
     TimeBreakdown {
         forward: critical.forward * m,
         backward: critical.backward * m,
@@ -149,17 +150,13 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     let gpus = run.cluster().num_gpus() as f64;
     // Padded sequences train only their documents' tokens; under a document mask attention
     // does the FLOPs of the document pieces, the mean sequence's share of a full one's.
-    let (trained, attention_share) =
-        run.data().map_or((1.0, 1.0), |data| (data.loads.trained_fraction, data.loads.mean[0]));
     // Variable micro-batches train what their own draws hold, and each document's attention
     // over its own tokens is what the model needs of it (not its padding's).
-    let (trained, attention_share) = run
-        .dynamic_batches()
-        .and_then(|batches| {
-            batches.get().map(|batches| (batches.trained_fraction, batches.attention_share))
-        })
-        .unwrap_or((trained, attention_share));
-    let tokens = training.tokens_per_step() as f64 * trained;
+    let attention_share = match run.dynamic_batches().as_deref().and_then(OnceLock::get) {
+        Some(batches) => batches.attention_share,
+        None => run.data().map_or(1.0, |data| data.loads.mean[0]),
+    };
+    let tokens = training.tokens_per_step() as f64 * run.trained_fraction();
     let seq = training.seq_len();
     let attention_per_token =
         model.attention_layers() as f64 * model.layer_attention_flops_per_token(seq);

@@ -109,6 +109,18 @@ impl RunData {
         })
     }
 
+    /// The share of a step's `global_batch x seq_len` tokens it trains, as
+    /// `crate::cost::step::throughput` counts it: the sample's, or in variable micro-batches of
+    /// `variable_micro_batch` sequences' budget, their draws' (which do not depend on the
+    /// budget; `model` is the run's).
+    pub fn trained_fraction(&self, model: &Model, variable_micro_batch: Option<u64>) -> f64 {
+        let formed = variable_micro_batch.map(|micro_batch| self.dynamic(model, micro_batch));
+        match formed.as_deref().and_then(OnceLock::get) {
+            Some(batches) => batches.trained_fraction,
+            None => self.loads.trained_fraction,
+        }
+    }
+
     /// The sampled sequences one by one, each as its attention terms `[a, b]`: the sample that
     /// `loads` summarises, drawn again from the data's seed (`model` as for [`Self::dealt`]).
     pub fn sampled_sequences(&self, model: &Model) -> Vec<[f64; 2]> {

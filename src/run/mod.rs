@@ -179,6 +179,13 @@ impl Run {
         Some(self.data()?.dynamic(&self.model, self.training.micro_batch()))
     }
 
+    /// The share of a step's `global_batch x seq_len` tokens it trains
+    /// ([`RunData::trained_fraction`]; all of them without data).
+    pub fn trained_fraction(&self) -> f64 {
+        let variable = self.plan.variable_micro_batches.then_some(self.training.micro_batch());
+        self.data().map_or(1.0, |data| data.trained_fraction(&self.model, variable))
+    }
+
     /// The same run re-packing its documents over `window` global batches, for a window its
     /// validation accepts: at most [`crate::limits::BALANCE_WINDOW`], and above 0 only with data
     /// (a search tries such windows beside each plan it prices).

@@ -49,17 +49,13 @@ impl RunParts {
         })
     }
 
-    /// The share of a step's `global_batch x seq_len` tokens it trains, as
-    /// `crate::cost::step::throughput` counts it: all of them without data, the documents' own
-    /// where padding fills the rest, in fixed micro-batches or (`variable`) in variable ones
-    /// (whose draws do not depend on the micro-batch size).
+    /// The share of a step's `global_batch x seq_len` tokens it trains
+    /// ([`RunData::trained_fraction`]; all of them without data), in fixed micro-batches or
+    /// (`variable`) in variable ones.
     pub fn trained_fraction(&self, variable: bool) -> f64 {
-        let Some(data) = &self.data else { return 1.0 };
-        let formed = variable.then(|| data.dynamic(&self.model, 1));
-        match formed.as_deref().and_then(|made| made.get()) {
-            Some(batches) => batches.trained_fraction,
-            None => data.loads.trained_fraction,
-        }
+        self.data
+            .as_ref()
+            .map_or(1.0, |data| data.trained_fraction(&self.model, variable.then_some(1)))
     }
 
     /// The run of these parts with `plan` and `micro_batch` sequences per micro-batch: the same

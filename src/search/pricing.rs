@@ -13,7 +13,6 @@ use super::place::Place;
 use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
 use super::space::{Block, Candidate, RecomputeChoice};
 use super::{SearchSpec, Template, candidate_run, fits_in, over_memory};
-use crate::cost::imbalance::DataImbalance;
 use crate::cost::priced::{PricedRun, SharedPricing};
 use crate::cost::step::{step_time_from, step_time_with_imbalance};
 use crate::cost::work::Tables;
@@ -98,15 +97,11 @@ fn price(
     }
     let breakdown = step_time_from(&priced);
     // The simulation's lower bound leaves the data's imbalance out, and the simulation adds it
-    // to its pipeline as priced here (`crate::sim::simulate_from`): with it, the bound is still
-    // one, and a tight one where the imbalance is much of the step (variable micro-batches).
+    // to its pipeline as the closed form prices it (`crate::sim::simulate_from`): with the closed
+    // form's term the bound is still one, and a tight one where the imbalance is much of the
+    // step (variable micro-batches).
     let floor = lower_bound_from(&priced);
-    let fill_and_drain = run.data().map(|_| priced.fill_and_drain());
-    let with_data = |imbalance: Option<DataImbalance>| match (imbalance, fill_and_drain) {
-        (Some(imbalance), Some(fill_and_drain)) => floor + imbalance.extra(fill_and_drain),
-        _ => floor,
-    };
-    let bound = with_data(priced.data_imbalance());
+    let bound = floor + breakdown.data_imbalance;
     // A variant prices its data's balance and its micro-batches' tokens only: its memory holds
     // the re-packed micro-batches, its closed form is the base's with the imbalance priced
     // again, and its bound the base's without the data's imbalance, with its own.
@@ -140,7 +135,7 @@ fn price(
                 debug_assert_eq!(closed_form, step_time_from(&on_its_own), "window {window}");
                 debug_assert_eq!(lower_bound_from(&on_its_own), floor, "window {window}");
             }
-            Some((closed_form.step_time(), with_data(priced_window.imbalance), peak))
+            Some((closed_form.step_time(), floor + closed_form.data_imbalance, peak))
         })
         .collect();
     Priced::Kept(breakdown.step_time(), bound, peak, variants)
