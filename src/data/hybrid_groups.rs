@@ -17,7 +17,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::shape_cache::ShapeCache;
-use super::{AttentionWork, Data};
+use super::{AttentionWork, Data, heap_entry, heap_key};
 
 /// Document pieces placed for one batch shape at most (2^12): as many global batches as hold
 /// about that many, from one to [`PLACED_BATCHES`].
@@ -156,7 +156,7 @@ fn place_batch(
     // bits order it), ties to the first block. Blocks of one size are disjoint, so placing a
     // piece moves its own block only; pieces come longest first, so sizes only shrink, and the
     // heap is rebuilt from the ranks' loads when they do.
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> = BinaryHeap::new();
+    let mut heap: BinaryHeap<Reverse<u128>> = BinaryHeap::new();
     let mut heap_group = 0;
     for &(piece, attention) in pieces {
         let group = (shape.group(piece) as usize).clamp(1, ranks);
@@ -164,7 +164,7 @@ fn place_batch(
             heap = (0..ranks / group)
                 .map(|block| {
                     let members = &loads[block * group..(block + 1) * group];
-                    Reverse((members.iter().copied().fold(0.0, f64::max).to_bits(), block))
+                    Reverse(heap_key(members.iter().copied().fold(0.0, f64::max), block))
                 })
                 .collect();
             heap_group = group;
@@ -174,12 +174,14 @@ fn place_batch(
         } else {
             (piece as f64).powi(2)
         } / group as f64;
-        let Some(Reverse((busiest, block))) = heap.pop() else { break };
+        let Some(mut least) = heap.peek_mut() else { break };
+        let (busiest, block) = heap_entry(least.0);
         for load in &mut loads[block * group..(block + 1) * group] {
             *load += weight;
         }
-        // Every member gained the same weight: the busiest is still the busiest.
-        heap.push(Reverse(((f64::from_bits(busiest) + weight).to_bits(), block)));
+        // Every member gained the same weight: the busiest is still the busiest, and the block
+        // sinks to its new place in the heap.
+        *least = Reverse(heap_key(busiest + weight, block));
         out.push(PlacedDocument {
             first_rank: (block * group) as u32,
             group: group as u32,

@@ -15,7 +15,7 @@ use std::collections::BinaryHeap;
 
 use super::shape_cache::ShapeCache;
 use super::window_pieces::{Piece, WindowPieces};
-use super::{AttentionWork, Data};
+use super::{AttentionWork, Data, heap_entry, heap_key};
 
 /// Document pieces dealt for one batch shape at most (2^18, a few milliseconds): a window wider
 /// than that is dealt as its first part, which balances no better than the whole, and a window
@@ -25,6 +25,9 @@ const DEALT_PIECES: u64 = 1 << 18;
 /// Micro-batches kept over all windows at most, when a window holds fewer (2^8: every plan of a
 /// search prices the windows of its batch shape, in microseconds).
 const KEPT_BINS: u64 = 1 << 8;
+/// Micro-batches a dealing looks through one by one for the least loaded at most (up to 8, a
+/// scan costs less than a heap's sift); more are kept in a heap.
+const SCANNED_BINS: usize = 8;
 
 /// The shape of the batches a dealing fills. A dealing spreads a window's pieces over all its
 /// micro-batches at once, so how they are grouped into replicas and steps is the pricing's
@@ -84,24 +87,38 @@ pub fn deal_windows(
 /// Deals `pieces`, heaviest first, each onto the least loaded of `bins` micro-batches (ties to
 /// the first), and appends the micro-batches' sums to `out`.
 fn deal(pieces: &[Piece], bins: usize, out: &mut Vec<[f64; 3]>) {
-    // Weights are non-negative, so their bits order them.
-    let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
-        (0..bins).map(|bin| Reverse((0f64.to_bits(), bin))).collect();
     let start = out.len();
     out.resize(start + bins, [0.0; 3]);
-    let mut weights = vec![0.0; bins];
-    for (weight, sums) in pieces {
-        // The least loaded micro-batch takes the piece and sinks to its new place in the heap.
+    let loads = &mut out[start..];
+    let mut weights = vec![0.0f64; bins];
+    if bins <= SCANNED_BINS {
+        // A few micro-batches: each is looked at.
+        for piece in pieces {
+            let bin = (0..bins)
+                .fold(0, |best, bin| if weights[bin] < weights[best] { bin } else { best });
+            take(&mut weights, loads, bin, piece);
+        }
+        return;
+    }
+    // More: a heap by weight (weights are non-negative, so their bits order them). The least
+    // loaded micro-batch takes the piece and sinks to its new place.
+    let mut heap: BinaryHeap<Reverse<u128>> =
+        (0..bins).map(|bin| Reverse(heap_key(0.0, bin))).collect();
+    for piece in pieces {
         if let Some(mut least) = heap.peek_mut() {
-            let Reverse((_, bin)) = *least;
-            weights[bin] += weight;
-            let load = &mut out[start + bin];
-            for (total, value) in load.iter_mut().zip(sums) {
-                *total += value;
-            }
-            *least = Reverse((weights[bin].to_bits(), bin));
+            let (_, bin) = heap_entry(least.0);
+            *least = Reverse(heap_key(take(&mut weights, loads, bin, piece), bin));
         }
     }
+}
+
+/// Puts `piece` on micro-batch `bin`, returning the micro-batch's new weight.
+fn take(weights: &mut [f64], loads: &mut [[f64; 3]], bin: usize, (weight, sums): &Piece) -> f64 {
+    weights[bin] += weight;
+    for (total, value) in loads[bin].iter_mut().zip(sums) {
+        *total += value;
+    }
+    weights[bin]
 }
 
 /// The dealings of one run's data by batch shape, made once and shared by every run (every
@@ -112,17 +129,38 @@ pub type DealCache = ShapeCache<DealShape, Option<DealtWindows>>;
 mod tests {
     use super::*;
     use crate::data::histogram_data as data;
-    use crate::data::window_pieces::heaviest_first;
 
     #[test]
     fn greedy_dealing_puts_each_piece_on_the_least_loaded_micro_batch() {
         // 5, 4, 3, 3 onto two bins: 5 | 4, then 3 onto 4 (7), then 3 onto 5 (8).
-        let mut pieces: Vec<Piece> =
-            [3.0, 5.0, 3.0, 4.0].iter().map(|&w| (w, [w, 0.0, 0.0])).collect();
-        heaviest_first(&mut pieces);
+        let pieces: Vec<Piece> = [5.0, 4.0, 3.0, 3.0].iter().map(|&w| (w, [w, 0.0, 0.0])).collect();
         let mut out = Vec::new();
         deal(&pieces, 2, &mut out);
         assert_eq!(out, [[8.0, 0.0, 0.0], [7.0, 0.0, 0.0]]);
+    }
+
+    #[test]
+    fn dealing_by_scan_and_by_heap_pick_the_same_micro_batches() {
+        // Each piece onto the first least loaded bin, found the slow way, for bin counts on both
+        // sides of SCANNED_BINS.
+        let weights: Vec<f64> = (0..200u64).map(|i| ((i * 7919) % 97) as f64).collect();
+        let mut pieces: Vec<Piece> = weights.iter().map(|&w| (w, [w, 1.0, w * w])).collect();
+        pieces.sort_by(|a, b| b.0.total_cmp(&a.0));
+        for bins in 1..=3 * SCANNED_BINS {
+            let mut expected = vec![[0.0; 3]; bins];
+            let mut totals = vec![0.0f64; bins];
+            for (weight, sums) in &pieces {
+                let least = totals.iter().copied().fold(f64::INFINITY, f64::min);
+                let bin = totals.iter().position(|&t| t == least).unwrap();
+                totals[bin] += weight;
+                for (total, value) in expected[bin].iter_mut().zip(sums) {
+                    *total += value;
+                }
+            }
+            let mut out = Vec::new();
+            deal(&pieces, bins, &mut out);
+            assert_eq!(out, expected, "{bins} bins");
+        }
     }
 
     #[test]

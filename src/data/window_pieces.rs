@@ -1,13 +1,14 @@
 //! The document pieces of a balancing loader's windows, drawn once per window size and shared by
 //! every dealing of that size.
 //!
-//! A window of `t` tokens is filled by drawing documents from the data's seeded generator until
-//! `t` tokens are drawn (the last one cut to fit), each then cut at the sequence length; windows
-//! follow one another in one stream. Two dealings whose windows hold the same tokens (one of 8
-//! micro-batches of 2 sequences, one of 16 of 1) draw the same stream and cut it at the same
+//! A window of `t` tokens is filled by taking documents from the data's seeded stream until `t`
+//! tokens are taken (the last one cut to fit), each then cut at the sequence length; windows
+//! follow one another in the stream. Two dealings whose windows hold the same tokens (one of 8
+//! micro-batches of 2 sequences, one of 16 of 1) take the same documents and cut them at the same
 //! places: they differ only in the micro-batches they deal each window to. So the pieces, weighed
 //! and sorted heaviest first, are made once per window size and extended as dealings ask for more
-//! windows, and a dealing costs its greedy placement only.
+//! windows, and a dealing costs its greedy placement only. Windows of every size run over the
+//! same documents, so each document is drawn once, whichever size asks for it first.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -16,6 +17,7 @@ use rand::SeedableRng;
 use rand::rngs::StdRng;
 
 use super::{AttentionWork, Data};
+use crate::limits;
 
 /// Pieces reserved for one window at most before drawing it (2^20; a window of more grows).
 const MOST_PIECES_RESERVED: f64 = (1u64 << 20) as f64;
@@ -24,11 +26,40 @@ const MOST_PIECES_RESERVED: f64 = (1u64 << 20) as f64;
 /// `[tokens, a, b]`.
 pub type Piece = (f64, [f64; 3]);
 
-/// The windows of one size drawn so far, and the generator that draws the next.
-#[derive(Debug)]
+/// The windows of one size made so far, and the first document of the stream the next one
+/// takes.
+#[derive(Debug, Default)]
 struct Stream {
-    rng: StdRng,
+    next_document: usize,
     windows: Vec<Arc<[Piece]>>,
+}
+
+/// The documents drawn so far from the data's seeded generator, in order, and the generator that
+/// draws the next.
+#[derive(Debug)]
+struct Documents {
+    rng: StdRng,
+    lengths: Vec<u64>,
+}
+
+impl Documents {
+    /// The lengths of the documents that fill `tokens` tokens from the `first`-th on (drawing
+    /// those not drawn yet), the last one whole, and the index of the document after them.
+    fn take(&mut self, data: &Data, first: usize, tokens: u64) -> (Vec<u64>, usize) {
+        let mut taken = Vec::new();
+        let mut left = tokens;
+        let mut index = first;
+        while left > 0 {
+            if index == self.lengths.len() {
+                self.lengths.push(data.distribution().draw(&mut self.rng));
+            }
+            let length = self.lengths[index];
+            taken.push(length);
+            left = left.saturating_sub(length);
+            index += 1;
+        }
+        (taken, index)
+    }
 }
 
 /// Windows of pieces by tokens per window, for one run's data and model. A clone starts empty
@@ -36,6 +67,8 @@ struct Stream {
 #[derive(Debug, Default)]
 pub struct WindowPieces {
     streams: Mutex<BTreeMap<u64, Arc<Mutex<Stream>>>>,
+    /// The document stream every window size takes from (`None` until a window is first made).
+    documents: Mutex<Option<Documents>>,
 }
 
 impl WindowPieces {
@@ -52,11 +85,7 @@ impl WindowPieces {
     ) -> Vec<Arc<[Piece]>> {
         let stream = {
             let mut streams = self.streams.lock().unwrap_or_else(PoisonError::into_inner);
-            let stream = streams.entry(tokens).or_insert_with(|| {
-                let rng = StdRng::seed_from_u64(data.seed());
-                Arc::new(Mutex::new(Stream { rng, windows: Vec::new() }))
-            });
-            Arc::clone(stream)
+            Arc::clone(streams.entry(tokens).or_default())
         };
         // Drawn outside the map's lock: dealings of other sizes do not wait for this one.
         let mut stream = stream.lock().unwrap_or_else(PoisonError::into_inner);
@@ -69,7 +98,16 @@ impl WindowPieces {
         let expected = (tokens as f64 / mean_piece).min(MOST_PIECES_RESERVED) as usize;
         let reserve = expected + expected / 8 + 16;
         while stream.windows.len() < count {
-            let window = draw_window(data, work, weight, tokens, reserve, &mut stream.rng);
+            let (lengths, next_document) = {
+                let mut documents = self.documents.lock().unwrap_or_else(PoisonError::into_inner);
+                let documents = documents.get_or_insert_with(|| Documents {
+                    rng: StdRng::seed_from_u64(data.seed()),
+                    lengths: Vec::new(),
+                });
+                documents.take(data, stream.next_document, tokens)
+            };
+            stream.next_document = next_document;
+            let window = cut_window(&lengths, work, weight, tokens, reserve);
             stream.windows.push(window.into());
         }
         stream.windows[..count].to_vec()
@@ -88,40 +126,42 @@ impl PartialEq for WindowPieces {
     }
 }
 
-/// Draws one window of `tokens` tokens from `rng`: its documents cut at the sequence length, as
-/// weighed pieces, heaviest first (room for `reserve` of them made at the start).
-fn draw_window(
-    data: &Data,
+/// Cuts one window of `tokens` tokens from the documents of `lengths` (the last one cut to fit),
+/// each at the sequence length, into weighed pieces, heaviest first (room for `reserve` of them
+/// made at the start).
+///
+/// A piece's weight grows with its tokens (a positive weight per token plus a non-negative one
+/// per unit of attention, which grows with the piece), and pieces of equal length are equal, so
+/// the pieces' lengths are radix-sorted (a piece is at most one sequence, under 2^24 tokens, a
+/// 32-bit key) and the pieces made longest first.
+fn cut_window(
+    lengths: &[u64],
     work: &AttentionWork<'_>,
     weight: [f64; 2],
     tokens: u64,
     reserve: usize,
-    rng: &mut StdRng,
 ) -> Vec<Piece> {
-    let seq = work.seq_len();
-    let mut pieces = Vec::with_capacity(reserve);
+    let seq = work.seq_len().min(limits::SEQ_LEN);
+    let mut cut: Vec<u32> = Vec::with_capacity(reserve);
     let mut left = tokens;
-    while left > 0 {
-        let mut length = data.distribution().draw(rng).min(left);
+    for &drawn in lengths {
+        let mut length = drawn.min(left);
         left -= length;
         while length > 0 {
             let piece = length.min(seq);
             length -= piece;
-            let [a, b] = work.piece(piece).unwrap_or([0.0; 2]);
-            let tokens = piece as f64;
-            pieces.push((weight[0] * tokens + weight[1] * a, [tokens, a, b]));
+            cut.push(piece as u32);
         }
     }
-    heaviest_first(&mut pieces);
-    pieces
-}
-
-/// Sorts pieces heaviest first. A piece's weight grows with its tokens (a positive weight per
-/// token plus a non-negative one per unit of attention, which grows with the piece), so the
-/// pieces are radix-sorted by their tokens, a 32-bit key (a piece is at most one sequence, under
-/// 2^24 tokens), longest first. Pieces of equal length weigh the same, and the sort is stable.
-pub(super) fn heaviest_first(pieces: &mut [Piece]) {
-    radsort::sort_by_key(pieces, |piece| u32::MAX - piece.1[0] as u32);
+    radsort::sort(&mut cut);
+    cut.iter()
+        .rev()
+        .map(|&piece| {
+            let [a, b] = work.piece(u64::from(piece)).unwrap_or([0.0; 2]);
+            let tokens = f64::from(piece);
+            (weight[0] * tokens + weight[1] * a, [tokens, a, b])
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -198,6 +198,33 @@ impl Run {
         run
     }
 
+    /// The same run grouping its documents as `plan` says (its `hybrid_cp`,
+    /// `hybrid_cp_scheduler`, `max_seqlen_per_rank` and `variable_micro_batches`; every other
+    /// field is this run's), checked by the rules that read those fields. No other rule reads
+    /// them, so for a plan that differs from this run's in them only, this is what validating
+    /// the plan whole gives: a search derives the groupings it tries beside a plan from that
+    /// plan's run instead of validating each again.
+    pub(crate) fn with_grouping(&self, plan: &PlanSpec) -> Result<Run, Violations> {
+        let mut collector = Collector::default();
+        let inputs = context_parallel_rules::HybridCpInputs {
+            known: true,
+            pp: self.plan.pp,
+            dp: self.plan.dp,
+            cp: self.plan.cp,
+            cp_comm: self.plan.cp_comm,
+            balance_window: self.plan.balance_window,
+            training: &self.training,
+        };
+        let hybrid_cp = context_parallel_rules::validate_hybrid_cp(&mut collector, plan, inputs);
+        let mut run = self.clone();
+        run.plan.hybrid_cp = hybrid_cp;
+        run.plan.variable_micro_batches = plan.variable_micro_batches.unwrap_or(false);
+        let batching = self.data().map(|data| data.data.batching());
+        data::check_plan_against_data(&mut collector, &run.plan, batching);
+        collector.finish()?;
+        Ok(run)
+    }
+
     /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
     pub fn tokens_per_microbatch(&self) -> f64 {
         (self.training.micro_batch * self.training.seq_len) as f64 / self.plan.cp as f64

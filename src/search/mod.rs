@@ -15,6 +15,7 @@
 //! agree.
 
 pub mod fit;
+mod grouping;
 mod place;
 mod point;
 mod pricing;

@@ -62,16 +62,26 @@ fn price(
     explain: bool,
     windows: &[u64],
 ) -> Priced {
-    let run = match candidate_run(spec, template, &candidate) {
-        Ok(run) => run,
+    match candidate_run(spec, template, &candidate) {
+        Ok(run) => price_run(spec, &run, shared, explain, windows),
         Err(violations) => {
             let first = violations.list().first().filter(|_| explain);
             let example = first.map(|v| Box::new(Rejection::BreaksARule(v.clone())));
-            return Priced::Rejected(RejectionKind::BreaksARule, example);
+            Priced::Rejected(RejectionKind::BreaksARule, example)
         }
-    };
+    }
+}
+
+/// [`price`] of a candidate whose run passed validation.
+fn price_run(
+    spec: &SearchSpec,
+    run: &Run,
+    shared: Option<Shared>,
+    explain: bool,
+    windows: &[u64],
+) -> Priced {
     if let Some(engine) = spec.engine
-        && let Err(unsupported) = check(engine, &run)
+        && let Err(unsupported) = check(engine, run)
     {
         let example = explain.then(|| Box::new(Rejection::UnsupportedByEngine(unsupported)));
         return Priced::Rejected(RejectionKind::UnsupportedByEngine, example);
@@ -80,19 +90,19 @@ fn price(
     // simulation's lower bound.
     let own;
     let tables = match shared {
-        Some(shared) => shared.tables.get_or_init(|| Tables::new(&run)),
+        Some(shared) => shared.tables.get_or_init(|| Tables::new(run)),
         None => {
-            own = Tables::new(&run);
+            own = Tables::new(run);
             &own
         }
     };
-    let priced = priced_with(&run, tables, shared);
+    let priced = priced_with(run, tables, shared);
     // Memory first: a candidate that does not fit needs no step time.
     let peak = priced.fit_need_with_window(run.plan().balance_window());
     let capacity = run.cluster().gpu().memory();
     if !fits_in(peak, capacity, spec.memory_headroom) {
         let example =
-            explain.then(|| Box::new(over_memory(spec, &run, peak, MemoryCheck::ClosedForm)));
+            explain.then(|| Box::new(over_memory(spec, run, peak, MemoryCheck::ClosedForm)));
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
     let breakdown = step_time_from(&priced);
@@ -303,11 +313,18 @@ fn group_places(block: &Block, b: usize, members: &[usize]) -> Vec<Vec<Place>> {
         }
     }
     let mut groups = Vec::new();
-    // The first re-packing window's combinations: the others are priced with them.
-    for inner in 0..block.per_window() {
+    // The first re-packing window's combinations (the others are priced with them), the
+    // groupings of one combination one after the other: a group of another grouping than the
+    // first follows that one's group, member for member, and derives its runs from it.
+    let groupings = block.groupings.len().max(1);
+    let below = block.per_window() / groupings;
+    for rest in 0..below {
         for &choice in &choices {
             // DualPipe resolves its own expert overlap, which the shared work depends on.
-            for dualpipe in [false, true] {
+            for (dualpipe, grouping) in
+                [false, true].into_iter().flat_map(|d| (0..groupings).map(move |g| (d, g)))
+            {
+                let inner = grouping * below + rest;
                 let mut group = Vec::new();
                 for &layout in members {
                     if (block.layouts[layout].2 == PipelineSchedule::Dualpipe) != dualpipe {
@@ -377,9 +394,20 @@ pub(super) fn price_all(
             };
             let places = if offloads { slot(block.layouts.len(), 0, 0) } else { 0 };
             let mut fits_plainly = vec![false; places];
+            // The runs of the last group of the first grouping (`None`: not built, or it breaks
+            // a rule), for the groups of the other groupings that follow it to derive theirs
+            // from (`Run::with_grouping`), member for member.
+            let mut firsts: Vec<Option<(Place, Option<Run>)>> = Vec::new();
+            let derives = share && block.groupings.len() > 1;
             for group in group_places(block, *b, members) {
                 let pricing = SharedPricing::new();
-                for place in group {
+                let first_grouping =
+                    group.first().is_none_or(|p| block.first_grouping(p.inner()) == p.inner());
+                if derives && first_grouping {
+                    firsts.clear();
+                    firsts.resize(group.len(), None);
+                }
+                for (member, place) in group.into_iter().enumerate() {
                     count += 1;
                     let (layout, sharding, inner) =
                         (place.layout(), place.sharding(), place.inner());
@@ -412,7 +440,38 @@ pub(super) fn price_all(
                             tables: &tables[slots[*b][inner]],
                             pricing: &pricing,
                         });
-                        price(spec, template, candidate, shared, false, priced_windows)
+                        // Another grouping of a candidate priced just before derives its run
+                        // from that one's; the reference validates every candidate itself.
+                        let derived = if derives && !first_grouping {
+                            firsts.get(member).and_then(Option::as_ref).map(|(first, run)| {
+                                debug_assert_eq!(
+                                    (first.layout(), first.sharding(), first.recompute()),
+                                    (layout, sharding, place.recompute())
+                                );
+                                debug_assert_eq!(first.inner(), block.first_grouping(inner));
+                                run
+                            })
+                        } else {
+                            None
+                        };
+                        let run = match derived {
+                            Some(Some(run)) => {
+                                run.with_grouping(&candidate.grouping_spec(&template.plan)).ok()
+                            }
+                            Some(None) => None,
+                            None => candidate_run(spec, template, &candidate).ok(),
+                        };
+                        let priced = match &run {
+                            Some(run) => price_run(spec, run, shared, false, priced_windows),
+                            None => Priced::Rejected(RejectionKind::BreaksARule, None),
+                        };
+                        if derives
+                            && first_grouping
+                            && let Some(first) = firsts.get_mut(member)
+                        {
+                            *first = Some((place, run));
+                        }
+                        priced
                     };
                     if choice == RecomputeChoice::None
                         && matches!(priced, Priced::Kept(..))

@@ -10,6 +10,8 @@
 //! Divisibility that the enumeration does not guarantee is left to `Run::from_spec`, so a rejected
 //! candidate carries the same reason a user would see.
 
+pub use super::grouping::Grouping;
+use super::grouping::groupings;
 use crate::plan::{
     CpComm, FsdpMode, HybridCpScheduler, MeshGrid, PipelineSchedule, PipelineSplit, PlanSpec,
     RecomputeKind,
@@ -96,26 +98,6 @@ pub struct Candidate {
     pub hybrid_cp: Option<HybridCpScheduler>,
     /// Whether documents are sorted into variable micro-batches (DynaPipe).
     pub variable_micro_batches: bool,
-}
-
-/// How a candidate groups its documents beside its re-packing window: on static or
-/// per-document (hybrid) context-parallel groups, in fixed or variable micro-batches. The
-/// search pairs variable micro-batches with static CP only (they form batches of their own);
-/// pins may ask for both, which validation then rejects, saying why.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Grouping {
-    /// Per-document context-parallel groups and their scheduler (`None`: static CP).
-    pub hybrid_cp: Option<HybridCpScheduler>,
-    /// Whether documents are sorted into variable micro-batches.
-    pub variable_micro_batches: bool,
-}
-
-impl Grouping {
-    /// Whether documents come packed as a loader re-packs them across global batches: not on
-    /// hybrid-CP groups or in variable micro-batches, which form batches of their own.
-    pub fn re_packs(self) -> bool {
-        self.hybrid_cp.is_none() && !self.variable_micro_batches
-    }
 }
 
 /// Limits on the space, from the user.
@@ -273,6 +255,14 @@ impl Block {
     pub fn grouping(&self, inner: usize) -> Grouping {
         let below = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
         self.groupings[(inner / below.max(1)) % self.groupings.len().max(1)]
+    }
+
+    /// Inner combination `inner` with the first grouping instead of its own (the same window,
+    /// micro-batch, exchange and expert layout).
+    pub fn first_grouping(&self, inner: usize) -> usize {
+        let below = (self.micro_batches.len() * self.exchanges.len() * self.experts.len()).max(1);
+        let per_window = self.per_window().max(1);
+        inner / per_window * per_window + inner % below
     }
 
     /// Whether inner combination `inner` is in the space: every combination of the first
@@ -438,7 +428,13 @@ pub fn blocks(shape: &Shape, constraints: &Constraints, pins: &PlanSpec) -> Vec<
                     exchanges,
                     experts,
                     balance_windows: balance_windows(shape, pins),
-                    groupings: groupings(shape, pp, dp * cp, pins),
+                    groupings: groupings(
+                        shape.variable_micro_batches,
+                        shape.hybrid_cp_schedulers,
+                        pp,
+                        dp * cp,
+                        pins,
+                    ),
                 });
             }
         }
@@ -559,53 +555,6 @@ fn balance_windows(shape: &Shape, pins: &PlanSpec) -> Vec<u64> {
         .chain(std::iter::successors(Some(1), |w: &u64| w.checked_mul(2)))
         .take_while(|&w| w <= shape.max_balance_window)
         .collect()
-}
-
-/// Static CP in fixed micro-batches; per-document groups with each scheduler the shape allows
-/// where a plan can have them (no pipeline, a power-of-two pool of `dp x cp` ranks of at least
-/// 2); and variable micro-batches on static CP where the shape tries them. A pin keeps its
-/// choice alone.
-fn groupings(shape: &Shape, pp: u64, pool: u64, pins: &PlanSpec) -> Vec<Grouping> {
-    let variable = match pins.variable_micro_batches {
-        Some(pinned) => vec![pinned],
-        None if shape.variable_micro_batches && pins.hybrid_cp != Some(true) => vec![false, true],
-        None => vec![false],
-    };
-    hybrid_cps(shape, pp, pool, pins)
-        .into_iter()
-        .flat_map(|hybrid_cp| {
-            variable.iter().filter_map(move |&variable_micro_batches| {
-                // Variable micro-batches go with static CP unless both are pinned.
-                (hybrid_cp.is_none() || !variable_micro_batches || pins.hybrid_cp == Some(true))
-                    .then_some(Grouping { hybrid_cp, variable_micro_batches })
-            })
-        })
-        .collect()
-}
-
-/// Static CP, and per-document groups with each scheduler the shape allows where a plan can
-/// have them (no pipeline, a power-of-two pool of `dp x cp` ranks of at least 2); a pin keeps
-/// its choice alone.
-fn hybrid_cps(
-    shape: &Shape,
-    pp: u64,
-    pool: u64,
-    pins: &PlanSpec,
-) -> Vec<Option<HybridCpScheduler>> {
-    let possible =
-        pp == 1 && pool >= 2 && pool.is_power_of_two() && pool <= crate::limits::HYBRID_CP_RANKS;
-    let hybrid = shape
-        .hybrid_cp_schedulers
-        .iter()
-        .copied()
-        .filter(|scheduler| agrees(pins.hybrid_cp_scheduler, *scheduler))
-        .filter(|_| possible)
-        .map(Some);
-    match pins.hybrid_cp {
-        Some(true) => hybrid.collect(),
-        Some(false) => vec![None],
-        None => std::iter::once(None).chain(hybrid).collect(),
-    }
 }
 
 /// Context-parallel exchanges worth trying at this tp x cp: the ring always, Ulysses when cp
@@ -783,6 +732,14 @@ impl Candidate {
             recompute_num_layers,
             offload_activation_layers,
             balance_window: Some(self.balance_window as i64),
+            ..self.grouping_spec(template)
+        }
+    }
+
+    /// The plan fields of the candidate's grouping (`hybrid_cp`, `hybrid_cp_scheduler`,
+    /// `max_seqlen_per_rank`, `variable_micro_batches`), the others `template`'s.
+    pub fn grouping_spec(&self, template: &PlanSpec) -> PlanSpec {
+        PlanSpec {
             hybrid_cp: Some(self.hybrid_cp.is_some()),
             hybrid_cp_scheduler: self.hybrid_cp,
             max_seqlen_per_rank: self.hybrid_cp.and(template.max_seqlen_per_rank),

@@ -201,3 +201,31 @@ fn points_of_padded_documents_count_only_the_tokens_trained() {
     assert!(fastest(false) <= best * (1.0 + 1e-12), "{} vs {best}", fastest(false));
     assert!(fastest(false) > 0.0 && fastest(false) < 0.5 * best);
 }
+
+#[test]
+fn a_grouping_derived_from_the_first_is_the_plan_validated_whole() {
+    // Every candidate of another grouping than its block's first: its run derived from the
+    // first grouping's (`Run::with_grouping`) is the run, or the refusal, that validating its
+    // whole plan gives; pipelines refuse hybrid CP, packed data variable micro-batches.
+    let (mut derived, mut refused) = (0, 0);
+    for spec in [padded(8), batched(8, Batching::Pack)] {
+        let shape = shape(&spec).unwrap();
+        let blocks = space::blocks(&shape, &spec.constraints, &spec.base.plan);
+        let template = template(&spec);
+        for block in blocks.iter().filter(|b| b.groupings.len() > 1) {
+            for layout in 0..block.layouts.len() {
+                for inner in (0..block.per_window()).filter(|&i| block.first_grouping(i) != i) {
+                    let first = block.candidate(layout, 0, 0, block.first_grouping(inner));
+                    let candidate = block.candidate(layout, 0, 0, inner);
+                    let Ok(run) = candidate_run(&spec, &template, &first) else { continue };
+                    let whole = candidate_run(&spec, &template, &candidate).ok();
+                    let grouping = candidate.grouping_spec(&template.plan);
+                    assert_eq!(run.with_grouping(&grouping).ok(), whole, "{candidate:?}");
+                    derived += 1;
+                    refused += usize::from(whole.is_none());
+                }
+            }
+        }
+    }
+    assert!(derived > 50 && refused > 0 && refused < derived, "{refused} of {derived}");
+}
