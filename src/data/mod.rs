@@ -199,6 +199,7 @@ impl Data {
 /// weight (whose bits order it, being non-negative), then by the index. One integer compares in
 /// fewer instructions than a pair.
 pub(crate) fn heap_key(weight: f64, index: usize) -> u128 {
+    debug_assert!(weight >= 0.0, "a heap weight is non-negative: {weight}");
     (u128::from(weight.to_bits()) << 64) | index as u128
 }
 

@@ -714,6 +714,7 @@ impl Candidate {
             }
             _ => template.offload_activation_layers,
         };
+        let grouping = self.grouping_spec(template);
         PlanSpec {
             tp: Some(self.tp as i64),
             pp: Some(self.pp as i64),
@@ -732,19 +733,23 @@ impl Candidate {
             recompute_num_layers,
             offload_activation_layers,
             balance_window: Some(self.balance_window as i64),
-            ..self.grouping_spec(template)
+            hybrid_cp: grouping.hybrid_cp,
+            hybrid_cp_scheduler: grouping.hybrid_cp_scheduler,
+            max_seqlen_per_rank: grouping.max_seqlen_per_rank,
+            variable_micro_batches: grouping.variable_micro_batches,
+            ..template.clone()
         }
     }
 
     /// The plan fields of the candidate's grouping (`hybrid_cp`, `hybrid_cp_scheduler`,
-    /// `max_seqlen_per_rank`, `variable_micro_batches`), the others `template`'s.
+    /// `max_seqlen_per_rank`, `variable_micro_batches`), the others unset.
     pub fn grouping_spec(&self, template: &PlanSpec) -> PlanSpec {
         PlanSpec {
             hybrid_cp: Some(self.hybrid_cp.is_some()),
             hybrid_cp_scheduler: self.hybrid_cp,
             max_seqlen_per_rank: self.hybrid_cp.and(template.max_seqlen_per_rank),
             variable_micro_batches: Some(self.variable_micro_batches),
-            ..template.clone()
+            ..PlanSpec::default()
         }
     }
 }
