@@ -316,8 +316,8 @@ fn group_places(block: &Block, b: usize, members: &[usize]) -> Vec<Vec<Place>> {
     // The first re-packing window's combinations (the others are priced with them), the
     // groupings of one combination one after the other: a group of another grouping than the
     // first follows that one's group, member for member, and derives its runs from it.
-    let groupings = block.groupings.len().max(1);
-    let below = block.per_window() / groupings;
+    let groupings = block.groupings.len();
+    let below = block.per_grouping();
     for rest in 0..below {
         for &choice in &choices {
             // DualPipe resolves its own expert overlap, which the shared work depends on.

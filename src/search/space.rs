@@ -248,19 +248,24 @@ impl Block {
     /// Inner combinations of one re-packing window (grouping, micro-batch, exchange and expert
     /// layout): window `w`'s combinations are `w x per_window()` onwards.
     pub fn per_window(&self) -> usize {
-        self.groupings.len() * self.micro_batches.len() * self.exchanges.len() * self.experts.len()
+        self.groupings.len() * self.per_grouping()
+    }
+
+    /// Inner combinations of one re-packing window and grouping (micro-batch, exchange and
+    /// expert layout): the grouping's combinations are `grouping x per_grouping()` onwards.
+    pub fn per_grouping(&self) -> usize {
+        self.micro_batches.len() * self.exchanges.len() * self.experts.len()
     }
 
     /// The grouping of inner combination `inner`.
     pub fn grouping(&self, inner: usize) -> Grouping {
-        let below = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
-        self.groupings[(inner / below.max(1)) % self.groupings.len().max(1)]
+        self.groupings[(inner / self.per_grouping().max(1)) % self.groupings.len().max(1)]
     }
 
     /// Inner combination `inner` with the first grouping instead of its own (the same window,
     /// micro-batch, exchange and expert layout).
     pub fn first_grouping(&self, inner: usize) -> usize {
-        let below = (self.micro_batches.len() * self.exchanges.len() * self.experts.len()).max(1);
+        let below = self.per_grouping().max(1);
         let per_window = self.per_window().max(1);
         inner / per_window * per_window + inner % below
     }
@@ -275,12 +280,11 @@ impl Block {
     /// Inner combinations in the space ([`Self::searches`]).
     pub fn searched_inner_len(&self) -> usize {
         let re_packing = self.groupings.iter().filter(|g| g.re_packs()).count();
-        let below = self.micro_batches.len() * self.exchanges.len() * self.experts.len();
         let windows = self.balance_windows.len();
         if windows == 0 {
             return 0;
         }
-        self.per_window() + (windows - 1) * re_packing * below
+        self.per_window() + (windows - 1) * re_packing * self.per_grouping()
     }
 
     /// Candidates in the block.
