@@ -5,7 +5,8 @@ Writes one JSON file with every figure and how it was taken: bf16 and fp8 GEMMs 
 layout (forward, input gradient, weight gradient of the linear layers of real models), fused
 attention by sequence length and head dimension, grouped GEMMs at the routed-expert shapes of
 real MoE models, memory-bound kernels (copy, RMSNorm, SwiGLU, token permute/unpermute), the
-host launch cost of a kernel, and whole transformer layers (dense and MoE) forward + backward.
+host launch cost of a kernel, whole transformer layers (dense and MoE) forward + backward, and
+Mamba-2's chunked scan (mamba_ssm's Triton kernels, staged by scripts/stage-device-packages.sh).
 
 Usage: python3 scripts/measure_kernels.py OUT.json [--smoke]
 `--smoke` runs tiny shapes (on the CPU when no GPU is present) to check the script itself.
@@ -30,7 +31,8 @@ STARTED = time.monotonic()
 # Seconds each section may use before it skips the rest of its shapes (the whole run must stay
 # well inside the device tool's 10-minute limit).
 SECTION_BUDGET = {"gemm_bf16": 120.0, "gemm_depth": 60.0, "grouped_split": 70.0, "gemm_fp8": 50.0, "gemm_fp8_blockwise": 60.0, "attention": 60.0, "grouped_gemm": 70.0,
-                  "layers": 45.0, "host": 60.0, "memory": 20.0, "launch": 20.0, "host_copy": 40.0}
+                  "layers": 45.0, "host": 60.0, "memory": 20.0, "launch": 20.0, "host_copy": 40.0,
+                  "ssd_scan": 90.0}
 
 
 def sync():
@@ -839,6 +841,68 @@ def host_copy_section():
     return section.result()
 
 
+def ssd_scan_section():
+    """Mamba-2's chunked scan as Megatron-Core's Mamba mixer runs it in training (mamba_ssm's
+    `mamba_split_conv1d_scan_combined` calls the same Triton scan, with the gate z, a per-head
+    D, a dt bias and softplus): `mamba_chunk_scan_combined` forward alone and forward +
+    backward, at the mixer shapes of Nemotron 3 Nano / Super and Nemotron-H 8B / 56B. mamba_ssm
+    is not installed on the device machine: `scripts/stage-device-packages.sh` stages its Triton
+    kernels under `.carry/`, which the run carries and puts on PYTHONPATH. Without it the section
+    records why and stops."""
+    section = Section("ssd_scan")
+    try:
+        from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
+    except Exception as exc:  # noqa: BLE001
+        section.error("import mamba_ssm (run scripts/stage-device-packages.sh, carry .carry, "
+                      "PYTHONPATH=.carry)", exc)
+        return section.result()
+    if DEVICE != "cuda":
+        section.error("ssd_scan", RuntimeError("Triton kernels need a GPU"))
+        return section.result()
+    # (model, heads, head_dim, state, groups, chunk)
+    mixers = [("nemotron-3-nano", 64, 64, 128, 8, 128), ("nemotron-3-super", 128, 64, 128, 8, 128),
+              ("nemotronh-8b", 128, 64, 128, 8, 128), ("nemotronh-56b", 256, 64, 256, 8, 128)]
+    # (batch, seqlen): one 8K sequence, four, and one 32K sequence.
+    batches = [(1, 8192), (4, 8192), (1, 32768)]
+    for name, heads, head_dim, state, groups, chunk in mixers:
+        for batch, seqlen in batches:
+            if section.over_budget():
+                break
+            try:
+                x = randn(batch, seqlen, heads, head_dim).requires_grad_()
+                dt = randn(batch, seqlen, heads).requires_grad_()
+                b = randn(batch, seqlen, groups, state).requires_grad_()
+                c = randn(batch, seqlen, groups, state).requires_grad_()
+                a = -(torch.rand(heads, device=DEVICE, dtype=torch.float32) * 8 + 1)
+                a.requires_grad_()
+                d = torch.ones(heads, device=DEVICE, dtype=torch.float32).requires_grad_()
+                dt_bias = torch.zeros(heads, device=DEVICE, dtype=torch.float32).requires_grad_()
+                z = randn(batch, seqlen, heads, head_dim).requires_grad_()
+                grad = randn(batch, seqlen, heads, head_dim)
+
+                def run():
+                    return mamba_chunk_scan_combined(x, dt, a, b, c, chunk, D=d, z=z,
+                                                     dt_bias=dt_bias, dt_softplus=True)
+
+                def forward():
+                    with torch.no_grad():
+                        run()
+
+                def both():
+                    run().backward(grad)
+
+                f = measure(forward)
+                fb = measure(both)
+                section.record({"model": name, "batch": batch, "seqlen": seqlen,
+                                "heads": heads, "head_dim": head_dim, "state": state,
+                                "groups": groups, "chunk": chunk, "forward_seconds": f,
+                                "forward_backward_seconds": fb, "backward_seconds": fb - f})
+                del x, dt, b, c, a, d, dt_bias, z, grad
+            except Exception as exc:  # noqa: BLE001
+                section.error(f"{name} {batch}x{seqlen}", exc)
+    return section.result()
+
+
 def main():
     if len(sys.argv) < 2 or sys.argv[1].startswith("--"):
         sys.exit("usage: measure_kernels.py OUT.json [--smoke]")
@@ -873,7 +937,7 @@ def main():
                 ("grouped_gemm", grouped_section), ("layers", layer_section),
                 ("gemm_depth", depth_section), ("grouped_split", grouped_split_section),
                 ("host", host_section), ("gemm_fp8_blockwise", fp8_blockwise_section),
-                ("host_copy", host_copy_section)]
+                ("host_copy", host_copy_section), ("ssd_scan", ssd_scan_section)]
     # Section names after OUT.json run only those sections.
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
     for name, fn in sections:
