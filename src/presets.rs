@@ -49,6 +49,7 @@ pub const MODELS: &[PresetFile] = presets!("models":
     "megatron-gpt-529.6b",
     "megatron-gpt-7.5b",
     "megatron-gpt-76.1b",
+    "minimax-text-01",
     "mixtral-8x22b",
     "mixtral-8x7b",
     "mpt-125m",
@@ -517,6 +518,8 @@ mod tests {
             // Qwen3-Next-80B-A3B: the 79,674,391,296 parameters of Qwen3-Coder-Next's published
             // safetensors (gated DeltaNet and gated attention, 512 experts).
             ("qwen3-next-80b-a3b", 79.674e9),
+            // MiniMax-01 report (arXiv 2501.08313): 456B total.
+            ("minimax-text-01", 456e9),
         ] {
             let actual = total_params(name);
             let error = (actual - expected).abs() / expected;
@@ -561,6 +564,12 @@ mod tests {
                 error * 100.0
             );
         }
+        // MiniMax-01 (arXiv 2501.08313): 45.9B activated, counting neither the embedding nor the
+        // output layer.
+        let minimax = preset_model("minimax-text-01");
+        let lookups = 2 * minimax.vocab_size() * minimax.hidden_size();
+        let error = ((minimax.active_params() - lookups) as f64 - 45.9e9).abs() / 45.9e9;
+        assert!(error < 0.01, "MiniMax-Text-01 active {:.2}% off", error * 100.0);
         // DeepSeek-V3 trains one MTP module on top of the 671B (the checkpoint's 685B also holds
         // the module's own copy of embedding and output head).
         let deepseek = preset_model("deepseek-v3");

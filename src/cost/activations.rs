@@ -144,6 +144,17 @@ fn sublayer_activation_bytes(run: &Run, kind: Sublayer, modules: RecomputeModule
             }
             None => 0.0,
         },
+        // Lightning attention keeps its projections' outputs (q, k, v before and after their SiLU,
+        // and the gate's), the kernel's output (the norm's input), the norm's output (the gate
+        // multiplies it) and the output projection's input.
+        Sublayer::LightningAttention => match model.hybrid_lightning_attention() {
+            Some(l) => {
+                norm + norm_output
+                    + (l.in_projection() + 3 * l.width() + 2 * l.width()) as f64 * act / tp
+                    + l.width() as f64 * gemm_in / tp
+            }
+            None => 0.0,
+        },
         Sublayer::Mamba => match model.hybrid_mamba() {
             Some(m) => {
                 // The convolution's output and the scan's chunk states are rebuilt inside the

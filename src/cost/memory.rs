@@ -171,6 +171,13 @@ fn sublayer_params(run: &Run, kind: Sublayer, attention: f64) -> Params {
                     .map_or(0.0, |l| l.params(model.hidden_size()) as f64 / tp),
             expert: 0.0,
         },
+        Sublayer::LightningAttention => Params {
+            dense: norm
+                + model
+                    .hybrid_lightning_attention()
+                    .map_or(0.0, |l| l.params(model.hidden_size()) as f64 / tp),
+            expert: 0.0,
+        },
         Sublayer::Mlp => {
             Params { dense: dense_layer_params(run, 0.0) - without_norms + norm, expert: 0.0 }
         }

@@ -1,6 +1,7 @@
 //! The operation tables of a hybrid model's layers (`crate::model::Sublayer`): an attention
-//! block, an MLP, a mixture of experts, or a Mamba-2 mixer, each with its own pre-norm and
-//! residual, as Megatron-Core's hybrid stack runs them.
+//! block, an MLP, a mixture of experts, a Mamba-2 mixer, a gated DeltaNet or a lightning
+//! attention block, each with its own pre-norm and residual, as Megatron-Core's hybrid stack runs
+//! them.
 //!
 //! The attention, MLP and expert tables are the transformer layer's own blocks (`layer.rs`), so
 //! an attention table plus an MLP table is a transformer layer's table row for row.
@@ -9,7 +10,7 @@ use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::kernels::scan_time;
 use crate::cost::layer::{Ctx, LAYER_ROWS, attention_block, mlp_block};
 use crate::cost::op_table::{OpKind, OpTable, Phase, Rows};
-use crate::model::{LinearAttention, Mamba, Sublayer};
+use crate::model::{LightningAttention, LinearAttention, Mamba, Sublayer};
 use crate::plan::{Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops};
@@ -44,21 +45,28 @@ pub fn sublayer(run: &Run, kind: Sublayer, rows: Rows) -> OpTable {
                 gated_delta_net_block(&ctx, &mut table, linear);
             }
         }
+        Sublayer::LightningAttention => {
+            if let Some(lightning) = model.hybrid_lightning_attention() {
+                lightning_attention_block(&ctx, &mut table, lightning);
+            }
+        }
     }
     table
 }
 
-/// What tells a chunked recurrent mixer (Mamba-2's scan, gated DeltaNet's delta rule) from the
-/// other: its widths, its kernel's work and its context-parallel exchange.
+/// What tells a chunked recurrent mixer (Mamba-2's scan, gated DeltaNet's delta rule, lightning
+/// attention) from the others: its widths, its kernel's work and its context-parallel exchange.
 struct RecurrentMixer {
     /// Name of its TP collectives' rows.
     tp_comm: &'static str,
     /// Name of its kernel's rows.
     kernel: &'static str,
-    /// Output width of the input projection.
+    /// Output width of the input projections.
     in_projection: u64,
-    /// Channels the causal convolution runs over.
-    conv_channels: u64,
+    /// The element-wise pass over the kernel's input channels before it, and those channels:
+    /// the causal depthwise convolution with its SiLU (Mamba-2's x, B and C; gated DeltaNet's
+    /// q, k and v), or lightning attention's SiLU on q, k and v.
+    pre_kernel: (&'static str, u64),
     /// Width of the kernel's output (the gated norm's and the output projection's input).
     output: u64,
     /// Heads of the recurrence, and the per-head inputs besides the convolved ones (Mamba-2's dt;
@@ -72,8 +80,8 @@ struct RecurrentMixer {
     flops_per_token: (f64, f64),
 }
 
-/// A chunked recurrent mixer layer: TP collectives, pre-norm, the input projection, the causal
-/// depthwise convolution (with its SiLU, reading and writing its channels), the chunked kernel,
+/// A chunked recurrent mixer layer: TP collectives, pre-norm, the input projection, the
+/// element-wise pass before the kernel (reading and writing its channels), the chunked kernel,
 /// the exchange `context_parallel` adds under CP, the gated norm, the output projection and the
 /// residual add. Tensor parallelism splits the heads; sequence parallelism the element-wise work
 /// outside them. The kernel reads the convolved channels and the per-head inputs and writes its
@@ -92,13 +100,14 @@ fn recurrent_mixer(
     let (tp, sp) = (ctx.tp, ctx.sp);
     let act = Precision::ACTIVATION_BYTES;
     let output = mixer.output as f64 / tp;
-    let channels = mixer.conv_channels as f64 / tp;
+    let (pre_kernel, channels) = mixer.pre_kernel;
+    let channels = channels as f64 / tp;
     ctx.tp_block_comm(table, mixer.tp_comm);
     table.enter(Some(RecomputeModule::Layernorm));
     ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
     table.enter(None);
     ctx.gemm(table, "in-proj", mixer.in_projection as f64 / tp, h);
-    ctx.streaming(table, "conv1d", 2.0 * channels * act);
+    ctx.streaming(table, pre_kernel, 2.0 * channels * act);
     let tokens = ctx.tokens;
     let heads = mixer.heads as f64 / tp;
     let (forward, backward) = mixer.flops_per_token;
@@ -131,7 +140,7 @@ fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
         tp_comm: "tp-mamba",
         kernel: "ssd-scan",
         in_projection: mamba.in_projection(),
-        conv_channels: mamba.conv_channels(),
+        pre_kernel: ("conv1d", mamba.conv_channels()),
         output: mamba.inner(),
         heads: mamba.num_heads,
         per_head_inputs: 1.0,
@@ -155,7 +164,7 @@ fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttentio
         tp_comm: "tp-linear-attention",
         kernel: "gated-delta-rule",
         in_projection: linear.in_projection(),
-        conv_channels: linear.conv_channels(),
+        pre_kernel: ("conv1d", linear.conv_channels()),
         output: linear.value_width(),
         heads: linear.num_value_heads,
         per_head_inputs: 2.0,
@@ -163,16 +172,45 @@ fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttentio
         chunk: linear.chunk_size,
         flops_per_token: (linear.scan_flops_per_token(), linear.scan_backward_flops_per_token()),
     };
-    recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, linear));
+    let state = linear.state_bytes();
+    recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, state));
 }
 
-/// LASP-2's exchange of a gated DeltaNet layer: each CP rank's FP32 recurrent state of every
-/// sequence, all-gathered over the CP group.
-fn state_all_gather(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttention) {
+/// A lightning attention block (MiniMax-01): `qkv_proj` and the output gate from the layer
+/// input, SiLU on q, k and v, the lightning kernel (priced as the chunked scan of
+/// `kernels::scan_time`, its blocks' small matmuls and decays run as Triton kernels like
+/// mamba_ssm's; no lightning kernel was measured), the RMSNorm and sigmoid gate over the output,
+/// and `out_proj`. Tensor parallelism splits the heads; under context parallelism LASP-2 (which
+/// was built for this kernel) all-gathers the ranks' key-value states once, forward and
+/// backward.
+fn lightning_attention_block(ctx: &Ctx, table: &mut OpTable, lightning: &LightningAttention) {
+    let mixer = RecurrentMixer {
+        tp_comm: "tp-lightning-attention",
+        kernel: "lightning-attention",
+        in_projection: lightning.in_projection(),
+        pre_kernel: ("qkv-silu", 3 * lightning.width()),
+        output: lightning.width(),
+        heads: lightning.num_heads,
+        per_head_inputs: 0.0,
+        state: lightning.head_dim * lightning.head_dim,
+        chunk: lightning.block_size,
+        flops_per_token: (
+            lightning.kernel_flops_per_token(),
+            lightning.kernel_backward_flops_per_token(),
+        ),
+    };
+    let state = lightning.state_bytes();
+    recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, state));
+}
+
+/// LASP-2's exchange of a linear-attention layer (gated DeltaNet, lightning attention): each CP
+/// rank's FP32 recurrent state of every sequence (`state_bytes` per sequence for all heads),
+/// all-gathered over the CP group.
+fn state_all_gather(ctx: &Ctx, table: &mut OpTable, state_bytes: f64) {
     let run = ctx.run;
     let plan = run.plan();
     let sequences = run.training().micro_batch() as f64;
-    let state = Bytes::new(linear.state_bytes() / ctx.tp * sequences);
+    let state = Bytes::new(state_bytes / ctx.tp * sequences);
     let group = Group { size: plan.cp(), stride: plan.tp() };
     let links = run.cluster().interconnect();
     let time = collective_time(links, Collective::AllGather, group, state * plan.cp() as f64);
@@ -320,5 +358,43 @@ mod tests {
             .map(|op| op.bytes.value())
             .collect();
         assert_eq!(gathers, [32.0 * 128.0 * 128.0 * 4.0; 2]);
+    }
+
+    #[test]
+    fn a_lightning_attention_layer_silus_its_projections_and_gathers_its_states() {
+        let minimax = crate::presets::model("minimax-text-01").unwrap();
+        let plan = |cp| PlanSpec { cp: Some(cp), tp: Some(8), ep: Some(8), ..PlanSpec::default() };
+        let table = |cp| {
+            let spec = test_spec("llama3.1-8b", 64, 8192, 64, 1, plan(cp));
+            let run = Run::from_spec(&crate::run::RunSpec { model: minimax.clone(), ..spec });
+            sublayer(&run.unwrap(), Sublayer::LightningAttention, Rows::Keep)
+        };
+        let one = table(1);
+        let names: Vec<&str> =
+            one.ops.iter().filter(|op| op.phase == Phase::Forward).map(|op| op.name).collect();
+        assert_eq!(
+            names,
+            [
+                "tp-lightning-attention",
+                "input-norm",
+                "in-proj",
+                "qkv-silu",
+                "lightning-attention",
+                "gated-norm",
+                "out-proj",
+                "residual"
+            ]
+        );
+        // q, k, v and the gate (4 x 8192) out of 6144, split over tp 8, for 8192 tokens.
+        let in_proj = one.ops.iter().find(|op| op.name == "in-proj").unwrap();
+        assert_eq!(in_proj.flops.value(), 2.0 * 8192.0 * 6144.0 * 4.0 * 8192.0 / 8.0);
+        // LASP-2: each rank's 8 heads' 128 x 128 FP32 states, forward and backward.
+        let gathers: Vec<f64> = table(2)
+            .ops
+            .iter()
+            .filter(|op| op.name == "cp-state-all-gather")
+            .map(|op| op.bytes.value())
+            .collect();
+        assert_eq!(gathers, [8.0 * 128.0 * 128.0 * 4.0; 2]);
     }
 }

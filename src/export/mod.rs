@@ -92,6 +92,9 @@ pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
 /// The plan of a run as the engine's launch configuration.
 pub fn export(engine: Engine, run: &Run) -> Result<String, Unsupported> {
     check(engine, run)?;
+    if run.model().hybrid_lightning_attention().is_some() {
+        return Err(Unsupported { engine, refusals: vec![Refusal::LightningAttentionLayers] });
+    }
     if engine == Engine::Megatron && run.model().hybrid_linear_attention().is_some() {
         return Err(Unsupported { engine, refusals: vec![Refusal::LinearAttentionLayers] });
     }

@@ -50,6 +50,9 @@ pub enum Refusal {
     /// refusal only (`export::export`), since Megatron-Core 0.17 runs them and the search still
     /// prices their plans for it.
     LinearAttentionLayers,
+    /// Lightning attention layers (MiniMax-01, pattern `L`), which none of the exported engines
+    /// builds: an export's refusal only, so that estimate, simulate and search still price them.
+    LightningAttentionLayers,
     /// The model has a hybrid layer pattern the engine does not build.
     HybridLayers {
         /// The engine.
@@ -186,6 +189,9 @@ impl fmt::Display for Refusal {
         match *self {
             Refusal::LinearAttentionLayers => f.write_str(
                 "meshplan does not write the flags of gated DeltaNet (G) layers yet; price the plan with estimate or search, and write those flags by hand",
+            ),
+            Refusal::LightningAttentionLayers => f.write_str(
+                "it builds no lightning attention (L) layer (MiniMax-01 trains on its own stack); estimate, simulate and search price the plan, but there is no engine configuration to write",
             ),
             Refusal::HybridLayers { engine } => write!(
                 f,

@@ -340,7 +340,7 @@ mod tests {
             ..everything.clone()
         };
         let hybrid = ModelSpec {
-            hybrid_pattern: Some("MG*-E".repeat(819) + "M"),
+            hybrid_pattern: Some("MGL*-E".repeat(682) + "MGL*"),
             mamba: Some(MambaSpec {
                 num_heads: 1 << 14,
                 head_dim: 64,
@@ -356,6 +356,11 @@ mod tests {
                 value_head_dim: 1 << 10,
                 conv_kernel: Some(width),
                 chunk_size: Some(width),
+            }),
+            lightning_attention: Some(crate::model::LightningAttentionSpec {
+                num_heads: 1 << 10,
+                head_dim: 1 << 10,
+                block_size: Some(width),
             }),
             ..everything.clone()
         };

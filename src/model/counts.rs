@@ -357,6 +357,9 @@ impl Model {
             Sublayer::GatedDeltaNet => {
                 norm + self.hybrid_linear_attention().map_or(0, |l| l.params(self.hidden_size()))
             }
+            Sublayer::LightningAttention => {
+                norm + self.hybrid_lightning_attention().map_or(0, |l| l.params(self.hidden_size()))
+            }
         }
     }
 
@@ -380,6 +383,11 @@ impl Model {
         self.hybrid().and_then(|hybrid| hybrid.linear_attention.as_ref())
     }
 
+    /// The lightning attention blocks of a hybrid model.
+    pub fn hybrid_lightning_attention(&self) -> Option<&super::LightningAttention> {
+        self.hybrid().and_then(|hybrid| hybrid.lightning_attention.as_ref())
+    }
+
     /// The Mamba-2 mixer of a hybrid model.
     pub fn hybrid_mamba(&self) -> Option<&super::Mamba> {
         self.hybrid().and_then(|hybrid| hybrid.mamba.as_ref())
@@ -397,6 +405,9 @@ impl Model {
             Sublayer::GatedDeltaNet => self
                 .hybrid_linear_attention()
                 .map_or(0, |l| (l.in_projection() + l.value_width()) * self.hidden_size()),
+            Sublayer::LightningAttention => self
+                .hybrid_lightning_attention()
+                .map_or(0, |l| (l.in_projection() + l.width()) * self.hidden_size()),
         };
         2.0 * matrices as f64
     }
@@ -412,6 +423,9 @@ impl Model {
             Sublayer::GatedDeltaNet => self.hybrid_linear_attention().map_or(0.0, |l| {
                 l.scan_flops_per_token() + 2.0 * (l.conv_channels() * l.conv_kernel) as f64
             }),
+            Sublayer::LightningAttention => {
+                self.hybrid_lightning_attention().map_or(0.0, |l| l.kernel_flops_per_token())
+            }
             Sublayer::Mlp | Sublayer::Moe => 0.0,
         }
     }

@@ -1,6 +1,7 @@
-//! Hybrid models (Nemotron-H, Nemotron 3): a layer pattern of Mamba-2, attention, MLP and MoE
-//! layers in any order, as Megatron-LM's `--hybrid-override-pattern` writes it, and the Mamba-2
-//! mixer's sizes.
+//! Hybrid models (Nemotron-H, Nemotron 3, Qwen3-Next, MiniMax-01): a layer pattern of Mamba-2,
+//! gated DeltaNet, lightning attention, attention, MLP and MoE layers in any order, as
+//! Megatron-LM's `--hybrid-override-pattern` writes it, and the Mamba-2 and gated DeltaNet
+//! mixers' sizes (lightning attention's are in `lightning.rs`).
 //!
 //! In a hybrid model each pattern symbol is one layer with its own pre-norm and residual: `*` is
 //! an attention block alone and `-` an MLP alone, so a GPT layer is the pair `*-`. A pattern that
@@ -9,6 +10,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::lightning::{self, LightningAttention, LightningAttentionSpec};
 use crate::violation::Collector;
 
 /// One layer of a hybrid pattern.
@@ -24,10 +26,13 @@ pub enum Sublayer {
     Moe,
     /// A gated DeltaNet linear-attention block (`G`; Qwen3-Next, Megatron-Core 0.17).
     GatedDeltaNet,
+    /// A lightning attention block (`L`; MiniMax-01's linear attention, meshplan's own symbol:
+    /// Megatron-LM has no such layer).
+    LightningAttention,
 }
 
 /// Layer kinds a hybrid pattern has.
-pub const SUBLAYER_KINDS: usize = 5;
+pub const SUBLAYER_KINDS: usize = 6;
 
 impl Sublayer {
     /// Every kind, in the order counts are kept.
@@ -37,6 +42,7 @@ impl Sublayer {
         Sublayer::Mlp,
         Sublayer::Moe,
         Sublayer::GatedDeltaNet,
+        Sublayer::LightningAttention,
     ];
 
     /// Position in [`Sublayer::ALL`] and in every per-kind count.
@@ -52,6 +58,7 @@ impl Sublayer {
             Sublayer::Mlp => '-',
             Sublayer::Moe => 'E',
             Sublayer::GatedDeltaNet => 'G',
+            Sublayer::LightningAttention => 'L',
         }
     }
 
@@ -274,6 +281,8 @@ pub struct Hybrid {
     pub mamba: Option<Mamba>,
     /// The gated DeltaNet blocks (`None` when the pattern has no `G`).
     pub linear_attention: Option<LinearAttention>,
+    /// The lightning attention blocks (`None` when the pattern has no `L`).
+    pub lightning_attention: Option<LightningAttention>,
 }
 
 impl Hybrid {
@@ -312,16 +321,28 @@ pub(super) enum Layout {
     Hybrid(Hybrid),
 }
 
+/// The token mixers' tables of a model file, which a pattern's `M`, `G` and `L` layers need.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct MixerSpecs<'a> {
+    /// `[mamba]`.
+    pub mamba: Option<&'a MambaSpec>,
+    /// `[linear_attention]`.
+    pub linear: Option<&'a LinearAttentionSpec>,
+    /// `[lightning_attention]`.
+    pub lightning: Option<&'a LightningAttentionSpec>,
+}
+
 /// Checks a pattern against the rest of the model: every symbol known, its length `num_layers`,
-/// Mamba sizes present exactly when `M` occurs, experts present exactly when `E` occurs.
+/// each mixer's table present exactly when its symbol occurs, experts present exactly when `E`
+/// occurs.
 pub(super) fn validate(
     collector: &mut Collector,
     pattern: &str,
     num_layers: i64,
-    mamba: Option<&MambaSpec>,
-    linear: Option<&LinearAttentionSpec>,
+    mixers: MixerSpecs,
     has_moe: bool,
 ) -> Layout {
+    let MixerSpecs { mamba, linear, lightning } = mixers;
     let mut kinds = Vec::with_capacity(pattern.len().min(crate::limits::LAYERS as usize));
     for (position, symbol) in pattern.chars().enumerate() {
         if position as u64 >= crate::limits::LAYERS {
@@ -342,7 +363,7 @@ pub(super) fn validate(
                 "model.hybrid_pattern",
                 pattern,
                 format!("has the unknown symbol `{symbol}` at layer {position}"),
-                "use M (Mamba-2), G (gated DeltaNet), * (attention), - (MLP) and E (mixture of experts); drop the `|` pipeline separators",
+                "use M (Mamba-2), G (gated DeltaNet), L (lightning attention), * (attention), - (MLP) and E (mixture of experts); drop the `|` pipeline separators",
             ),
         }
     }
@@ -394,6 +415,21 @@ pub(super) fn validate(
         ),
         _ => {}
     }
+    match (has(Sublayer::LightningAttention), lightning) {
+        (true, None) => collector.add(
+            "model.lightning_attention",
+            "(unset)",
+            "is required by the pattern's L layers",
+            "add a [lightning_attention] table with num_heads and head_dim",
+        ),
+        (false, Some(_)) => collector.add(
+            "model.lightning_attention",
+            "(set)",
+            "is unused: the pattern has no L layer",
+            "remove the [lightning_attention] table or add L layers to the pattern",
+        ),
+        _ => {}
+    }
     if has(Sublayer::Moe) != has_moe {
         let (value, message, hint) = if has_moe {
             ("(set)", "is unused: the pattern has no E layer", "remove [moe] or add E layers")
@@ -404,6 +440,7 @@ pub(super) fn validate(
     }
     let mamba = mamba.map(|spec| validate_mamba(collector, spec));
     let linear_attention = linear.map(|spec| validate_linear(collector, spec));
+    let lightning_attention = lightning.map(|spec| lightning::validate(collector, spec));
     let pairs = kinds.len() % 2 == 0
         && kinds.chunks(2).all(|pair| {
             pair[0] == Sublayer::Attention
@@ -413,7 +450,7 @@ pub(super) fn validate(
         return Layout::Transformer { layers: kinds.len() as u64 / 2 };
     }
     let counts = count_kinds(&kinds);
-    Layout::Hybrid(Hybrid { pattern: kinds, counts, mamba, linear_attention })
+    Layout::Hybrid(Hybrid { pattern: kinds, counts, mamba, linear_attention, lightning_attention })
 }
 
 fn validate_linear(collector: &mut Collector, spec: &LinearAttentionSpec) -> LinearAttention {
@@ -562,7 +599,7 @@ mod tests {
         let reordered =
             ModelSpec { hybrid_pattern: Some("**".to_owned() + &"-*".repeat(30) + "--"), ..paired };
         let hybrid = Model::from_spec(&reordered).unwrap();
-        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0]);
+        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0, 0]);
         assert_eq!(hybrid.num_layers(), 64);
     }
 
@@ -604,10 +641,38 @@ mod tests {
         let linear = model.hybrid_linear_attention().unwrap();
         // 2 x 2048 (q, k) + 2 x 4096 (v, z) + 2 x 32 (beta, decay) out of 2048.
         assert_eq!(linear.in_projection(), 12352);
-        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36]);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36, 0]);
         qwen.linear_attention.as_mut().unwrap().num_value_heads = 24;
         assert!(problems(&qwen).iter().any(|f| f.contains("not a multiple of num_key_heads 16")));
         qwen.linear_attention = None;
         assert!(problems(&qwen).iter().any(|f| f.starts_with("model.linear_attention = (unset)")));
+    }
+
+    #[test]
+    fn lightning_attention_layers_need_their_table_and_no_other() {
+        let mut minimax = presets::model("minimax-text-01").unwrap();
+        let model = Model::from_spec(&minimax).unwrap();
+        // Seven lightning layers then one softmax layer, ten times, each followed by experts.
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 10, 0, 80, 0, 70]);
+        assert_eq!(model.hybrid_lightning_attention().unwrap().width(), 8192);
+        let table = minimax.lightning_attention.take();
+        assert!(
+            problems(&minimax).iter().any(|f| f.starts_with("model.lightning_attention = (unset)"))
+        );
+        let mut plain = presets::model("mixtral-8x7b").unwrap();
+        plain.lightning_attention = table.clone();
+        assert!(
+            problems(&plain).iter().any(|f| f.contains("needs a hybrid_pattern placing its L"))
+        );
+        let mut unused = nano();
+        unused.lightning_attention = table;
+        assert!(problems(&unused).iter().any(|f| f.contains("the pattern has no L layer")));
+        let mut zero = presets::model("minimax-text-01").unwrap();
+        zero.lightning_attention.as_mut().unwrap().block_size = Some(0);
+        assert!(
+            problems(&zero)
+                .iter()
+                .any(|f| f.starts_with("model.lightning_attention.block_size = 0"))
+        );
     }
 }

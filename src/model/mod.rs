@@ -8,6 +8,7 @@ mod bounds;
 mod counts;
 mod hf;
 mod hybrid;
+mod lightning;
 
 use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,7 @@ pub use hybrid::{
     Hybrid, LinearAttention, LinearAttentionSpec, Mamba, MambaSpec, SUBLAYER_KINDS, Sublayer,
     SublayerCounts,
 };
+pub use lightning::{LightningAttention, LightningAttentionSpec};
 
 /// The MLP block's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -139,8 +141,9 @@ pub struct ModelSpec {
     #[serde(default)]
     pub mtp_shared_weights: bool,
     /// Hybrid layer pattern, one symbol per layer as Megatron-LM's `--hybrid-override-pattern`
-    /// writes it: `M` Mamba-2, `*` attention, `-` MLP, `E` mixture of experts (absent: every
-    /// layer is attention followed by the MLP or the experts).
+    /// writes it: `M` Mamba-2, `G` gated DeltaNet, `*` attention, `-` MLP, `E` mixture of
+    /// experts, and meshplan's `L` for lightning attention (absent: every layer is attention
+    /// followed by the MLP or the experts).
     #[serde(default)]
     pub hybrid_pattern: Option<String>,
     /// The Mamba-2 mixer of the pattern's `M` layers.
@@ -149,6 +152,9 @@ pub struct ModelSpec {
     /// The gated DeltaNet blocks of the pattern's `G` layers.
     #[serde(default)]
     pub linear_attention: Option<LinearAttentionSpec>,
+    /// The lightning attention blocks of the pattern's `L` layers (MiniMax-01).
+    #[serde(default)]
+    pub lightning_attention: Option<LightningAttentionSpec>,
     /// Whether attention multiplies its output by a sigmoid gate computed from the layer input
     /// (Qwen3-Next's `attn_output_gate`: the query projection is twice as wide; default false).
     #[serde(default)]
@@ -397,11 +403,22 @@ impl Model {
                 &mut collector,
                 pattern,
                 spec.num_layers,
-                spec.mamba.as_ref(),
-                spec.linear_attention.as_ref(),
+                hybrid::MixerSpecs {
+                    mamba: spec.mamba.as_ref(),
+                    linear: spec.linear_attention.as_ref(),
+                    lightning: spec.lightning_attention.as_ref(),
+                },
                 spec.moe.is_some(),
             )),
             None => {
+                if spec.lightning_attention.is_some() {
+                    collector.add(
+                        "model.lightning_attention",
+                        "(set)",
+                        "needs a hybrid_pattern placing its L layers",
+                        "add hybrid_pattern, e.g. \"LELELE*E\", or remove [lightning_attention]",
+                    );
+                }
                 if spec.linear_attention.is_some() {
                     collector.add(
                         "model.linear_attention",

@@ -31,6 +31,7 @@ fn spec() -> ModelSpec {
         hybrid_pattern: None,
         mamba: None,
         linear_attention: None,
+        lightning_attention: None,
         attention_output_gate: false,
     }
 }

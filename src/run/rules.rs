@@ -219,6 +219,16 @@ pub(super) fn validate_plan(
             linear.num_value_heads,
         );
     }
+    if let Some(lightning) = model.hybrid_lightning_attention() {
+        // Lightning attention splits its heads across TP ranks.
+        check_divides(
+            collector,
+            "plan.tp",
+            tp,
+            "lightning_attention.num_heads",
+            lightning.num_heads,
+        );
+    }
     if let Some(mamba) = model.hybrid_mamba() {
         // Megatron-Core's MambaMixer splits its heads and its B/C groups across TP ranks.
         check_divides(collector, "plan.tp", tp, "mamba.num_heads", mamba.num_heads);

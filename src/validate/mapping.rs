@@ -467,6 +467,7 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         hybrid_pattern: None,
         mamba: None,
         linear_attention: None,
+        lightning_attention: None,
         attention_output_gate: false,
     })
 }

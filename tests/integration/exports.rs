@@ -295,4 +295,20 @@ fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
     );
     let err = export(Engine::Megatron, &qwen).unwrap_err().to_string();
     assert!(err.contains("gated DeltaNet"), "{err}");
+    // No exported engine builds lightning attention: every export of MiniMax-01 is refused, and
+    // the plan is still priced.
+    let minimax = run(
+        "minimax-text-01",
+        512,
+        512,
+        Precision::Bf16,
+        PlanSpec { tp: Some(8), pp: Some(8), ep: Some(8), ..PlanSpec::default() },
+    );
+    assert!(meshplan::closed_form(&minimax).throughput.tokens_per_sec_per_gpu > 0.0);
+    for engine in [Engine::Megatron, Engine::Torchtitan, Engine::Deepspeed] {
+        let err = export(engine, &minimax).unwrap_err().to_string();
+        assert!(err.contains("lightning attention") || err.contains("builds no hybrid"), "{err}");
+    }
+    let err = export(Engine::Megatron, &minimax).unwrap_err().to_string();
+    assert!(err.contains("lightning attention (L)"), "{err}");
 }

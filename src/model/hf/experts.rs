@@ -72,7 +72,8 @@ fn shared_experts(config: &mut Config) -> (Option<i64>, Option<i64>) {
     if let Some(count) = config.int(&["n_shared_experts"]) {
         return (Some(count), None);
     }
-    match config.int(&["shared_expert_intermediate_size"]) {
+    // MiniMax-01 writes `shared_intermediate_size` (0: no shared expert).
+    match config.int(&["shared_expert_intermediate_size", "shared_intermediate_size"]) {
         Some(width) if width > 0 => (Some(1), Some(width)),
         _ => (None, None),
     }

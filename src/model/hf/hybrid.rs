@@ -2,10 +2,11 @@
 //! the layer pattern `hybrid_override_pattern` and the Mamba-2 mixer (`mamba_num_heads`,
 //! `mamba_head_dim`, `ssm_state_size`, `n_groups`, `conv_kernel`, `chunk_size`; without
 //! `mamba_num_heads`, `expand x hidden_size / mamba_head_dim` heads, as transformers builds them);
-//! and Qwen3-Next's gated DeltaNet layers (`linear_*`, `layer_types`, `full_attention_interval`).
+//! Qwen3-Next's gated DeltaNet layers (`linear_*`, `layer_types`, `full_attention_interval`), and
+//! MiniMax-01's lightning attention layers (`attn_type_list` or `layer_types`, `block_size`).
 
 use super::Config;
-use crate::model::{LinearAttentionSpec, MambaSpec, MoeSpec};
+use crate::model::{LightningAttentionSpec, LinearAttentionSpec, MambaSpec, MoeSpec};
 
 /// The pattern and the Mamba-2 sizes, or `(None, None)` for a model without a pattern.
 pub(super) fn hybrid(
@@ -175,6 +176,65 @@ pub(super) fn linear_attention(
         .enumerate()
         .flat_map(|(i, &full)| [if full { '*' } else { 'G' }, if i < dense { '-' } else { 'E' }])
         .collect();
+    Some((pattern, spec))
+}
+
+/// MiniMax-01's lightning attention hybrid (`model_type` `minimax`, `minimax_text_01` or
+/// `minimax_m1`): which layers have lightning attention (`attn_type_list`, 0 lightning and 1
+/// softmax, as MiniMax writes it; or transformers' `layer_types`, `linear_attention` and
+/// `full_attention`), each followed by its experts (`E`), and the blocks' sizes (the attention
+/// heads and head width, `block_size`). `None` when every layer has softmax attention.
+pub(super) fn lightning_attention(
+    config: &mut Config,
+    model_type: &str,
+    layers: Option<i64>,
+    heads: Option<i64>,
+    head_dim: Option<i64>,
+) -> Option<(String, LightningAttentionSpec)> {
+    if !matches!(model_type, "minimax" | "minimax_text_01" | "minimax_m1") {
+        return None;
+    }
+    let layers = usize::try_from(layers?).ok().filter(|&n| n as u64 <= crate::limits::LAYERS)?;
+    let (key, list) = match (config.get("attn_type_list"), config.get("layer_types")) {
+        (Some(list), _) => ("attn_type_list", list),
+        (None, Some(list)) => ("layer_types", list),
+        (None, None) => return None,
+    };
+    let lightning: Option<Vec<bool>> = list.as_array().and_then(|list| {
+        list.iter()
+            .map(|kind| match (kind.as_i64(), kind.as_str()) {
+                (Some(0), _) | (_, Some("linear_attention")) => Some(true),
+                (Some(1), _) | (_, Some("full_attention")) => Some(false),
+                _ => None,
+            })
+            .collect()
+    });
+    let lightning = match lightning {
+        Some(kinds) if kinds.len() == layers => kinds,
+        _ => {
+            config.problem(
+                key,
+                list,
+                format!("must name lightning (0, linear_attention) or softmax (1, full_attention) attention for each of the {layers} layers"),
+                "as in the published config",
+            );
+            return None;
+        }
+    };
+    if !lightning.contains(&true) {
+        return None;
+    }
+    let heads = heads?;
+    let spec = LightningAttentionSpec {
+        num_heads: heads,
+        head_dim: head_dim.or_else(|| {
+            let hidden = config.int(&["hidden_size"])?;
+            (heads > 0).then(|| hidden / heads)
+        })?,
+        block_size: config.int(&["block_size"]),
+    };
+    let pattern =
+        lightning.iter().flat_map(|&lightning| [if lightning { 'L' } else { '*' }, 'E']).collect();
     Some((pattern, spec))
 }
 

@@ -100,6 +100,23 @@ pub(super) const HARMLESS: &[&str] = &[
     "moe_shared_expert_overlap",
     "mamba_ssm_cache_dtype",
     "norm_eps",
+    // MiniMax-01: the residual scales of its DeepNorm-style layers, where the norm sits,
+    // the rotary width and how a shared expert's output is mixed in.
+    "full_attn_alpha_factor",
+    "full_attn_beta_factor",
+    "linear_attn_alpha_factor",
+    "linear_attn_beta_factor",
+    "mlp_alpha_factor",
+    "mlp_beta_factor",
+    "layernorm_full_attention_alpha",
+    "layernorm_full_attention_beta",
+    "layernorm_linear_attention_alpha",
+    "layernorm_linear_attention_beta",
+    "layernorm_mlp_alpha",
+    "layernorm_mlp_beta",
+    "postnorm",
+    "rotary_dim",
+    "shared_moe_mode",
 ];
 
 /// Keys the reader maps onto the spec (dense shape, experts, latent attention, sliding windows,
@@ -127,6 +144,7 @@ pub(super) const MAPPED: &[&str] = &[
     "experts_per_token",
     "moe_intermediate_size",
     "shared_expert_intermediate_size",
+    "shared_intermediate_size",
     "n_shared_experts",
     "first_k_dense_replace",
     "moe_layer_freq",
@@ -168,6 +186,9 @@ pub(super) const MAPPED: &[&str] = &[
     "linear_conv_kernel_dim",
     "full_attention_interval",
     "attn_output_gate",
+    // Lightning attention hybrids (MiniMax-01): which layers have it, and its kernel's blocks.
+    "attn_type_list",
+    "block_size",
     // The rotary embedding's scaling (YaRN) and a clamped gated activation (GPT-OSS).
     "rope_scaling",
     "swiglu_limit",

@@ -159,9 +159,18 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         hybrid_pattern = Some(pattern);
         spec
     });
+    let lightning = hybrid::lightning_attention(config, &model_type, layers, heads, head_dim);
+    let lightning_attention = lightning.map(|(pattern, spec)| {
+        hybrid_pattern = Some(pattern);
+        spec
+    });
     let mla = experts::mla(config);
     let mtp_layers = experts::mtp_layers(config);
-    let sliding_window = window::sliding_window(config, layers);
+    // A lightning attention hybrid's `layer_types` names its token mixers, not windows.
+    let sliding_window = match lightning_attention {
+        Some(_) => None,
+        None => window::sliding_window(config, layers),
+    };
     let gpt_style = matches!(model_type.as_str(), "gpt2" | "gpt_neox" | "gptj" | "bloom");
     let mlp = mlp_kind(config, &model_type, gpt_style);
     let position_embedding = match model_type.as_str() {
@@ -214,6 +223,7 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         hybrid_pattern,
         mamba,
         linear_attention,
+        lightning_attention,
         attention_output_gate,
     })
 }

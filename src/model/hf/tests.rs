@@ -398,3 +398,47 @@ fn qwen3_next_configs_read_gated_deltanet_layers_between_full_attention() {
     value["layer_types"][0] = serde_json::json!("sliding_attention");
     assert_eq!(problem_fields(&value.to_string()), ["config.layer_types"]);
 }
+
+#[test]
+fn minimax_configs_read_lightning_attention_layers_between_softmax_attention() {
+    // The fields of MiniMaxAI/MiniMax-Text-01's config.json as MiniMax writes it (attn_type_list:
+    // 0 lightning, 1 softmax; the residual scales of its DeepNorm-style layers).
+    let types: Vec<i64> = (0..80).map(|i| i64::from(i % 8 == 7)).collect();
+    let config = serde_json::json!({"model_type": "minimax_text_01", "hidden_size": 6144,
+        "num_hidden_layers": 80, "vocab_size": 200064, "head_dim": 128,
+        "num_attention_heads": 64, "num_key_value_heads": 8, "intermediate_size": 9216,
+        "num_local_experts": 32, "num_experts_per_tok": 2, "shared_intermediate_size": 0,
+        "attn_type_list": types, "block_size": 256, "rotary_dim": 64, "postnorm": true,
+        "layernorm_full_attention_alpha": 3.5565588200778455, "layernorm_full_attention_beta": 1.0,
+        "layernorm_linear_attention_alpha": 3.5565588200778455,
+        "layernorm_linear_attention_beta": 1.0, "layernorm_mlp_alpha": 3.5565588200778455,
+        "layernorm_mlp_beta": 1.0, "hidden_act": "silu", "max_position_embeddings": 10240000,
+        "rope_theta": 10000000, "rms_norm_eps": 1e-05, "tie_word_embeddings": false});
+    let (read, preset) = (model(&config.to_string(), "minimax"), preset("minimax-text-01"));
+    assert_eq!(read.hybrid(), preset.hybrid());
+    assert_eq!(read.total_params(), preset.total_params());
+    assert_eq!(read.active_params(), preset.active_params());
+    assert_eq!(read.training_flops_per_token(8192), preset.training_flops_per_token(8192));
+    // transformers' MiniMaxConfig names the layers in `layer_types` instead.
+    let mut listed = config.clone();
+    let object = listed.as_object_mut().unwrap();
+    object.remove("attn_type_list");
+    object.insert("model_type".into(), "minimax".into());
+    let names: Vec<&str> =
+        (0..80).map(|i| if i % 8 == 7 { "full_attention" } else { "linear_attention" }).collect();
+    object.insert("layer_types".into(), serde_json::json!(names));
+    assert_eq!(model(&listed.to_string(), "listed").hybrid(), preset.hybrid());
+    // A layer kind it does not know, or a list of the wrong length, is a problem naming its key.
+    let mut unknown = config.clone();
+    unknown["attn_type_list"][3] = serde_json::json!(2);
+    assert_eq!(problem_fields(&unknown.to_string()), ["config.attn_type_list"]);
+    let mut short = config.clone();
+    short["attn_type_list"] = serde_json::json!([0, 1]);
+    assert_eq!(problem_fields(&short.to_string()), ["config.attn_type_list"]);
+    // With softmax attention on every layer (MiniMax-M2's configs) it is a plain MoE model.
+    let mut softmax = config;
+    softmax["attn_type_list"] = serde_json::json!(vec![1; 80]);
+    let plain = model(&softmax.to_string(), "softmax");
+    assert!(plain.hybrid().is_none());
+    assert_eq!(plain.num_layers(), 80);
+}
