@@ -78,6 +78,16 @@ struct RecurrentMixer {
     chunk: u64,
     /// The kernel's FLOPs per token, forward and backward.
     flops_per_token: (f64, f64),
+    /// Whether the mixer works batch-first inside a sequence-first model, copying its input
+    /// projection's output to that layout before the pre-kernel pass and its output back after
+    /// the kernel (and their gradients in the backward) when a micro-batch holds more than one
+    /// sequence: Megatron-Core's Mamba mixer (`_ssm_training`, `rearrange(...).contiguous()`,
+    /// core_v0.18.0 `megatron/core/ssm/mamba_mixer.py`); one sequence needs no copy.
+    layout_copies: bool,
+    /// Whether the kernel's backward reruns the pre-kernel pass instead of keeping its output:
+    /// mamba_ssm's `MambaSplitConv1dScanCombinedFn` recomputes the convolution in its backward
+    /// (v2.2.6.post3 `mamba_ssm/ops/triton/ssd_combined.py`).
+    reruns_pre_kernel: bool,
 }
 
 /// A chunked recurrent mixer layer: TP collectives, pre-norm, the input projection, the
@@ -107,7 +117,21 @@ fn recurrent_mixer(
     ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
     table.enter(None);
     ctx.gemm(table, "in-proj", mixer.in_projection as f64 / tp, h);
+    let copies = mixer.layout_copies && run.training().micro_batch() > 1;
+    let copy = |table: &mut OpTable, width: f64| {
+        let bytes = Bytes::new(2.0 * width * act * ctx.tokens);
+        for phase in [Phase::Forward, Phase::Backward] {
+            table.push_memory(gpu, "layout-copy", phase, bytes);
+        }
+    };
+    if copies {
+        copy(table, mixer.in_projection as f64 / tp);
+    }
     ctx.streaming(table, pre_kernel, 2.0 * channels * act);
+    if mixer.reruns_pre_kernel {
+        let bytes = Bytes::new(2.0 * channels * act * ctx.tokens);
+        table.push_memory(gpu, "conv1d-rerun", Phase::Backward, bytes);
+    }
     let tokens = ctx.tokens;
     let heads = mixer.heads as f64 / tp;
     let (forward, backward) = mixer.flops_per_token;
@@ -125,6 +149,9 @@ fn recurrent_mixer(
     }
     if run.plan().cp() > 1 {
         context_parallel(ctx, table);
+    }
+    if copies {
+        copy(table, output);
     }
     // The gated RMSNorm: the output and the gate z in, the normalized product out.
     ctx.streaming(table, "gated-norm", 3.0 * output * act);
@@ -147,6 +174,8 @@ fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
         state: mamba.head_dim * mamba.state_size,
         chunk: mamba.chunk_size,
         flops_per_token: (mamba.scan_flops_per_token(), mamba.scan_backward_flops_per_token()),
+        layout_copies: true,
+        reruns_pre_kernel: true,
     };
     recurrent_mixer(ctx, table, &mixer, |ctx, table| mamba_context_parallel(ctx, table, mamba));
 }
@@ -171,6 +200,8 @@ fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttentio
         state: linear.key_head_dim * linear.value_head_dim,
         chunk: linear.chunk_size,
         flops_per_token: (linear.scan_flops_per_token(), linear.scan_backward_flops_per_token()),
+        layout_copies: false,
+        reruns_pre_kernel: false,
     };
     let state = linear.state_bytes();
     recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, state));
@@ -198,6 +229,8 @@ fn lightning_attention_block(ctx: &Ctx, table: &mut OpTable, lightning: &Lightni
             lightning.kernel_flops_per_token(),
             lightning.kernel_backward_flops_per_token(),
         ),
+        layout_copies: false,
+        reruns_pre_kernel: false,
     };
     let state = lightning.state_bytes();
     recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, state));
@@ -299,6 +332,47 @@ mod tests {
         assert_eq!(in_proj.flops.value(), 2.0 * 8192.0 * 2688.0 * 10304.0);
         let scan: Vec<_> = table.ops.iter().filter(|op| op.name == "ssd-scan").collect();
         assert!(scan[1].time > scan[0].time * 2.0, "the backward does 2.6x the forward's work");
+        // The backward reruns the convolution over x, B and C (4096 + 2 x 8 x 128 channels).
+        let rerun: Vec<_> = table.ops.iter().filter(|op| op.name == "conv1d-rerun").collect();
+        assert_eq!(rerun.len(), 1);
+        assert_eq!(rerun[0].phase, Phase::Backward);
+        assert_eq!(rerun[0].bytes.value(), 8192.0 * 2.0 * 6144.0 * 2.0);
+        // One sequence per micro-batch needs no layout copy.
+        assert!(table.ops.iter().all(|op| op.name != "layout-copy"));
+    }
+
+    #[test]
+    fn a_mamba_layer_of_several_sequences_copies_to_batch_first_and_back() {
+        // Megatron-Core's mixer rearranges its (sequence, batch) input projection to (batch,
+        // sequence) and its output back: read and write each, forward and backward.
+        let nano = crate::presets::model("nemotron-3-nano").unwrap();
+        let spec = test_spec(
+            "llama3.1-8b",
+            16,
+            8192,
+            64,
+            2,
+            PlanSpec { ep: Some(8), ..PlanSpec::default() },
+        );
+        let run = Run::from_spec(&crate::run::RunSpec { model: nano, ..spec }).unwrap();
+        let table = sublayer(&run, Sublayer::Mamba, Rows::Keep);
+        let copies: Vec<(Phase, f64)> = table
+            .ops
+            .iter()
+            .filter(|op| op.name == "layout-copy")
+            .map(|op| (op.phase, op.bytes.value()))
+            .collect();
+        let tokens = 2.0 * 8192.0;
+        let (input, output) = (tokens * 10304.0 * 4.0, tokens * 4096.0 * 4.0);
+        assert_eq!(
+            copies,
+            [
+                (Phase::Forward, input),
+                (Phase::Backward, input),
+                (Phase::Forward, output),
+                (Phase::Backward, output)
+            ]
+        );
     }
 
     #[test]
