@@ -25,6 +25,10 @@ pub enum OpKind {
     WeightGradient,
     /// A fused attention kernel.
     Attention,
+    /// A chunked recurrent kernel (Mamba-2's scan, gated DeltaNet's delta rule, lightning
+    /// attention): its work grows with the tokens, not with the squares of the documents'
+    /// lengths as attention's does, so document lengths do not scale it.
+    Recurrence,
     /// A memory-bound kernel (norms, residuals, activations, casts, loss).
     Memory,
     /// Tensor-parallel collective.
@@ -76,7 +80,9 @@ impl Rerun {
     /// (context-parallel exchanges are not counted in a rerun).
     pub fn add(&mut self, kind: OpKind, time: Seconds) {
         match kind {
-            OpKind::Gemm | OpKind::WeightGradient | OpKind::Memory => self.compute += time,
+            OpKind::Gemm | OpKind::WeightGradient | OpKind::Memory | OpKind::Recurrence => {
+                self.compute += time
+            }
             OpKind::Attention => {
                 self.compute += time;
                 self.attention += time;
@@ -100,6 +106,8 @@ pub struct PhaseTimes {
     pub weight_gradient: Seconds,
     /// Fused attention within `compute`.
     pub attention: Seconds,
+    /// Chunked recurrent kernels within `compute`.
+    pub recurrence: Seconds,
     /// Memory-bound (element-wise) kernels within `compute`.
     pub memory: Seconds,
     /// Tensor-parallel (and expert-tensor-parallel) collectives.
@@ -132,6 +140,10 @@ impl PhaseTimes {
                 self.compute += time;
                 self.attention += time;
             }
+            OpKind::Recurrence => {
+                self.compute += time;
+                self.recurrence += time;
+            }
             OpKind::TpComm => self.tp += time,
             OpKind::CpComm => self.cp_ring += time,
             OpKind::CpAllToAll => self.cp_all_to_all += time,
@@ -149,6 +161,7 @@ impl PhaseTimes {
             gemm: self.gemm * tokens,
             weight_gradient: self.weight_gradient * tokens,
             attention,
+            recurrence: self.recurrence * tokens,
             memory: self.memory * tokens,
             tp: self.tp * tokens,
             cp_ring: self.cp_ring * tokens,
@@ -163,6 +176,7 @@ impl PhaseTimes {
             OpKind::Gemm => self.gemm,
             OpKind::WeightGradient => self.weight_gradient,
             OpKind::Attention => self.attention,
+            OpKind::Recurrence => self.recurrence,
             OpKind::Memory => self.memory,
             OpKind::TpComm => self.tp,
             OpKind::CpComm => self.cp_ring,

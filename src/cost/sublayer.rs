@@ -145,7 +145,7 @@ fn recurrent_mixer(
         (Phase::Backward, backward_flops, forward_bytes * 2.0),
     ] {
         let time = scan_time(gpu, flops, bytes);
-        table.push(mixer.kernel, phase, OpKind::Attention, flops, bytes, time);
+        table.push(mixer.kernel, phase, OpKind::Recurrence, flops, bytes, time);
     }
     if run.plan().cp() > 1 {
         context_parallel(ctx, table);
@@ -470,5 +470,33 @@ mod tests {
             .map(|op| op.bytes.value())
             .collect();
         assert_eq!(gathers, [8.0 * 128.0 * 128.0 * 4.0; 2]);
+    }
+
+    #[test]
+    fn short_documents_shrink_attention_but_not_the_recurrent_kernels() {
+        // Packed 1K documents in 8K sequences: attention's work falls with the squares of the
+        // documents' lengths, the scan's stays with the tokens.
+        let nano = crate::presets::model("nemotron-3-nano").unwrap();
+        let plan = PlanSpec { ep: Some(8), ..PlanSpec::default() };
+        let with = |data: Option<crate::data::DataSpec>| {
+            let spec = test_spec("llama3.1-8b", 16, 8192, 64, 1, plan.clone());
+            let run = Run::from_spec(&crate::run::RunSpec { model: nano.clone(), data, ..spec });
+            Tables::new(&run.unwrap()).sublayers.unwrap()
+        };
+        let documents =
+            crate::data::DataSpec { lengths: Some(vec![1024; 64]), ..Default::default() };
+        let (whole, short) = (with(None), with(Some(documents)));
+        let (mamba, attention) = (Sublayer::Mamba.index(), Sublayer::Attention.index());
+        for phase in [Phase::Forward, Phase::Backward] {
+            let scan = |tables: &[crate::cost::op_table::OpTotals; 6]| {
+                tables[mamba].phase(phase).recurrence.value()
+            };
+            assert!(scan(&whole) > 0.0);
+            assert!((scan(&short) - scan(&whole)).abs() <= 1e-12 * scan(&whole));
+            let core = |tables: &[crate::cost::op_table::OpTotals; 6]| {
+                tables[attention].phase(phase).attention.value()
+            };
+            assert!(core(&short) < 0.5 * core(&whole), "{} {}", core(&short), core(&whole));
+        }
     }
 }

@@ -189,10 +189,11 @@ fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
     if run.plan().tp_comm_overlap() { time * (1.0 - TP_COMM_OVERLAP_HIDDEN) } else { time }
 }
 
-/// Ring attention overlaps each key/value transfer with the attention block it feeds; Ulysses
-/// all-to-alls block the layer.
+/// Ring attention overlaps each key/value transfer with the attention block it feeds (and
+/// LASP-2's state all-gather the linear-attention kernel); Ulysses all-to-alls block the layer.
 fn exposed_cp(times: &PhaseTimes) -> Seconds {
-    (times.cp_ring - times.attention * OVERLAP_EFFICIENCY).max(Seconds::ZERO) + times.cp_all_to_all
+    let overlapped = (times.attention + times.recurrence) * OVERLAP_EFFICIENCY;
+    (times.cp_ring - overlapped).max(Seconds::ZERO) + times.cp_all_to_all
 }
 
 /// Expert-parallel all-to-all left exposed: all of it, or with `expert_comm_overlap` what the
@@ -242,10 +243,11 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
             };
             (rerun(&|r| r.compute), rerun(&|r| r.tp), rerun(&ep), rerun(&|r| r.attention))
         }
-        // Half the matmuls and every element-wise op; collective outputs are among what the
-        // policy stores, so no communication is rerun.
+        // Half the matmuls and every element-wise op (the attention and recurrent kernels' outputs
+        // are stored); collective outputs are among what the policy stores, so no communication
+        // is rerun.
         RecomputeKind::Op => (
-            layers_only(&|t| (t.compute - t.attention - t.memory) * 0.5 + t.memory),
+            layers_only(&|t| (t.compute - t.attention - t.recurrence - t.memory) * 0.5 + t.memory),
             zero,
             zero,
             zero,
