@@ -238,6 +238,17 @@ pub(super) fn lightning_attention(
     Some((pattern, spec))
 }
 
+/// The token mixer of a hybrid family meshplan has no layer kind for, by `model_type`: Jamba's
+/// Mamba-1 selective scan, and Falcon-H1's attention and Mamba-2 running side by side in each
+/// layer on one norm.
+pub(super) fn unpriced_mixer(model_type: &str) -> Option<&'static str> {
+    match model_type {
+        "jamba" => Some("Mamba-1 (selective scan) layers"),
+        "falcon_h1" => Some("parallel attention and Mamba-2 mixers in each layer"),
+        _ => None,
+    }
+}
+
 /// Whether `value` is a hybrid config's `model_type`.
 pub(super) fn is_hybrid_type(model_type: &str) -> bool {
     model_type == "nemotron_h"

@@ -139,6 +139,15 @@ fn model_type(config: &Config) -> String {
 /// Builds the spec; `None` when a required field is missing (already recorded as a problem).
 fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     let model_type = model_type(config);
+    if let Some(missing) = hybrid::unpriced_mixer(&model_type) {
+        config.problem(
+            "model_type",
+            &model_type,
+            format!("has {missing}, which meshplan does not price yet"),
+            "price the nearest model meshplan has (Mamba-2 hybrids: nemotronh-8b, nemotron-3-nano) or describe the layers in a model TOML",
+        );
+        return None;
+    }
     let layers = config.required(&["num_hidden_layers", "n_layer"], "");
     let hidden = config.required(&["hidden_size", "n_embd"], "");
     let heads = config.required(&["num_attention_heads", "n_head"], "");

@@ -442,3 +442,25 @@ fn minimax_configs_read_lightning_attention_layers_between_softmax_attention() {
     assert!(plain.hybrid().is_none());
     assert_eq!(plain.num_layers(), 80);
 }
+
+#[test]
+fn hybrid_families_without_a_layer_kind_are_refused_by_name() {
+    // Jamba (transformers JambaConfig's defaults, Jamba-v0.1) and Falcon-H1 name their mixers
+    // in the refusal, not only in the keys meshplan does not know.
+    for (config, mixer) in [
+        (
+            r#"{"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32,
+            "num_attention_heads": 32, "vocab_size": 65536, "mamba_d_state": 16}"#,
+            "Mamba-1",
+        ),
+        (
+            r#"{"model_type": "falcon_h1", "hidden_size": 1024, "num_hidden_layers": 36,
+            "num_attention_heads": 8, "vocab_size": 32784, "mamba_d_ssm": 1536}"#,
+            "parallel attention and Mamba-2",
+        ),
+    ] {
+        let errors = from_hf_config(config, "family").unwrap_err();
+        let named = errors.list().iter().find(|v| v.field == "config.model_type").unwrap();
+        assert!(named.message.contains(mixer), "{}", named.message);
+    }
+}
