@@ -158,26 +158,12 @@ fn sublayer_params(run: &Run, kind: Sublayer, attention: f64) -> Params {
     let norm = model.norm_params() as f64;
     let without_norms = model.layer_norm_params() as f64;
     match kind {
-        Sublayer::Mamba => Params {
-            dense: norm
-                + model.hybrid_mamba().map_or(0.0, |m| m.params(model.hidden_size()) as f64 / tp),
+        // A token mixer's parameters besides its pre-norm, its heads split by TP.
+        Sublayer::Mamba | Sublayer::GatedDeltaNet | Sublayer::LightningAttention => Params {
+            dense: norm + (model.sublayer_params(kind) - model.norm_params()) as f64 / tp,
             expert: 0.0,
         },
         Sublayer::Attention => Params { dense: attention + norm, expert: 0.0 },
-        Sublayer::GatedDeltaNet => Params {
-            dense: norm
-                + model
-                    .hybrid_linear_attention()
-                    .map_or(0.0, |l| l.params(model.hidden_size()) as f64 / tp),
-            expert: 0.0,
-        },
-        Sublayer::LightningAttention => Params {
-            dense: norm
-                + model
-                    .hybrid_lightning_attention()
-                    .map_or(0.0, |l| l.params(model.hidden_size()) as f64 / tp),
-            expert: 0.0,
-        },
         Sublayer::Mlp => {
             Params { dense: dense_layer_params(run, 0.0) - without_norms + norm, expert: 0.0 }
         }

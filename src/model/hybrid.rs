@@ -385,50 +385,22 @@ pub(super) fn validate(
         );
     }
     let has = |kind: Sublayer| kinds.contains(&kind);
-    match (has(Sublayer::Mamba), mamba) {
-        (true, None) => collector.add(
-            "model.mamba",
-            "(unset)",
-            "is required by the pattern's M layers",
-            "add a [mamba] table with num_heads, head_dim and state_size",
+    for (kind, table, set, contents) in [
+        (Sublayer::Mamba, "mamba", mamba.is_some(), "num_heads, head_dim and state_size"),
+        (
+            Sublayer::GatedDeltaNet,
+            "linear_attention",
+            linear.is_some(),
+            "the key and value heads and their widths",
         ),
-        (false, Some(_)) => collector.add(
-            "model.mamba",
-            "(set)",
-            "is unused: the pattern has no M layer",
-            "remove the [mamba] table or add M layers to the pattern",
+        (
+            Sublayer::LightningAttention,
+            "lightning_attention",
+            lightning.is_some(),
+            "num_heads and head_dim",
         ),
-        _ => {}
-    }
-    match (has(Sublayer::GatedDeltaNet), linear) {
-        (true, None) => collector.add(
-            "model.linear_attention",
-            "(unset)",
-            "is required by the pattern's G layers",
-            "add a [linear_attention] table with the key and value heads and their widths",
-        ),
-        (false, Some(_)) => collector.add(
-            "model.linear_attention",
-            "(set)",
-            "is unused: the pattern has no G layer",
-            "remove the [linear_attention] table or add G layers to the pattern",
-        ),
-        _ => {}
-    }
-    match (has(Sublayer::LightningAttention), lightning) {
-        (true, None) => collector.add(
-            "model.lightning_attention",
-            "(unset)",
-            "is required by the pattern's L layers",
-            "add a [lightning_attention] table with num_heads and head_dim",
-        ),
-        (false, Some(_)) => collector.add(
-            "model.lightning_attention",
-            "(set)",
-            "is unused: the pattern has no L layer",
-            "remove the [lightning_attention] table or add L layers to the pattern",
-        ),
-        _ => {}
+    ] {
+        mixer_table(collector, kind, table, has(kind), set, contents);
     }
     if has(Sublayer::Moe) != has_moe {
         let (value, message, hint) = if has_moe {
@@ -451,6 +423,33 @@ pub(super) fn validate(
     }
     let counts = count_kinds(&kinds);
     Layout::Hybrid(Hybrid { pattern: kinds, counts, mamba, linear_attention, lightning_attention })
+}
+
+/// Checks that a mixer's `[table]` is present exactly when the pattern has `kind` layers.
+fn mixer_table(
+    collector: &mut Collector,
+    kind: Sublayer,
+    table: &str,
+    used: bool,
+    set: bool,
+    contents: &str,
+) {
+    let symbol = kind.symbol();
+    match (used, set) {
+        (true, false) => collector.add(
+            format!("model.{table}"),
+            "(unset)",
+            format!("is required by the pattern's {symbol} layers"),
+            format!("add a [{table}] table with {contents}"),
+        ),
+        (false, true) => collector.add(
+            format!("model.{table}"),
+            "(set)",
+            format!("is unused: the pattern has no {symbol} layer"),
+            format!("remove the [{table}] table or add {symbol} layers to the pattern"),
+        ),
+        _ => {}
+    }
 }
 
 fn validate_linear(collector: &mut Collector, spec: &LinearAttentionSpec) -> LinearAttention {

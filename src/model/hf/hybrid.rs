@@ -188,8 +188,7 @@ pub(super) fn lightning_attention(
     config: &mut Config,
     model_type: &str,
     layers: Option<i64>,
-    heads: Option<i64>,
-    head_dim: Option<i64>,
+    (hidden, heads, head_dim): (Option<i64>, Option<i64>, Option<i64>),
 ) -> Option<(String, LightningAttentionSpec)> {
     if !matches!(model_type, "minimax" | "minimax_text_01" | "minimax_m1") {
         return None;
@@ -227,10 +226,7 @@ pub(super) fn lightning_attention(
     let heads = heads?;
     let spec = LightningAttentionSpec {
         num_heads: heads,
-        head_dim: head_dim.or_else(|| {
-            let hidden = config.int(&["hidden_size"])?;
-            (heads > 0).then(|| hidden / heads)
-        })?,
+        head_dim: head_dim.or_else(|| hidden.filter(|_| heads > 0).map(|hidden| hidden / heads))?,
         block_size: config.int(&["block_size"]),
     };
     let pattern =

@@ -168,7 +168,8 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         hybrid_pattern = Some(pattern);
         spec
     });
-    let lightning = hybrid::lightning_attention(config, &model_type, layers, heads, head_dim);
+    let lightning =
+        hybrid::lightning_attention(config, &model_type, layers, (hidden, heads, head_dim));
     let lightning_attention = lightning.map(|(pattern, spec)| {
         hybrid_pattern = Some(pattern);
         spec
