@@ -27,6 +27,7 @@ macro_rules! presets {
 pub const MODELS: &[PresetFile] = presets!("models":
     "bloom-176b",
     "deepseek-v3",
+    "falcon-h1-0.5b",
     "gpt-oss-120b",
     "gpt-oss-20b",
     "gpt3-175b",
@@ -525,6 +526,27 @@ mod tests {
             let error = (actual - expected).abs() / expected;
             assert!(error < 0.01, "{name}: {actual:.4e} vs published {expected:.4e}");
         }
+    }
+
+    #[test]
+    fn falcon_h1_counts_one_pre_norm_for_its_two_mixers() {
+        // Per layer: the shared norm (1024); Mamba-2's in-projection 1024 x (2 x 1536 + 2 x 128
+        // + 24), its convolution with bias (1536 + 256) x 5, A, D and dt bias (3 x 24) and
+        // out-projection 1536 x 1024, with no gated norm; attention 1024 x (512 + 2 x 128) and
+        // 512 x 1024; the MLP's norm and 3 x 1024 x 2048. Then two 32784 x 1024 embeddings and
+        // the final norm: 521.4M, which Falcon-H1 publishes as 0.5B.
+        let layer = 1024
+            + 1024 * 3352
+            + 1792 * 5
+            + 72
+            + 1536 * 1024
+            + 1024 * 768
+            + 512 * 1024
+            + 1024
+            + 3 * 1024 * 2048;
+        let falcon = preset_model("falcon-h1-0.5b");
+        assert_eq!(falcon.total_params(), 36 * layer + 2 * 32784 * 1024 + 1024);
+        assert_eq!((total_params("falcon-h1-0.5b") / 1e8).round() / 10.0, 0.5);
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::cost::layer::padded_vocab;
 use crate::cost::mesh_attention::gathered_bytes;
 use crate::cost::unfused_attention::stored_score_bytes_per_token;
 use crate::cost::work::Segment;
-use crate::model::{SUBLAYER_KINDS, Sublayer};
+use crate::model::{PARALLEL_HYBRID_PARTS, SUBLAYER_KINDS, Sublayer};
 use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules};
 use crate::run::Run;
 use crate::units::Bytes;
@@ -155,6 +155,15 @@ fn sublayer_activation_bytes(run: &Run, kind: Sublayer, modules: RecomputeModule
             }
             None => 0.0,
         },
+        // Falcon-H1: the Mamba-2 mixer's, the attention block's and the MLP's, but the mixers'
+        // one pre-norm keeps its input and output once.
+        Sublayer::ParallelHybrid => {
+            let parts: f64 = PARALLEL_HYBRID_PARTS
+                .iter()
+                .map(|&part| sublayer_activation_bytes(run, part, modules).value())
+                .sum();
+            return Bytes::new((parts - (norm + norm_output) * tokens).max(0.0));
+        }
         Sublayer::Mamba => match model.hybrid_mamba() {
             Some(m) => {
                 // The convolution's output and the scan's chunk states are rebuilt inside the
@@ -528,4 +537,23 @@ pub fn recompute_working_bytes(run: &Run) -> Bytes {
 pub fn logits_bytes(run: &Run) -> Bytes {
     let per_logit = run.stack().loss_logits().bytes_per_logit();
     Bytes::new(run.tokens_per_microbatch() * padded_vocab(run) / run.plan().tp() as f64 * per_logit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::PARALLEL_HYBRID_PARTS;
+    use crate::plan::PlanSpec;
+
+    #[test]
+    fn a_falcon_h1_layer_stores_its_shared_pre_norm_once() {
+        let falcon = crate::presets::model("falcon-h1-0.5b").unwrap();
+        let run = crate::run::test_run(falcon, 8, 4096, 8, 1, PlanSpec::default());
+        let bytes = |kind| sublayer_activation_bytes(&run, kind, RecomputeModules::NONE).value();
+        let parts: f64 = PARALLEL_HYBRID_PARTS.iter().map(|&kind| bytes(kind)).sum();
+        // The norm's bf16 input and its bf16 output (the projections' input), 1024 wide, for
+        // 4096 tokens: stored once for both mixers.
+        assert_eq!(parts - bytes(Sublayer::ParallelHybrid), 2.0 * 1024.0 * 2.0 * 4096.0);
+        assert!(bytes(Sublayer::ParallelHybrid) > bytes(Sublayer::Mamba) + bytes(Sublayer::Mlp));
+    }
 }

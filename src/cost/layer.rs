@@ -236,7 +236,7 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
     let h = model.hidden_size() as f64;
     let mut table = OpTable::with_capacity(rows, LAYER_ROWS);
     let act = Precision::ACTIVATION_BYTES;
-    attention_block(&ctx, &mut table);
+    attention_block(&ctx, &mut table, true);
     let mlp_width = mlp_block(&ctx, &mut table, dense_mlp);
     if model.dropout() {
         // Two dropouts per layer: read, write, and a one-byte mask each.
@@ -252,17 +252,20 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
     table
 }
 
-/// The attention block of a layer: its TP collectives, pre-norm, projections, rotary
-/// embedding, the attention kernel, the output projection and the residual add.
-pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable) {
+/// The attention block of a layer: its TP collectives, pre-norm (unless it reads another
+/// block's, `pre_norm` false), projections, rotary embedding, the attention kernel, the output
+/// projection and the residual add.
+pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable, pre_norm: bool) {
     let model = ctx.run.model();
     let h = model.hidden_size() as f64;
     let (tp, sp) = (ctx.tp, ctx.sp);
     let act = Precision::ACTIVATION_BYTES;
     ctx.tp_block_comm(table, "tp-attention");
-    table.enter(Some(RecomputeModule::Layernorm));
-    ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
-    table.enter(None);
+    if pre_norm {
+        table.enter(Some(RecomputeModule::Layernorm));
+        ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
+        table.enter(None);
+    }
     let gemms = model.attention_gemms();
     let (projection, inputs) = gemms.split_last().expect("attention has an output projection");
     for gemm in inputs {

@@ -19,7 +19,7 @@ use crate::cost::layer::padded_vocab;
 use crate::cost::repacking::{peak_of, repacked_token_peaks};
 use crate::cost::runtime_memory::{self, Communicators};
 use crate::cost::work::{Segment, stage_segment, stage_segments};
-use crate::model::{PositionEmbedding, SUBLAYER_KINDS, Sublayer};
+use crate::model::{PARALLEL_HYBRID_PARTS, PositionEmbedding, SUBLAYER_KINDS, Sublayer};
 use crate::plan::Sharding;
 use crate::run::Run;
 use crate::units::Bytes;
@@ -170,6 +170,15 @@ fn sublayer_params(run: &Run, kind: Sublayer, attention: f64) -> Params {
         Sublayer::Moe => {
             let moe = moe_layer_params(run, 0.0);
             Params { dense: moe.dense - without_norms + norm, expert: moe.expert }
+        }
+        // Falcon-H1: the Mamba-2 mixer, the attention block and the MLP, the mixers sharing
+        // one pre-norm.
+        Sublayer::ParallelHybrid => {
+            let dense = PARALLEL_HYBRID_PARTS
+                .iter()
+                .map(|&part| sublayer_params(run, part, attention).dense)
+                .sum::<f64>();
+            Params { dense: dense - norm, expert: 0.0 }
         }
     }
 }
@@ -523,6 +532,18 @@ mod tests {
         let padding =
             (padded_vocab(&split) - model.vocab_size() as f64) * model.hidden_size() as f64 * 2.0;
         assert!((per_rank * 8.0 - 7.0 * replicated - total - padding).abs() < 1.0);
+    }
+
+    #[test]
+    fn a_falcon_h1_models_stages_hold_its_parameters() {
+        let falcon = crate::presets::model("falcon-h1-0.5b").unwrap();
+        let plan = PlanSpec { pp: Some(4), ..PlanSpec::default() };
+        let run = crate::run::test_run(falcon, 8, 4096, 8, 1, plan);
+        let model = run.model();
+        let sum: f64 = (0..4).map(|stage| stage_params(&run, stage).total()).sum();
+        let padding =
+            (padded_vocab(&run) - model.vocab_size() as f64) * model.hidden_size() as f64 * 2.0;
+        assert_eq!(sum, model.total_params() as f64 + padding);
     }
 
     #[test]

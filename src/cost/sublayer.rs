@@ -22,23 +22,37 @@ pub fn sublayer(run: &Run, kind: Sublayer, rows: Rows) -> OpTable {
     let h = model.hidden_size() as f64;
     let tp = ctx.tp;
     let mut table = OpTable::with_capacity(rows, LAYER_ROWS);
+    let attention = |table: &mut OpTable, pre_norm: bool| {
+        attention_block(&ctx, table, pre_norm);
+        let forward = h + model.attention_output_width() as f64 / tp;
+        let backward = h + (model.query_width() + 2 * model.kv_width()) as f64 / tp;
+        ctx.quantize(table, forward, backward);
+    };
+    let mlp = |table: &mut OpTable, dense: bool| {
+        let width = mlp_block(&ctx, table, dense);
+        let forward = if width > 0 { h + width as f64 / tp } else { 0.0 };
+        let backward = if width > 0 { h + model.up_width(width) as f64 / tp } else { 0.0 };
+        ctx.quantize(table, forward, backward);
+    };
     match kind {
-        Sublayer::Attention => {
-            attention_block(&ctx, &mut table);
-            let forward = h + model.attention_output_width() as f64 / tp;
-            let backward = h + (model.query_width() + 2 * model.kv_width()) as f64 / tp;
-            ctx.quantize(&mut table, forward, backward);
-        }
-        Sublayer::Mlp | Sublayer::Moe => {
-            let width = mlp_block(&ctx, &mut table, kind == Sublayer::Mlp);
-            let forward = if width > 0 { h + width as f64 / tp } else { 0.0 };
-            let backward = if width > 0 { h + model.up_width(width) as f64 / tp } else { 0.0 };
-            ctx.quantize(&mut table, forward, backward);
-        }
+        Sublayer::Attention => attention(&mut table, true),
+        Sublayer::Mlp | Sublayer::Moe => mlp(&mut table, kind == Sublayer::Mlp),
         Sublayer::Mamba => {
             if let Some(mamba) = model.hybrid_mamba() {
                 mamba_block(&ctx, &mut table, mamba);
             }
+        }
+        // Falcon-H1 (Megatron-Bridge's `FalconH1Layer`): the attention block reads the Mamba-2
+        // mixer's pre-norm, and its residual add is the sum of the two mixers' outputs into
+        // the residual (one more add over the hidden width, as an `M` then a `*` layer run).
+        // Each mixer's column-parallel input projection gathers the sequence-parallel input
+        // and each row-parallel output projection scatters its own output, as two layers do.
+        Sublayer::ParallelHybrid => {
+            if let Some(mamba) = model.hybrid_mamba() {
+                mamba_block(&ctx, &mut table, mamba);
+            }
+            attention(&mut table, false);
+            mlp(&mut table, true);
         }
         Sublayer::GatedDeltaNet => {
             if let Some(linear) = model.hybrid_linear_attention() {
@@ -88,6 +102,9 @@ struct RecurrentMixer {
     /// mamba_ssm's `MambaSplitConv1dScanCombinedFn` recomputes the convolution in its backward
     /// (v2.2.6.post3 `mamba_ssm/ops/triton/ssd_combined.py`).
     reruns_pre_kernel: bool,
+    /// Whether a gated norm runs over the kernel's output; without it (Mamba-2 with Megatron-
+    /// Core's `rmsnorm` off, as Falcon-H1) the kernel reads the gate z and applies it itself.
+    gated_norm: bool,
 }
 
 /// A chunked recurrent mixer layer: TP collectives, pre-norm, the input projection, the
@@ -138,7 +155,8 @@ fn recurrent_mixer(
     let forward_flops = Flops::new(forward / tp * tokens);
     let backward_flops = Flops::new(backward / tp * tokens);
     let states = heads * mixer.state as f64 * 4.0 * 2.0 / mixer.chunk as f64;
-    let inputs = channels + output + mixer.per_head_inputs * heads;
+    let gate = if mixer.gated_norm { 0.0 } else { output };
+    let inputs = channels + output + gate + mixer.per_head_inputs * heads;
     let forward_bytes = Bytes::new(tokens * (inputs * act + states));
     for (phase, flops, bytes) in [
         (Phase::Forward, forward_flops, forward_bytes),
@@ -153,8 +171,10 @@ fn recurrent_mixer(
     if copies {
         copy(table, output);
     }
-    // The gated RMSNorm: the output and the gate z in, the normalized product out.
-    ctx.streaming(table, "gated-norm", 3.0 * output * act);
+    if mixer.gated_norm {
+        // The gated RMSNorm: the output and the gate z in, the normalized product out.
+        ctx.streaming(table, "gated-norm", 3.0 * output * act);
+    }
     ctx.gemm(table, "out-proj", h, output);
     ctx.streaming(table, "residual", 3.0 * h * act / sp);
     ctx.quantize(table, h + output, h + mixer.in_projection as f64 / tp);
@@ -176,6 +196,7 @@ fn mamba_block(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
         flops_per_token: (mamba.scan_flops_per_token(), mamba.scan_backward_flops_per_token()),
         layout_copies: true,
         reruns_pre_kernel: true,
+        gated_norm: mamba.gated_norm,
     };
     recurrent_mixer(ctx, table, &mixer, |ctx, table| mamba_context_parallel(ctx, table, mamba));
 }
@@ -202,6 +223,7 @@ fn gated_delta_net_block(ctx: &Ctx, table: &mut OpTable, linear: &LinearAttentio
         flops_per_token: (linear.scan_flops_per_token(), linear.scan_backward_flops_per_token()),
         layout_copies: false,
         reruns_pre_kernel: false,
+        gated_norm: true,
     };
     let state = linear.state_bytes();
     recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, state));
@@ -231,6 +253,7 @@ fn lightning_attention_block(ctx: &Ctx, table: &mut OpTable, lightning: &Lightni
         ),
         layout_copies: false,
         reruns_pre_kernel: false,
+        gated_norm: true,
     };
     let state = lightning.state_bytes();
     recurrent_mixer(ctx, table, &mixer, |ctx, table| state_all_gather(ctx, table, state));
@@ -278,8 +301,9 @@ fn mamba_context_parallel(ctx: &Ctx, table: &mut OpTable, mamba: &Mamba) {
 mod tests {
     use super::*;
     use crate::cost::layer::transformer_layer;
+    use crate::cost::op_table::{Op, OpTotals};
     use crate::cost::work::Tables;
-    use crate::model::ModelSpec;
+    use crate::model::{ModelSpec, SUBLAYER_KINDS};
     use crate::plan::PlanSpec;
     use crate::run::test_spec;
 
@@ -473,6 +497,33 @@ mod tests {
     }
 
     #[test]
+    fn a_falcon_h1_layer_is_its_three_blocks_on_one_pre_norm() {
+        let falcon = crate::presets::model("falcon-h1-0.5b").unwrap();
+        let parallel_run = run(falcon.clone(), PlanSpec::default());
+        let ops = |run: &Run, kind| sublayer(run, kind, Rows::Keep).ops;
+        let mut parts = Vec::new();
+        for kind in crate::model::PARALLEL_HYBRID_PARTS {
+            let mut block = ops(&parallel_run, kind);
+            if kind == Sublayer::Attention {
+                block.retain(|op| op.name != "input-norm");
+            }
+            parts.extend(block);
+        }
+        let parallel = ops(&parallel_run, Sublayer::ParallelHybrid);
+        assert_eq!(parallel, parts);
+        // Without its gated RMSNorm (mamba_rms_norm false) the scan kernel reads the gate z,
+        // 1536 wide, itself.
+        assert!(parallel.iter().all(|op| op.name != "gated-norm"));
+        let mut gated = falcon;
+        gated.mamba.as_mut().unwrap().gated_norm = Some(true);
+        let scan = |ops: &[Op]| ops.iter().find(|op| op.name == "ssd-scan").unwrap().bytes.value();
+        let with_norm = ops(&run(gated, PlanSpec::default()), Sublayer::Mamba);
+        assert!(with_norm.iter().any(|op| op.name == "gated-norm"));
+        let tokens = parallel_run.tokens_per_microbatch();
+        assert_eq!(scan(&parallel) - scan(&with_norm), 1536.0 * 2.0 * tokens);
+    }
+
+    #[test]
     fn short_documents_shrink_attention_but_not_the_recurrent_kernels() {
         // Packed 1K documents in 8K sequences: attention's work falls with the squares of the
         // documents' lengths, the scan's stays with the tokens.
@@ -488,12 +539,11 @@ mod tests {
         let (whole, short) = (with(None), with(Some(documents)));
         let (mamba, attention) = (Sublayer::Mamba.index(), Sublayer::Attention.index());
         for phase in [Phase::Forward, Phase::Backward] {
-            let scan = |tables: &[crate::cost::op_table::OpTotals; 6]| {
-                tables[mamba].phase(phase).recurrence.value()
-            };
+            let scan =
+                |tables: &[OpTotals; SUBLAYER_KINDS]| tables[mamba].phase(phase).recurrence.value();
             assert!(scan(&whole) > 0.0);
             assert!((scan(&short) - scan(&whole)).abs() <= 1e-12 * scan(&whole));
-            let core = |tables: &[crate::cost::op_table::OpTotals; 6]| {
+            let core = |tables: &[OpTotals; SUBLAYER_KINDS]| {
                 tables[attention].phase(phase).attention.value()
             };
             assert!(core(&short) < 0.5 * core(&whole), "{} {}", core(&short), core(&whole));

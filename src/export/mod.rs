@@ -95,6 +95,10 @@ pub fn export(engine: Engine, run: &Run) -> Result<String, Unsupported> {
     if run.model().hybrid_lightning_attention().is_some() {
         return Err(Unsupported { engine, refusals: vec![Refusal::LightningAttentionLayers] });
     }
+    let parallel = crate::model::Sublayer::ParallelHybrid.index();
+    if run.model().hybrid().is_some_and(|hybrid| hybrid.counts()[parallel] > 0) {
+        return Err(Unsupported { engine, refusals: vec![Refusal::ParallelHybridLayers] });
+    }
     if engine == Engine::Megatron && run.model().hybrid_linear_attention().is_some() {
         return Err(Unsupported { engine, refusals: vec![Refusal::LinearAttentionLayers] });
     }

@@ -53,6 +53,9 @@ pub enum Refusal {
     /// Lightning attention layers (MiniMax-01, pattern `L`), which none of the exported engines
     /// builds: an export's refusal only, so that estimate, simulate and search still price them.
     LightningAttentionLayers,
+    /// Falcon-H1's parallel layers (pattern `P`), which none of the exported engines builds
+    /// (Megatron-Bridge's own Falcon-H1 model does): an export's refusal only.
+    ParallelHybridLayers,
     /// The model has a hybrid layer pattern the engine does not build.
     HybridLayers {
         /// The engine.
@@ -192,6 +195,9 @@ impl fmt::Display for Refusal {
             ),
             Refusal::LightningAttentionLayers => f.write_str(
                 "it builds no lightning attention (L) layer (MiniMax-01 trains on its own stack); estimate, simulate and search price the plan, but there is no engine configuration to write",
+            ),
+            Refusal::ParallelHybridLayers => f.write_str(
+                "it builds no Falcon-H1 parallel (P) layer: Megatron-LM has none (Megatron-Bridge 0.5 and later builds them from a Hugging Face checkpoint with its own Falcon-H1 model); estimate, simulate and search price the plan, but there is no engine configuration to write",
             ),
             Refusal::HybridLayers { engine } => write!(
                 f,

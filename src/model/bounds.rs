@@ -252,6 +252,7 @@ mod tests {
             num_groups: Some(1 << 20),
             conv_kernel: Some(1 << 20),
             chunk_size: None,
+            gated_norm: None,
         });
         let found = problems(&spec, WIDTH);
         assert_eq!(found.len(), 2, "{found:?}");
@@ -266,6 +267,7 @@ mod tests {
             num_groups: Some(8),
             conv_kernel: Some(1 << 20),
             chunk_size: None,
+            gated_norm: None,
         });
         let found = problems(&spec, PARAMS);
         assert_eq!(found.len(), 1, "{found:?}");
@@ -348,6 +350,7 @@ mod tests {
                 num_groups: Some(1 << 10),
                 conv_kernel: Some(width),
                 chunk_size: Some(width),
+                gated_norm: None,
             }),
             linear_attention: Some(crate::model::LinearAttentionSpec {
                 num_key_heads: 1 << 10,

@@ -6,7 +6,7 @@
 
 use arrayvec::ArrayVec;
 
-use super::{MlpKind, Model, NormKind, PositionEmbedding, Sublayer};
+use super::{MlpKind, Model, NormKind, PARALLEL_HYBRID_PARTS, PositionEmbedding, Sublayer};
 
 /// One weight matrix of the attention block: `input -> output` features.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -360,6 +360,11 @@ impl Model {
             Sublayer::LightningAttention => {
                 norm + self.hybrid_lightning_attention().map_or(0, |l| l.params(self.hidden_size()))
             }
+            // The two mixers share one pre-norm.
+            Sublayer::ParallelHybrid => {
+                PARALLEL_HYBRID_PARTS.iter().map(|&part| self.sublayer_params(part)).sum::<u64>()
+                    - norm
+            }
         }
     }
 
@@ -408,6 +413,12 @@ impl Model {
             Sublayer::LightningAttention => self
                 .hybrid_lightning_attention()
                 .map_or(0, |l| (l.in_projection() + l.width()) * self.hidden_size()),
+            Sublayer::ParallelHybrid => {
+                return PARALLEL_HYBRID_PARTS
+                    .iter()
+                    .map(|&part| self.sublayer_gemm_flops_per_token(part))
+                    .sum();
+            }
         };
         2.0 * matrices as f64
     }
@@ -426,14 +437,23 @@ impl Model {
             Sublayer::LightningAttention => {
                 self.hybrid_lightning_attention().map_or(0.0, |l| l.kernel_flops_per_token())
             }
+            Sublayer::ParallelHybrid => PARALLEL_HYBRID_PARTS
+                .iter()
+                .map(|&part| self.sublayer_core_flops_per_token(part, seq_len))
+                .sum(),
             Sublayer::Mlp | Sublayer::Moe => 0.0,
         }
     }
 
-    /// Layers with an attention block (every layer unless the model is hybrid).
+    /// Layers with an attention block (every layer unless the model is hybrid; in a hybrid the
+    /// `*` layers and Falcon-H1's `P` layers).
     pub fn attention_layers(&self) -> u64 {
         match self.hybrid() {
-            Some(hybrid) => u64::from(hybrid.counts()[Sublayer::Attention.index()]),
+            Some(hybrid) => {
+                let counts = hybrid.counts();
+                u64::from(counts[Sublayer::Attention.index()])
+                    + u64::from(counts[Sublayer::ParallelHybrid.index()])
+            }
             None => self.num_layers(),
         }
     }

@@ -1,7 +1,7 @@
-//! Hybrid models (Nemotron-H, Nemotron 3, Qwen3-Next, MiniMax-01): a layer pattern of Mamba-2,
-//! gated DeltaNet, lightning attention, attention, MLP and MoE layers in any order, as
-//! Megatron-LM's `--hybrid-override-pattern` writes it, and the Mamba-2 and gated DeltaNet
-//! mixers' sizes (lightning attention's are in `lightning.rs`).
+//! Hybrid models (Nemotron-H, Nemotron 3, Qwen3-Next, MiniMax-01, Falcon-H1): a layer pattern of
+//! Mamba-2, gated DeltaNet, lightning attention, attention, MLP, MoE and Falcon-H1's parallel
+//! layers in any order, as Megatron-LM's `--hybrid-override-pattern` writes it, and the Mamba-2
+//! and gated DeltaNet mixers' sizes (lightning attention's are in `lightning.rs`).
 //!
 //! In a hybrid model each pattern symbol is one layer with its own pre-norm and residual: `*` is
 //! an attention block alone and `-` an MLP alone, so a GPT layer is the pair `*-`. A pattern that
@@ -29,10 +29,19 @@ pub enum Sublayer {
     /// A lightning attention block (`L`; MiniMax-01's linear attention, meshplan's own symbol:
     /// Megatron-LM has no such layer).
     LightningAttention,
+    /// A Falcon-H1 layer (`P`, Megatron-Bridge's symbol for its `FalconH1Layer`; Megatron-LM has
+    /// no such layer): a Mamba-2 mixer and an attention block side by side on one pre-norm,
+    /// their outputs summed into one residual, then a dense MLP with its own pre-norm.
+    ParallelHybrid,
 }
 
 /// Layer kinds a hybrid pattern has.
-pub const SUBLAYER_KINDS: usize = 6;
+pub const SUBLAYER_KINDS: usize = 7;
+
+/// The blocks a Falcon-H1 layer ([`Sublayer::ParallelHybrid`]) is made of. They are those of
+/// the `M`, `*` and `-` layers but for one pre-norm: the two mixers read the same one.
+pub const PARALLEL_HYBRID_PARTS: [Sublayer; 3] =
+    [Sublayer::Mamba, Sublayer::Attention, Sublayer::Mlp];
 
 impl Sublayer {
     /// Every kind, in the order counts are kept.
@@ -43,6 +52,7 @@ impl Sublayer {
         Sublayer::Moe,
         Sublayer::GatedDeltaNet,
         Sublayer::LightningAttention,
+        Sublayer::ParallelHybrid,
     ];
 
     /// Position in [`Sublayer::ALL`] and in every per-kind count.
@@ -59,6 +69,7 @@ impl Sublayer {
             Sublayer::Moe => 'E',
             Sublayer::GatedDeltaNet => 'G',
             Sublayer::LightningAttention => 'L',
+            Sublayer::ParallelHybrid => 'P',
         }
     }
 
@@ -92,6 +103,11 @@ pub struct MambaSpec {
     /// Chunk length of the chunked state-space scan (default 128, Megatron-LM's).
     #[serde(default)]
     pub chunk_size: Option<i64>,
+    /// Whether the gate z multiplies the scan's output through an RMSNorm over the inner width
+    /// (default true, Megatron-Core's `rmsnorm`); false, as Falcon-H1's `mamba_rms_norm`, gates
+    /// inside the scan kernel with no norm and no norm weights.
+    #[serde(default)]
+    pub gated_norm: Option<bool>,
 }
 
 /// Validated Mamba-2 mixer sizes.
@@ -109,6 +125,8 @@ pub struct Mamba {
     pub conv_kernel: u64,
     /// Scan chunk length.
     pub chunk_size: u64,
+    /// Whether the gated RMSNorm runs (else the scan kernel applies the gate).
+    pub gated_norm: bool,
 }
 
 impl Mamba {
@@ -134,14 +152,11 @@ impl Mamba {
 
     /// Parameters of one Mamba-2 layer besides its pre-norm: the input projection, the
     /// convolution's weights and biases, dt bias, A and D per head, the gated norm over the inner
-    /// width and the output projection.
+    /// width (when it runs) and the output projection.
     pub fn params(&self, hidden: u64) -> u64 {
         let conv = self.conv_channels() * (self.conv_kernel + 1);
-        hidden * self.in_projection()
-            + conv
-            + 3 * self.num_heads
-            + self.inner()
-            + self.inner() * hidden
+        let norm = if self.gated_norm { self.inner() } else { 0 };
+        hidden * self.in_projection() + conv + 3 * self.num_heads + norm + self.inner() * hidden
     }
 
     /// Forward FLOPs per token of the chunked scan's matmuls (SSD, Dao and Gu 2024, section 6,
@@ -363,7 +378,7 @@ pub(super) fn validate(
                 "model.hybrid_pattern",
                 pattern,
                 format!("has the unknown symbol `{symbol}` at layer {position}"),
-                "use M (Mamba-2), G (gated DeltaNet), L (lightning attention), * (attention), - (MLP) and E (mixture of experts); drop the `|` pipeline separators",
+                "use M (Mamba-2), G (gated DeltaNet), L (lightning attention), * (attention), - (MLP), E (mixture of experts) and P (Falcon-H1's parallel Mamba-2 and attention, then an MLP); drop the `|` pipeline separators",
             ),
         }
     }
@@ -385,8 +400,11 @@ pub(super) fn validate(
         );
     }
     let has = |kind: Sublayer| kinds.contains(&kind);
+    // A Falcon-H1 layer's Mamba-2 mixer is sized by the same table as an `M` layer.
+    let parallel_only = has(Sublayer::ParallelHybrid) && !has(Sublayer::Mamba);
+    let mamba_kind = if parallel_only { Sublayer::ParallelHybrid } else { Sublayer::Mamba };
     for (kind, table, set, contents) in [
-        (Sublayer::Mamba, "mamba", mamba.is_some(), "num_heads, head_dim and state_size"),
+        (mamba_kind, "mamba", mamba.is_some(), "num_heads, head_dim and state_size"),
         (
             Sublayer::GatedDeltaNet,
             "linear_attention",
@@ -537,6 +555,7 @@ fn validate_mamba(collector: &mut Collector, spec: &MambaSpec) -> Mamba {
         num_groups: groups.unwrap_or(1),
         conv_kernel: conv_kernel.unwrap_or(1),
         chunk_size: chunk_size.unwrap_or(1),
+        gated_norm: spec.gated_norm.unwrap_or(true),
     }
 }
 
@@ -598,7 +617,7 @@ mod tests {
         let reordered =
             ModelSpec { hybrid_pattern: Some("**".to_owned() + &"-*".repeat(30) + "--"), ..paired };
         let hybrid = Model::from_spec(&reordered).unwrap();
-        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0, 0]);
+        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0, 0, 0]);
         assert_eq!(hybrid.num_layers(), 64);
     }
 
@@ -640,7 +659,7 @@ mod tests {
         let linear = model.hybrid_linear_attention().unwrap();
         // 2 x 2048 (q, k) + 2 x 4096 (v, z) + 2 x 32 (beta, decay) out of 2048.
         assert_eq!(linear.in_projection(), 12352);
-        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36, 0]);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36, 0, 0]);
         qwen.linear_attention.as_mut().unwrap().num_value_heads = 24;
         assert!(problems(&qwen).iter().any(|f| f.contains("not a multiple of num_key_heads 16")));
         qwen.linear_attention = None;
@@ -648,11 +667,31 @@ mod tests {
     }
 
     #[test]
+    fn falcon_h1_layers_need_the_mamba_table() {
+        let mut falcon = presets::model("falcon-h1-0.5b").unwrap();
+        let model = Model::from_spec(&falcon).unwrap();
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 0, 0, 0, 0, 0, 36]);
+        assert_eq!(model.attention_layers(), 36);
+        // A P layer's work is its Mamba-2 mixer's, its attention's and its MLP's.
+        let parts: f64 = crate::model::PARALLEL_HYBRID_PARTS
+            .iter()
+            .map(|&kind| model.sublayer_gemm_flops_per_token(kind))
+            .sum();
+        assert_eq!(model.sublayer_gemm_flops_per_token(Sublayer::ParallelHybrid), parts);
+        falcon.mamba = None;
+        assert!(
+            problems(&falcon)
+                .iter()
+                .any(|f| f == "model.mamba = (unset): is required by the pattern's P layers")
+        );
+    }
+
+    #[test]
     fn lightning_attention_layers_need_their_table_and_no_other() {
         let mut minimax = presets::model("minimax-text-01").unwrap();
         let model = Model::from_spec(&minimax).unwrap();
         // Seven lightning layers then one softmax layer, ten times, each followed by experts.
-        assert_eq!(model.hybrid().unwrap().counts(), [0, 10, 0, 80, 0, 70]);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 10, 0, 80, 0, 70, 0]);
         assert_eq!(model.hybrid_lightning_attention().unwrap().width(), 8192);
         let table = minimax.lightning_attention.take();
         assert!(

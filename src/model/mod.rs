@@ -18,8 +18,8 @@ use crate::violation::{Collector, Violations};
 pub use counts::AttentionGemm;
 pub use hf::from_hf_config;
 pub use hybrid::{
-    Hybrid, LinearAttention, LinearAttentionSpec, Mamba, MambaSpec, SUBLAYER_KINDS, Sublayer,
-    SublayerCounts,
+    Hybrid, LinearAttention, LinearAttentionSpec, Mamba, MambaSpec, PARALLEL_HYBRID_PARTS,
+    SUBLAYER_KINDS, Sublayer, SublayerCounts,
 };
 pub use lightning::{LightningAttention, LightningAttentionSpec};
 
@@ -142,8 +142,9 @@ pub struct ModelSpec {
     pub mtp_shared_weights: bool,
     /// Hybrid layer pattern, one symbol per layer as Megatron-LM's `--hybrid-override-pattern`
     /// writes it: `M` Mamba-2, `G` gated DeltaNet, `*` attention, `-` MLP, `E` mixture of
-    /// experts, and meshplan's `L` for lightning attention (absent: every layer is attention
-    /// followed by the MLP or the experts).
+    /// experts, meshplan's `L` for lightning attention, and Megatron-Bridge's `P` for a
+    /// Falcon-H1 layer (Mamba-2 and attention on one pre-norm, then an MLP) (absent: every layer
+    /// is attention followed by the MLP or the experts).
     #[serde(default)]
     pub hybrid_pattern: Option<String>,
     /// The Mamba-2 mixer of the pattern's `M` layers.
@@ -431,7 +432,7 @@ impl Model {
                     collector.add(
                         "model.mamba",
                         "(set)",
-                        "needs a hybrid_pattern placing its M layers",
+                        "needs a hybrid_pattern placing its M (or Falcon-H1 P) layers",
                         "add hybrid_pattern, e.g. \"M-M*-\", or remove [mamba]",
                     );
                 }

@@ -746,8 +746,13 @@ fn validate_recompute_modules(
                 moe.is_none_or(|moe| moe.shared_ffn_hidden_size == 0).then_some("shared experts")
             }
             RecomputeModule::Mlp => match model.hybrid() {
-                Some(hybrid) => (hybrid.counts()[crate::model::Sublayer::Mlp.index()] == 0)
-                    .then_some("dense-MLP layers"),
+                Some(hybrid) => {
+                    let counts = hybrid.counts();
+                    let mlps =
+                        [crate::model::Sublayer::Mlp, crate::model::Sublayer::ParallelHybrid]
+                            .map(|kind| counts[kind.index()]);
+                    (mlps == [0, 0]).then_some("dense-MLP layers")
+                }
                 None => (moe.is_some() && model.dense_layers() == 0).then_some("dense-MLP layers"),
             },
             RecomputeModule::CoreAttn | RecomputeModule::Layernorm => None,

@@ -311,4 +311,14 @@ fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
     }
     let err = export(Engine::Megatron, &minimax).unwrap_err().to_string();
     assert!(err.contains("lightning attention (L)"), "{err}");
+    // Megatron-LM builds no Falcon-H1 parallel layer (Megatron-Bridge's own model does): every
+    // export is refused, and the plan is still priced.
+    let falcon = run("falcon-h1-0.5b", 8, 64, Precision::Bf16, PlanSpec::default());
+    assert!(meshplan::closed_form(&falcon).throughput.tokens_per_sec_per_gpu > 0.0);
+    let err = export(Engine::Megatron, &falcon).unwrap_err().to_string();
+    assert!(err.contains("Falcon-H1 parallel (P)"), "{err}");
+    for engine in [Engine::Torchtitan, Engine::Deepspeed] {
+        let err = export(engine, &falcon).unwrap_err().to_string();
+        assert!(err.contains("Falcon-H1 parallel") || err.contains("builds no hybrid"), "{err}");
+    }
 }

@@ -2,8 +2,9 @@
 //! the layer pattern `hybrid_override_pattern` and the Mamba-2 mixer (`mamba_num_heads`,
 //! `mamba_head_dim`, `ssm_state_size`, `n_groups`, `conv_kernel`, `chunk_size`; without
 //! `mamba_num_heads`, `expand x hidden_size / mamba_head_dim` heads, as transformers builds them);
-//! Qwen3-Next's gated DeltaNet layers (`linear_*`, `layer_types`, `full_attention_interval`), and
-//! MiniMax-01's lightning attention layers (`attn_type_list` or `layer_types`, `block_size`).
+//! Qwen3-Next's gated DeltaNet layers (`linear_*`, `layer_types`, `full_attention_interval`),
+//! MiniMax-01's lightning attention layers (`attn_type_list` or `layer_types`, `block_size`), and
+//! Falcon-H1's parallel layers (`mamba_*`, `attn_layer_indices`).
 
 use super::Config;
 use crate::model::{LightningAttentionSpec, LinearAttentionSpec, MambaSpec, MoeSpec};
@@ -68,6 +69,7 @@ pub(super) fn hybrid(
             num_groups: config.int(&["n_groups"]),
             conv_kernel: config.int(&["conv_kernel"]),
             chunk_size: config.int(&["chunk_size"]),
+            gated_norm: None,
         }),
         _ => None,
     };
@@ -234,13 +236,141 @@ pub(super) fn lightning_attention(
     Some((pattern, spec))
 }
 
+/// Falcon-H1 (`model_type` `falcon_h1`, transformers' `FalconH1Config`): each layer a `P`
+/// (Mamba-2 beside attention on one pre-norm, then the MLP), or a Mamba-2 layer and its MLP
+/// (`M-`) where `attn_layer_indices` lists the layers with attention and leaves it out; the
+/// Mamba-2 sizes from `mamba_n_heads`, `mamba_d_head` (a number, or `auto`: the inner width
+/// `mamba_d_ssm`, else `mamba_expand x hidden_size`, over the heads), `mamba_d_state`, `mamba_n_groups`, `mamba_d_conv`, `mamba_chunk_size` and
+/// `mamba_rms_norm` (the gated norm), with transformers' defaults where a key is absent. The
+/// muP multipliers (`*_multiplier`, `ssm_multipliers`, `mlp_multipliers`) scale activations
+/// element-wise and change no width.
+pub(super) fn falcon_h1(
+    config: &mut Config,
+    model_type: &str,
+    layers: Option<i64>,
+    hidden: Option<i64>,
+) -> Option<(String, MambaSpec)> {
+    if model_type != "falcon_h1" {
+        return None;
+    }
+    for key in ["mamba_proj_bias", "projectors_bias", "mlp_bias", "attention_bias"] {
+        if config.flag(key) == Some(true) {
+            config.problem(
+                key,
+                true,
+                "adds biases meshplan's Falcon-H1 layers do not price",
+                "published Falcon-H1 configs set it false",
+            );
+        }
+    }
+    if config.flag("mamba_conv_bias") == Some(false) {
+        config.problem(
+            "mamba_conv_bias",
+            false,
+            "drops the convolution's bias, which meshplan's Mamba-2 mixer has",
+            "published Falcon-H1 configs set it true",
+        );
+    }
+    if config.flag("mamba_use_mlp") == Some(false) {
+        config.problem(
+            "mamba_use_mlp",
+            false,
+            "drops each layer's MLP, which meshplan's Falcon-H1 layer (P) has",
+            "published Falcon-H1 configs set it true",
+        );
+    }
+    let attention = falcon_attention_layers(config, layers);
+    let why = " with Falcon-H1's Mamba-2 mixers";
+    let heads = config.required(&["mamba_n_heads"], why)?;
+    let stated_inner = config.int(&["mamba_d_ssm"]);
+    let stated_head_dim = match config.get("mamba_d_head") {
+        Some(value) if value.as_str() == Some("auto") => None,
+        Some(_) => Some(config.int(&["mamba_d_head"])?),
+        None => None,
+    };
+    // A stated head width gives the inner width (Megatron-Bridge's Falcon-H1 provider reads the
+    // heads and their width); `auto` divides `mamba_d_ssm`, or `mamba_expand x hidden_size`.
+    let head_dim = match stated_head_dim {
+        Some(head_dim) => {
+            if let Some(inner) = stated_inner
+                && heads.checked_mul(head_dim) != Some(inner)
+            {
+                config.problem(
+                    "mamba_d_ssm",
+                    inner,
+                    format!("is not mamba_n_heads x mamba_d_head = {heads} x {head_dim}"),
+                    "as in the published config: the inner width is the heads' total width",
+                );
+            }
+            head_dim
+        }
+        None => {
+            let expand = config.int(&["mamba_expand"]).unwrap_or(2);
+            let inner = stated_inner.or_else(|| hidden.and_then(|h| h.checked_mul(expand)))?;
+            if heads <= 0 || inner % heads != 0 {
+                config.problem(
+                    "mamba_n_heads",
+                    heads,
+                    format!("does not divide the Mamba-2 inner width {inner}"),
+                    "as in the published config: mamba_d_head = mamba_d_ssm / mamba_n_heads",
+                );
+                return None;
+            }
+            inner / heads
+        }
+    };
+    let spec = MambaSpec {
+        num_heads: heads,
+        head_dim,
+        state_size: config.required(&["mamba_d_state"], why)?,
+        num_groups: Some(config.int(&["mamba_n_groups"]).unwrap_or(1)),
+        conv_kernel: config.int(&["mamba_d_conv"]),
+        chunk_size: Some(config.int(&["mamba_chunk_size"]).unwrap_or(256)),
+        gated_norm: Some(config.flag("mamba_rms_norm").unwrap_or(false)),
+    };
+    let pattern = attention?.iter().map(|&attention| if attention { "P" } else { "M-" }).collect();
+    Some((pattern, spec))
+}
+
+/// Which of Falcon-H1's `layers` layers have attention: `attn_layer_indices`, or every layer
+/// when it is null or absent.
+fn falcon_attention_layers(config: &mut Config, layers: Option<i64>) -> Option<Vec<bool>> {
+    let layers = usize::try_from(layers?).ok().filter(|&n| n as u64 <= crate::limits::LAYERS)?;
+    Some(match config.get("attn_layer_indices") {
+        None => vec![true; layers],
+        Some(list) => {
+            let indices: Option<Vec<usize>> = list.as_array().and_then(|list| {
+                list.iter()
+                    .map(|index| index.as_u64().and_then(|i| usize::try_from(i).ok()))
+                    .collect()
+            });
+            match indices {
+                Some(indices) if indices.iter().all(|&i| i < layers) => {
+                    let mut attention = vec![false; layers];
+                    for i in indices {
+                        attention[i] = true;
+                    }
+                    attention
+                }
+                _ => {
+                    config.problem(
+                        "attn_layer_indices",
+                        list,
+                        format!("must list layer numbers below num_hidden_layers {layers}"),
+                        "as in the published config, or null for attention in every layer",
+                    );
+                    return None;
+                }
+            }
+        }
+    })
+}
+
 /// The token mixer of a hybrid family meshplan has no layer kind for, by `model_type`: Jamba's
-/// Mamba-1 selective scan, and Falcon-H1's attention and Mamba-2 running side by side in each
-/// layer on one norm.
+/// Mamba-1 selective scan.
 pub(super) fn unpriced_mixer(model_type: &str) -> Option<&'static str> {
     match model_type {
         "jamba" => Some("Mamba-1 (selective scan) layers"),
-        "falcon_h1" => Some("parallel attention and Mamba-2 mixers in each layer"),
         _ => None,
     }
 }

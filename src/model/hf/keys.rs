@@ -117,6 +117,18 @@ pub(super) const HARMLESS: &[&str] = &[
     "postnorm",
     "rotary_dim",
     "shared_moe_mode",
+    // Falcon-H1's muP multipliers scale activations element-wise; mamba_norm_before_gate only
+    // orders the gate and the norm.
+    "embedding_multiplier",
+    "lm_head_multiplier",
+    "key_multiplier",
+    "attention_in_multiplier",
+    "attention_out_multiplier",
+    "ssm_in_multiplier",
+    "ssm_out_multiplier",
+    "ssm_multipliers",
+    "mlp_multipliers",
+    "mamba_norm_before_gate",
 ];
 
 /// Keys the reader maps onto the spec (dense shape, experts, latent attention, sliding windows,
@@ -192,4 +204,17 @@ pub(super) const MAPPED: &[&str] = &[
     // The rotary embedding's scaling (YaRN) and a clamped gated activation (GPT-OSS).
     "rope_scaling",
     "swiglu_limit",
+    "mamba_n_heads",
+    "mamba_d_ssm",
+    "mamba_d_head",
+    "mamba_d_state",
+    "mamba_n_groups",
+    "mamba_d_conv",
+    "mamba_chunk_size",
+    "mamba_expand",
+    "mamba_rms_norm",
+    "mamba_use_mlp",
+    "mamba_conv_bias",
+    "projectors_bias",
+    "attn_layer_indices",
 ];

@@ -4,8 +4,9 @@
 //! Qwen3 names, GPT-2 (`n_layer`, `n_embd`, ...) and GPT-NeoX names, the mixture-of-experts,
 //! latent-attention and multi-token-prediction fields of Mixtral, Qwen2/3-MoE, DeepSeek-V3,
 //! Kimi-K2 and GPT-OSS (`experts.rs`), sliding windows and `layer_types` (`window.rs`), the
-//! hybrid pattern and Mamba-2 mixer of Nemotron-H and Nemotron 3 and the gated DeltaNet layers
-//! of Qwen3-Next (`hybrid.rs`), with the
+//! hybrid pattern and Mamba-2 mixer of Nemotron-H and Nemotron 3, the gated DeltaNet layers
+//! of Qwen3-Next, MiniMax-01's lightning attention and Falcon-H1's parallel layers
+//! (`hybrid.rs`), with the
 //! text model of a vision-language config read from `text_config`. Every key is either mapped,
 //! known not to change the architecture (`keys.rs`), or an error naming it; so is a mapped value
 //! whose layout the spec cannot represent (experts on every other layer, an irregular mix of
@@ -174,6 +175,14 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         hybrid_pattern = Some(pattern);
         spec
     });
+    let falcon = hybrid::falcon_h1(config, &model_type, layers, hidden);
+    let mamba = match falcon {
+        Some((pattern, spec)) => {
+            hybrid_pattern = Some(pattern);
+            Some(spec)
+        }
+        None => mamba,
+    };
     let mla = experts::mla(config);
     let mtp_layers = experts::mtp_layers(config);
     // A lightning attention hybrid's `layer_types` names its token mixers, not windows.

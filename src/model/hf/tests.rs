@@ -12,6 +12,7 @@ const MIXTRAL_8X7B: &str = include_str!("../../../tests/fixtures/hf/mixtral-8x7b
 const GPT_OSS_120B: &str = include_str!("../../../tests/fixtures/hf/gpt-oss-120b.json");
 const LLAMA_405B: &str = include_str!("../../../tests/fixtures/hf/llama3.1-405b.json");
 const QWEN2_VL_7B: &str = include_str!("../../../tests/fixtures/hf/qwen2-vl-7b-instruct.json");
+const FALCON_H1_05B: &str = include_str!("../../../tests/fixtures/hf/falcon-h1-0.5b.json");
 const NEMOTRON_3_NANO: &str =
     include_str!("../../../tests/fixtures/hf/nemotron-3-nano-30b-a3b.json");
 
@@ -444,23 +445,54 @@ fn minimax_configs_read_lightning_attention_layers_between_softmax_attention() {
 }
 
 #[test]
-fn hybrid_families_without_a_layer_kind_are_refused_by_name() {
-    // Jamba (transformers JambaConfig's defaults, Jamba-v0.1) and Falcon-H1 name their mixers
-    // in the refusal, not only in the keys meshplan does not know.
-    for (config, mixer) in [
-        (
-            r#"{"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32,
-            "num_attention_heads": 32, "vocab_size": 65536, "mamba_d_state": 16}"#,
-            "Mamba-1",
-        ),
-        (
-            r#"{"model_type": "falcon_h1", "hidden_size": 1024, "num_hidden_layers": 36,
-            "num_attention_heads": 8, "vocab_size": 32784, "mamba_d_ssm": 1536}"#,
-            "parallel attention and Mamba-2",
-        ),
+fn jamba_is_refused_naming_its_mixer() {
+    // Jamba (transformers JambaConfig's defaults, Jamba-v0.1) names its mixer in the refusal,
+    // not only in the keys meshplan does not know.
+    let config = r#"{"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32,
+        "num_attention_heads": 32, "vocab_size": 65536, "mamba_d_state": 16}"#;
+    let errors = from_hf_config(config, "family").unwrap_err();
+    let named = errors.list().iter().find(|v| v.field == "config.model_type").unwrap();
+    assert!(named.message.contains("Mamba-1"), "{}", named.message);
+}
+
+#[test]
+fn falcon_h1_reads_as_parallel_layers() {
+    let falcon = model(FALCON_H1_05B, "falcon-h1-0.5b");
+    let preset = Model::from_spec(&crate::presets::model("falcon-h1-0.5b").unwrap()).unwrap();
+    assert_eq!(falcon.hybrid().unwrap().pattern_text(), "P".repeat(36));
+    assert_eq!(falcon.hybrid_mamba(), preset.hybrid_mamba());
+    let mamba = falcon.hybrid_mamba().unwrap();
+    // 24 heads of 64 (mamba_d_head), one group, no gated RMSNorm (mamba_rms_norm false).
+    assert_eq!((mamba.inner(), mamba.num_groups, mamba.chunk_size), (1536, 1, 128));
+    assert!(!mamba.gated_norm);
+    assert_eq!(falcon.total_params(), preset.total_params());
+    assert_eq!(falcon.mlp(), crate::model::MlpKind::Gated);
+
+    let mut config: serde_json::Value = serde_json::from_str(FALCON_H1_05B).unwrap();
+    // Attention in layers 0 and 2 only: the others are a Mamba-2 layer and its MLP.
+    config["num_hidden_layers"] = serde_json::json!(4);
+    config["attn_layer_indices"] = serde_json::json!([0, 2]);
+    let sparse = model(&config.to_string(), "sparse");
+    assert_eq!(sparse.hybrid().unwrap().pattern_text(), "PM-PM-");
+    assert_eq!(sparse.attention_layers(), 2);
+    // `auto` head width: the inner width over the heads.
+    config["mamba_d_head"] = serde_json::json!("auto");
+    config["mamba_d_ssm"] = serde_json::json!(1536);
+    assert_eq!(model(&config.to_string(), "auto").hybrid_mamba().unwrap().head_dim, 64);
+
+    // What the layer kind does not price is named, every problem at once.
+    config["mamba_use_mlp"] = serde_json::json!(false);
+    config["projectors_bias"] = serde_json::json!(true);
+    config["mamba_d_ssm"] = serde_json::json!(1000);
+    config["attn_layer_indices"] = serde_json::json!([7]);
+    let errors = from_hf_config(&config.to_string(), "bad").unwrap_err();
+    let fields: Vec<&str> = errors.list().iter().map(|v| v.field.as_str()).collect();
+    for field in [
+        "config.mamba_use_mlp",
+        "config.projectors_bias",
+        "config.mamba_n_heads",
+        "config.attn_layer_indices",
     ] {
-        let errors = from_hf_config(config, "family").unwrap_err();
-        let named = errors.list().iter().find(|v| v.field == "config.model_type").unwrap();
-        assert!(named.message.contains(mixer), "{}", named.message);
+        assert!(fields.contains(&field), "{field} not in {fields:?}");
     }
 }
