@@ -16,6 +16,7 @@ use crate::hardware::PrecisionClass;
 use crate::model::{MlpKind, RopeScaling};
 use crate::plan::{CpComm, ExpertDispatch, Precision, RecomputeModule};
 use crate::run::Run;
+use crate::stack::CpKvExchange;
 use crate::units::{Bytes, Flops, Seconds};
 
 pub use crate::cost::op_table::{Op, OpKind, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
@@ -575,6 +576,24 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
         let group = Group { size: ring, stride: plan.tp() * a2a };
         let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
         let steps = (ring - 1) as f64;
+        if ctx.run.stack().cp_kv_exchange() == CpKvExchange::AllGather {
+            // PyTorch's ring attention with the `allgather` rotate method: one all-gather of
+            // every rank's keys and values (forward, and again in the backward), then the
+            // key/value gradients, accumulated in fp32, passed around the whole ring (one send
+            // per chunk, the last one bringing each rank's own home).
+            let gathered = kv_bytes * ring as f64;
+            let gather = collective_time(links, Collective::AllGather, group, gathered);
+            for phase in [Phase::Forward, Phase::Backward] {
+                let moved = kv_bytes * steps;
+                table.push("cp-kv-all-gather", phase, OpKind::CpGather, Flops::ZERO, moved, gather);
+            }
+            let gradients = kv_bytes * (4.0 / act);
+            let step = collective_time(links, Collective::SendRecv, group, gradients);
+            let sends = ring as f64;
+            let (bytes, time) = (gradients * sends, step * sends);
+            table.push("cp-grad-ring", Phase::Backward, OpKind::CpComm, Flops::ZERO, bytes, time);
+            return;
+        }
         table.push(
             "cp-ring",
             Phase::Forward,

@@ -33,6 +33,8 @@ pub mod unfused_attention;
 pub mod work;
 
 #[cfg(test)]
+mod context_parallel_tests;
+#[cfg(test)]
 mod eager_ops_tests;
 #[cfg(test)]
 mod selective_and_offload_tests;

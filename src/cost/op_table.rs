@@ -38,6 +38,10 @@ pub enum OpKind {
     CpComm,
     /// Context-parallel all-to-all (Ulysses), which blocks the layer.
     CpAllToAll,
+    /// Context-parallel all-gather of every rank's keys and values before the ring's chunks
+    /// (PyTorch's `allgather` rotate method), which only the first, local chunk's attention
+    /// hides.
+    CpGather,
     /// Expert-parallel token dispatch and combine (all-to-all).
     EpComm,
 }
@@ -89,7 +93,7 @@ impl Rerun {
             }
             OpKind::TpComm => self.tp += time,
             OpKind::EpComm => self.ep += time,
-            OpKind::CpComm | OpKind::CpAllToAll => {}
+            OpKind::CpComm | OpKind::CpAllToAll | OpKind::CpGather => {}
         }
     }
 }
@@ -116,6 +120,8 @@ pub struct PhaseTimes {
     pub cp_ring: Seconds,
     /// Context-parallel all-to-alls.
     pub cp_all_to_all: Seconds,
+    /// Context-parallel key/value all-gathers.
+    pub cp_gather: Seconds,
     /// Expert-parallel dispatch and combine.
     pub ep: Seconds,
 }
@@ -147,6 +153,7 @@ impl PhaseTimes {
             OpKind::TpComm => self.tp += time,
             OpKind::CpComm => self.cp_ring += time,
             OpKind::CpAllToAll => self.cp_all_to_all += time,
+            OpKind::CpGather => self.cp_gather += time,
             OpKind::EpComm => self.ep += time,
         }
     }
@@ -166,6 +173,7 @@ impl PhaseTimes {
             tp: self.tp * tokens,
             cp_ring: self.cp_ring * tokens,
             cp_all_to_all: self.cp_all_to_all * tokens,
+            cp_gather: self.cp_gather * tokens,
             ep: self.ep * tokens,
         }
     }
@@ -181,6 +189,7 @@ impl PhaseTimes {
             OpKind::TpComm => self.tp,
             OpKind::CpComm => self.cp_ring,
             OpKind::CpAllToAll => self.cp_all_to_all,
+            OpKind::CpGather => self.cp_gather,
             OpKind::EpComm => self.ep,
         }
     }

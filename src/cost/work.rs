@@ -191,9 +191,17 @@ fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
 
 /// Ring attention overlaps each key/value transfer with the attention block it feeds (and
 /// LASP-2's state all-gather the linear-attention kernel); Ulysses all-to-alls block the layer.
-fn exposed_cp(times: &PhaseTimes) -> Seconds {
+/// A key/value all-gather is hidden only by the first, local chunk's attention (`local_share`
+/// of it, one over the ring's ranks), and the ring's steps then by the other chunks'.
+fn exposed_cp(times: &PhaseTimes, local_share: f64) -> Seconds {
     let overlapped = (times.attention + times.recurrence) * OVERLAP_EFFICIENCY;
-    (times.cp_ring - overlapped).max(Seconds::ZERO) + times.cp_all_to_all
+    let (gathered, ring_overlap) = if times.cp_gather > Seconds::ZERO {
+        let local = overlapped * local_share;
+        ((times.cp_gather - local).max(Seconds::ZERO), overlapped - local)
+    } else {
+        (Seconds::ZERO, overlapped)
+    };
+    (times.cp_ring - ring_overlap).max(Seconds::ZERO) + gathered + times.cp_all_to_all
 }
 
 /// Expert-parallel all-to-all left exposed: all of it, or with `expert_comm_overlap` what the
@@ -260,17 +268,18 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
         ),
     };
     let tp = |phase: Phase| exposed_tp(run, sum(phase, &|t| t.tp));
+    let local_share = 1.0 / (run.plan().cp() / run.plan().cp_a2a()).max(1) as f64;
     let ep = |phase: Phase| sum(phase, &|t| exposed_ep(run, t));
     Work {
         forward: sum(Phase::Forward, &|t| t.compute),
         forward_tp: tp(Phase::Forward),
-        forward_cp: sum(Phase::Forward, &exposed_cp),
+        forward_cp: sum(Phase::Forward, &|t| exposed_cp(t, local_share)),
         forward_ep: ep(Phase::Forward),
         backward: sum(Phase::Backward, &|t| t.compute),
         weight_gradient: sum(Phase::Backward, &|t| t.weight_gradient),
         recompute,
         backward_tp: tp(Phase::Backward) + exposed_tp(run, recompute_tp),
-        backward_cp: sum(Phase::Backward, &exposed_cp),
+        backward_cp: sum(Phase::Backward, &|t| exposed_cp(t, local_share)),
         backward_ep: ep(Phase::Backward) + recompute_ep,
         forward_attention: sum(Phase::Forward, &|t| t.attention) + recompute_attention,
         backward_attention: sum(Phase::Backward, &|t| t.attention),

@@ -273,6 +273,34 @@ impl FlexBackend {
     }
 }
 
+/// How a stack's ring attention passes the keys and values of the context-parallel ranks.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum CpKvExchange {
+    /// One send/receive per step, each overlapping the attention of the chunk before it
+    /// (Transformer Engine's and Megatron-Core's point-to-point ring); the backward passes the
+    /// keys and values with their gradients the same way.
+    #[default]
+    Ring,
+    /// One all-gather of every rank's keys and values, which only the first, local chunk's
+    /// attention hides (PyTorch's ring attention with the `allgather` rotate method); the
+    /// backward gathers them again and passes the fp32 key and value gradients around the ring,
+    /// each step overlapping a chunk's attention.
+    AllGather,
+}
+
 /// How a stack's loss holds the logits of a micro-batch at its peak, the backward of the loss.
 #[derive(
     Debug,

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
-    AttentionKernel, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath, GradReduce, GraphScope,
-    LossLogits, PipelineMicrobatches, RecomputeDefault, StackFamily,
+    AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath,
+    GradReduce, GraphScope, LossLogits, PipelineMicrobatches, RecomputeDefault, StackFamily,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
 pub use recipe_spec::RecipeSpec;
@@ -102,6 +102,7 @@ pub struct Stack {
     eager_elementwise: bool,
     eager: EagerOps,
     loss_logits: LossLogits,
+    cp_kv_exchange: CpKvExchange,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -213,6 +214,7 @@ impl Stack {
             eager_elementwise,
             eager,
             loss_logits: spec.memory.loss_logits.unwrap_or_default(),
+            cp_kv_exchange: spec.overlap.cp_kv_exchange.unwrap_or_default(),
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -252,6 +254,10 @@ impl Stack {
     /// How its loss holds the logits.
     pub fn loss_logits(&self) -> LossLogits {
         self.loss_logits
+    }
+    /// How its ring attention passes keys and values.
+    pub fn cp_kv_exchange(&self) -> CpKvExchange {
+        self.cp_kv_exchange
     }
     /// What its published runs use when they do not say.
     pub fn defaults(&self) -> &StackDefaults {

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::kinds::{
-    AttentionKernel, GemmPath, GradReduce, GraphScope, LossLogits, PipelineMicrobatches,
-    RecomputeDefault, ShardingDefault, StackFamily,
+    AttentionKernel, CpKvExchange, GemmPath, GradReduce, GraphScope, LossLogits,
+    PipelineMicrobatches, RecomputeDefault, ShardingDefault, StackFamily,
 };
 use super::recipe_spec::RecipeSpec;
 use crate::plan::{Engine, Precision};
@@ -176,6 +176,9 @@ pub struct OverlapSpec {
     /// Context-parallel ring exchange with attention.
     #[serde(default)]
     pub cp_ring: Option<OverlapSupport>,
+    /// How its ring attention passes keys and values (default `ring`).
+    #[serde(default)]
+    pub cp_kv_exchange: Option<CpKvExchange>,
     /// Pipeline send/receive with computation.
     #[serde(default)]
     pub pp_p2p: Option<OverlapSupport>,

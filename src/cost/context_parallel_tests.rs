@@ -1,0 +1,66 @@
+//! Tests of how a stack's ring attention passes keys and values (`Stack::cp_kv_exchange`):
+//! Megatron-Core's point-to-point ring, and PyTorch's all-gather, which only the local chunk's
+//! attention hides.
+
+use crate::cost::layer::{OpKind, Phase, Rows, transformer_layer};
+use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, segment_work, stage_segment};
+use crate::plan::{Engine, PlanSpec};
+use crate::run::{Run, test_spec};
+use crate::stack::CpKvExchange;
+
+/// Llama 3.1 8B at 16K tokens on 16 H100 with cp 16 (a ring over two nodes), run by `stack`.
+fn run(stack: &str, engine: Engine) -> Run {
+    let plan = PlanSpec {
+        cp: Some(16),
+        stack: Some(stack.to_owned()),
+        engine: Some(engine),
+        ..PlanSpec::default()
+    };
+    Run::from_spec(&test_spec("llama3.1-8b", 16, 16384, 16, 1, plan)).unwrap()
+}
+
+#[test]
+fn pytorchs_all_gather_is_hidden_only_by_the_local_chunk() {
+    let torchtitan = run("torchtitan-2024-12", Engine::Torchtitan);
+    assert_eq!(torchtitan.stack().cp_kv_exchange(), CpKvExchange::AllGather);
+    let layer = transformer_layer(&torchtitan, true, Rows::Keep);
+    let names: Vec<(&str, Phase)> = layer
+        .ops
+        .iter()
+        .filter(|op| matches!(op.kind, OpKind::CpComm | OpKind::CpGather))
+        .map(|op| (op.name, op.phase))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("cp-kv-all-gather", Phase::Forward),
+            ("cp-kv-all-gather", Phase::Backward),
+            ("cp-grad-ring", Phase::Backward),
+        ]
+    );
+    // The gradients' ring: 16 sends of the fp32 key/value gradients, twice the bf16 keys and
+    // values' bytes, against the 15 the all-gather moves of them.
+    let bytes = |name: &str, phase| {
+        layer.ops.iter().find(|op| op.name == name && op.phase == phase).unwrap().bytes.value()
+    };
+    let gathered = bytes("cp-kv-all-gather", Phase::Forward);
+    assert_eq!(bytes("cp-grad-ring", Phase::Backward), gathered / 15.0 * 2.0 * 16.0);
+
+    // The forward's exposed exchange: the all-gather less the local chunk's attention.
+    let segment = stage_segment(&torchtitan, 0);
+    let work = segment_work(&torchtitan, &Tables::new(&torchtitan), segment);
+    let forward = layer.totals.forward;
+    let hidden = forward.attention * OVERLAP_EFFICIENCY * (1.0 / 16.0);
+    let exposed = (forward.cp_gather - hidden).value().max(0.0);
+    assert!(exposed > 0.0);
+    let layers = torchtitan.model().num_layers() as f64;
+    let expected = exposed * layers;
+    assert!((work.forward_cp.value() / expected - 1.0).abs() < 1e-9, "{work:?} {expected}");
+
+    // Megatron-Core's ring passes keys and values step by step, with no all-gather.
+    let megatron = run("megatron-core-0.14-plus", Engine::Megatron);
+    assert_eq!(megatron.stack().cp_kv_exchange(), CpKvExchange::Ring);
+    let ring = transformer_layer(&megatron, true, Rows::TotalsOnly).totals;
+    assert_eq!((ring.forward.cp_gather.value(), ring.backward.cp_gather.value()), (0.0, 0.0));
+    assert!(ring.forward.cp_ring.value() > 0.0);
+}
