@@ -1,8 +1,11 @@
 //! Tests of how a stack's ring attention passes keys and values (`Stack::cp_kv_exchange`):
 //! Megatron-Core's point-to-point ring, and PyTorch's all-gather, which only the local chunk's
-//! attention hides.
+//! attention hides, with its fp32 merges of each chunk's output (`cost/pytorch_ring.rs`).
 
 use crate::cost::layer::{OpKind, Phase, Rows, transformer_layer};
+use crate::cost::pytorch_ring::{
+    MERGE_BACKWARD_KV_BYTES, MERGE_BACKWARD_QUERY_BYTES, MERGE_FORWARD_BYTES,
+};
 use crate::cost::work::{OVERLAP_EFFICIENCY, Tables, segment_work, stage_segment};
 use crate::plan::{Engine, PlanSpec};
 use crate::run::{Run, test_spec};
@@ -45,6 +48,16 @@ fn pytorchs_all_gather_is_hidden_only_by_the_local_chunk() {
     };
     let gathered = bytes("cp-kv-all-gather", Phase::Forward);
     assert_eq!(bytes("cp-grad-ring", Phase::Backward), gathered / 15.0 * 2.0 * 16.0);
+
+    // The fp32 merges after the local chunk, 15 of them: per output element forward, per query
+    // and key/value gradient element backward (4096 and 2 x 1024 wide; 1024 tokens a rank).
+    let merge = |phase| {
+        layer.ops.iter().find(|op| op.name == "cp-merge" && op.phase == phase).unwrap().bytes
+    };
+    let tokens = 16384.0 / 16.0;
+    assert_eq!(merge(Phase::Forward).value(), MERGE_FORWARD_BYTES * tokens * 4096.0 * 15.0);
+    let backward = MERGE_BACKWARD_QUERY_BYTES * 4096.0 + MERGE_BACKWARD_KV_BYTES * 2048.0;
+    assert_eq!(merge(Phase::Backward).value(), backward * tokens * 15.0);
 
     // The forward's exposed exchange: the all-gather less the local chunk's attention.
     let segment = stage_segment(&torchtitan, 0);

@@ -12,6 +12,7 @@ use crate::cost::kernels::{
     GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
     grouped_gemm_time, recipe_gemm_speed,
 };
+use crate::cost::pytorch_ring::{self, RingShape};
 use crate::hardware::PrecisionClass;
 use crate::model::{MlpKind, RopeScaling};
 use crate::plan::{CpComm, ExpertDispatch, Precision, RecomputeModule};
@@ -577,21 +578,9 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
         let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
         let steps = (ring - 1) as f64;
         if ctx.run.stack().cp_kv_exchange() == CpKvExchange::AllGather {
-            // PyTorch's ring attention with the `allgather` rotate method: one all-gather of
-            // every rank's keys and values (forward, and again in the backward), then the
-            // key/value gradients, accumulated in fp32, passed around the whole ring (one send
-            // per chunk, the last one bringing each rank's own home).
-            let gathered = kv_bytes * ring as f64;
-            let gather = collective_time(links, Collective::AllGather, group, gathered);
-            for phase in [Phase::Forward, Phase::Backward] {
-                let moved = kv_bytes * steps;
-                table.push("cp-kv-all-gather", phase, OpKind::CpGather, Flops::ZERO, moved, gather);
-            }
-            let gradients = kv_bytes * (4.0 / act);
-            let step = collective_time(links, Collective::SendRecv, group, gradients);
-            let sends = ring as f64;
-            let (bytes, time) = (gradients * sends, step * sends);
-            table.push("cp-grad-ring", Phase::Backward, OpKind::CpComm, Flops::ZERO, bytes, time);
+            let (tokens, tp) = (ctx.tokens, ctx.tp);
+            let shape = RingShape { tokens, tp, kv_bytes, group, ring };
+            pytorch_ring::push(ctx.run, table, shape);
             return;
         }
         table.push(

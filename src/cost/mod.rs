@@ -23,6 +23,7 @@ pub mod memory;
 pub mod mesh_attention;
 pub mod op_table;
 pub mod priced;
+pub mod pytorch_ring;
 pub mod repacking;
 pub mod replica_loads;
 pub mod runtime_memory;
