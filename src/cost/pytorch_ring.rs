@@ -19,10 +19,11 @@ use crate::units::{Bytes, Flops};
 
 /// Bytes per output element of merging one chunk's output into the running one (forward): the
 /// chunk's bf16 output cast to fp32 (2 read, 4 written); `out - sigmoid(lse_b - lse) * (out -
-/// out_b)` as three fp32 element-wise kernels (read 8, write 4 each); and, on half the chunks
-/// (round-robin load balancing), `torch.cat` rebuilding the output from its halves (4 read, 4
-/// written).
-pub const MERGE_FORWARD_BYTES: f64 = 6.0 + 3.0 * 12.0 + 0.5 * 8.0;
+/// out_b)` as three fp32 element-wise kernels: the difference (8 read, 4 written), its product
+/// with the per-row sigmoid (4 read, 4 written; the log-sum-exp terms are one value a row) and
+/// the subtraction (8 read, 4 written); and, on half the chunks (round-robin load balancing),
+/// `torch.cat` rebuilding the output from its halves (4 read, 4 written).
+pub const MERGE_FORWARD_BYTES: f64 = 6.0 + 12.0 + 8.0 + 12.0 + 0.5 * 8.0;
 /// Bytes per query-gradient element of one chunk's backward: `grad_query += grad_query_` into
 /// the fp32 accumulator (4 + 2 read, 4 written), and on half the chunks the `torch.cat` of its
 /// halves (4 read, 4 written).
