@@ -552,8 +552,7 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
     }
     let links = run.cluster().interconnect();
     let act = Precision::ACTIVATION_BYTES;
-    let a2a = plan.cp_a2a();
-    let ring = plan.cp() / a2a;
+    let (a2a, ring) = (plan.cp_a2a(), plan.cp_ring());
     let width = |w: u64| Bytes::new(ctx.tokens * w as f64 / ctx.tp * act);
     if a2a > 1 {
         let group = Group { size: a2a, stride: plan.tp() };

@@ -268,7 +268,7 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
         ),
     };
     let tp = |phase: Phase| exposed_tp(run, sum(phase, &|t| t.tp));
-    let local_share = 1.0 / (run.plan().cp() / run.plan().cp_a2a()).max(1) as f64;
+    let local_share = 1.0 / run.plan().cp_ring().max(1) as f64;
     let ep = |phase: Phase| sum(phase, &|t| exposed_ep(run, t));
     Work {
         forward: sum(Phase::Forward, &|t| t.compute),

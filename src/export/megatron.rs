@@ -206,7 +206,7 @@ pub fn arguments(run: &Run) -> String {
     }
     if plan.cp() > 1 {
         args.push(format!("--context-parallel-size {}", plan.cp()));
-        let (a2a, ring) = (plan.cp_a2a(), plan.cp() / plan.cp_a2a());
+        let (a2a, ring) = (plan.cp_a2a(), plan.cp_ring());
         match plan.cp_comm() {
             CpComm::Ring => args.push("--cp-comm-type p2p".into()),
             CpComm::AllToAll => args.push("--cp-comm-type a2a".into()),

@@ -9,6 +9,7 @@ mod context_parallel;
 mod engine;
 mod precision;
 mod recompute_modules;
+mod training;
 
 use serde::{Deserialize, Serialize};
 
@@ -16,6 +17,7 @@ pub use context_parallel::{CpComm, HybridCp, HybridCpScheduler, MeshGrid};
 pub use engine::Engine;
 pub use precision::Precision;
 pub use recompute_modules::{RecomputeModule, RecomputeModules};
+pub use training::{Training, TrainingSpec};
 
 /// Activation recomputation granularity (`--recompute-granularity`).
 #[derive(
@@ -421,61 +423,6 @@ impl PlanSpec {
     }
 }
 
-/// The training setup as written by the user.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TrainingSpec {
-    /// Tokens per sequence.
-    pub seq_len: i64,
-    /// Sequences per optimizer step, across all DP ranks.
-    pub global_batch: i64,
-    /// Sequences per micro-batch on one model replica (default 1).
-    pub micro_batch: Option<i64>,
-    /// Numeric recipe (default bf16).
-    pub precision: Option<Precision>,
-}
-
-/// A validated training setup.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Training {
-    pub(crate) seq_len: u64,
-    pub(crate) global_batch: u64,
-    pub(crate) micro_batch: u64,
-    pub(crate) precision: Precision,
-}
-
-impl Training {
-    /// Tokens per sequence.
-    pub fn seq_len(&self) -> u64 {
-        self.seq_len
-    }
-    /// Sequences per step.
-    pub fn global_batch(&self) -> u64 {
-        self.global_batch
-    }
-    /// Sequences per micro-batch.
-    pub fn micro_batch(&self) -> u64 {
-        self.micro_batch
-    }
-    /// Numeric recipe.
-    pub fn precision(&self) -> Precision {
-        self.precision
-    }
-    /// Tokens per optimizer step.
-    pub fn tokens_per_step(&self) -> u64 {
-        self.global_batch * self.seq_len
-    }
-    /// The setup written back as a spec with every default explicit (what a plan file holds).
-    pub fn to_spec(&self) -> TrainingSpec {
-        TrainingSpec {
-            seq_len: self.seq_len as i64,
-            global_batch: self.global_batch as i64,
-            micro_batch: Some(self.micro_batch as i64),
-            precision: Some(self.precision),
-        }
-    }
-}
-
 /// A validated plan. Built only by [`crate::Run::from_spec`], which checks it against the model,
 /// the cluster and the batch.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -613,6 +560,10 @@ impl Plan {
     /// hierarchical exchange, 1 for a ring. The remaining `cp / cp_a2a` ranks form a ring.
     pub fn cp_a2a(&self) -> u64 {
         self.cp_a2a
+    }
+    /// Context-parallel ranks that form a ring: `cp / cp_a2a` (cp for a ring, 1 under Ulysses).
+    pub fn cp_ring(&self) -> u64 {
+        self.cp / self.cp_a2a
     }
     /// The pipeline schedule.
     pub fn schedule(&self) -> PipelineSchedule {
