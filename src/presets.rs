@@ -96,11 +96,11 @@ pub const GPUS: &[PresetFile] = presets!("gpus":
 /// Every built-in software stack.
 pub const STACKS: &[PresetFile] = presets!("stacks":
     "deepspeed",
-    "flagperf",
     "generic",
     "llm-foundry",
     "megatron-core-0.12-0.13",
     "megatron-core-0.14-plus",
+    "megatron-core-0.6",
     "megatron-core-0.8-0.11",
     "megatron-deepspeed",
     "megatron-lm-2020-2022",
@@ -291,18 +291,32 @@ impl StackCatalog {
     /// one that starts first (the product the text names first), the longest of those; the
     /// generic stack when none is found.
     pub fn for_software(&self, text: &str) -> &Arc<Stack> {
+        self.named_in(text).unwrap_or_else(|| self.generic())
+    }
+
+    /// The stack of a run described in two texts: the software it names (`"FlagPerf (repo HEAD
+    /// 1b5a0303); framework per README"`) and its settings (`"DeepSpeed 0.11.1, HF Llama-2-7B"`).
+    /// The software text decides where it names a stack; where it names none (a benchmark
+    /// harness, an in-house trainer), the settings text may; else the generic stack.
+    pub fn for_software_or_settings(&self, software: &str, settings: &str) -> &Arc<Stack> {
+        self.named_in(software)
+            .or_else(|| self.named_in(settings))
+            .unwrap_or_else(|| self.generic())
+    }
+
+    fn named_in(&self, text: &str) -> Option<&Arc<Stack>> {
         let text = text.to_ascii_lowercase();
-        let best = self
-            .stacks
+        self.stacks
             .iter()
             .flat_map(|(stack, matches)| matches.iter().map(move |m| (stack, m)))
             .filter(|(_, m)| !m.is_empty())
             .filter_map(|(stack, m)| text.find(m.as_str()).map(|at| (stack, at, m.len())))
-            .min_by_key(|&(_, at, len)| (at, std::cmp::Reverse(len)));
-        match best {
-            Some((stack, _, _)) => stack,
-            None => self.get(GENERIC_STACK).unwrap_or(&self.stacks[0].0),
-        }
+            .min_by_key(|&(_, at, len)| (at, std::cmp::Reverse(len)))
+            .map(|(stack, _, _)| stack)
+    }
+
+    fn generic(&self) -> &Arc<Stack> {
+        self.get(GENERIC_STACK).unwrap_or(&self.stacks[0].0)
     }
 }
 
@@ -439,6 +453,24 @@ mod tests {
         assert_eq!(of("Megatron-LM (2021), NGC PyTorch 20.12 container"), "megatron-lm-2020-2022");
         assert_eq!(of("metaseq (FairScale FSDP + Megatron-LM tensor parallelism)"), GENERIC_STACK);
         assert_eq!(of("our in-house trainer"), GENERIC_STACK);
+    }
+
+    #[test]
+    fn a_run_that_names_only_a_harness_takes_the_stack_its_settings_name() {
+        let catalog = StackCatalog::builtin().unwrap();
+        let of = |software: &str, settings: &str| {
+            catalog.for_software_or_settings(software, settings).id().to_owned()
+        };
+        let flagperf = "FlagPerf (repo HEAD 1b5a0303, 2025-11); framework per README";
+        assert_eq!(of(flagperf, "DeepSpeed 0.11.1, HF Llama-2-7B, flash-attn"), "deepspeed");
+        assert_eq!(
+            of(flagperf, "Megatron-LM core_v0.6.0 (TE impl, --sequence-parallel)"),
+            "megatron-core-0.6"
+        );
+        assert_eq!(of(flagperf, "FlagScale (Megatron-LM fork) @26cd664; SP"), GENERIC_STACK);
+        assert_eq!(of(flagperf, "local batch size 2"), GENERIC_STACK);
+        // The software text decides wherever it names a stack.
+        assert_eq!(of("NeMo 25.09 container", "DeepSpeed-style ZeRO-1"), "nemo-25.09");
     }
 
     #[test]

@@ -29,8 +29,6 @@ pub enum StackFamily {
     MegatronDeepspeed,
     /// MosaicML llm-foundry / Composer.
     LlmFoundry,
-    /// FlagPerf benchmark scripts.
-    Flagperf,
 }
 
 /// An attention kernel.

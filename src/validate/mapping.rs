@@ -103,7 +103,8 @@ pub(super) fn evaluate_row(
     calibration: &Calibration,
     stacks: &StackCatalog,
 ) -> RowResult {
-    let stack = Arc::clone(stacks.for_software(&row.software_or_release));
+    let stack =
+        Arc::clone(stacks.for_software_or_settings(&row.software_or_release, &row.other_settings));
     let mut result = stated(row, &stack);
     let mapped = match map_row(row, calibration, &stack) {
         Ok(mapped) => mapped,
