@@ -95,6 +95,8 @@ pub(super) struct Ctx<'a> {
     pub(super) sp: f64,
     class: PrecisionClass,
     precision: Precision,
+    /// Whether the GPU's FP8 GEMMs take any operand layout (no transposed FP8 copies).
+    fp8_any_layout: bool,
 }
 
 impl<'a> Ctx<'a> {
@@ -109,6 +111,11 @@ impl<'a> Ctx<'a> {
             sp: plan.sequence_split() as f64,
             class: precision.gemm_class(),
             precision,
+            fp8_any_layout: run
+                .cluster()
+                .gpu()
+                .generation()
+                .is_some_and(|generation| generation.fp8_gemm_any_layout()),
         }
     }
 
@@ -219,7 +226,7 @@ impl<'a> Ctx<'a> {
     /// Quantizing the GEMM operands of a low-precision recipe: `forward` elements per token of
     /// forward GEMM inputs and `backward` of backward output gradients (nothing in BF16).
     pub(super) fn quantize(&self, table: &mut OpTable, forward: f64, backward: f64) {
-        let cast = self.precision.cast_bytes_per_element();
+        let cast = self.precision.cast_bytes_per_element(self.fp8_any_layout);
         if cast > 0.0 {
             let gpu = self.run.cluster().gpu();
             let forward = Bytes::new(cast * forward * self.tokens);
@@ -428,7 +435,7 @@ fn experts(ctx: &Ctx, table: &mut OpTable) {
         table.push_memory(gpu, "expert-bias", Phase::Forward, forward);
         table.push_memory(gpu, "expert-bias", Phase::Backward, backward);
     }
-    let cast = ctx.precision.cast_bytes_per_element();
+    let cast = ctx.precision.cast_bytes_per_element(ctx.fp8_any_layout);
     if cast > 0.0 {
         let forward = Bytes::new(cast * (width + ffn) * rows);
         let backward = Bytes::new(cast * (width + up) * rows);

@@ -52,4 +52,14 @@ impl Generation {
             Generation::Cdna3 => "CDNA 3",
         }
     }
+
+    /// Whether the FP8 GEMMs take their operands in any layout, so that a tensor-scaled FP8
+    /// tensor needs no transposed copy for the backward GEMMs. Blackwell's do: Transformer
+    /// Engine's `is_non_tn_fp8_gemm_supported` (compute capability 10.x, 11.x, 13+) makes
+    /// `Float8Tensor.update_usage` drop the transpose there
+    /// (NVIDIA/TransformerEngine@7515c0eb `pytorch/utils.py`, `pytorch/tensor/float8_tensor.py`).
+    /// Hopper's and Ada's FP8 GEMMs take only the TN layout, so the cast writes the transpose too.
+    pub fn fp8_gemm_any_layout(self) -> bool {
+        matches!(self, Generation::Blackwell)
+    }
 }

@@ -94,15 +94,19 @@ impl Precision {
 
     /// Memory traffic, in bytes per element, of turning a 16-bit GEMM operand into this recipe's
     /// format: read the BF16 value and write the quantized copies the forward and backward GEMMs
-    /// need (row-wise and column-wise), plus an extra read for recipes that find the scale first.
-    pub fn cast_bytes_per_element(self) -> f64 {
+    /// need, plus an extra read for recipes that find the scale first. Block-scaled recipes write
+    /// a row-wise and a column-wise copy (their scales run along different axes); tensor-scaled
+    /// FP8 writes a transposed copy only where the FP8 GEMMs take just the TN layout
+    /// (`fp8_any_layout` false: before Blackwell).
+    pub fn cast_bytes_per_element(self, fp8_any_layout: bool) -> f64 {
         let quantized = self.saved_gemm_input_bytes();
+        let tensorwise_copies = if fp8_any_layout { 1.0 } else { 2.0 };
         match self {
             Precision::Bf16 | Precision::Fp16 => 0.0,
-            // Read once, write row-wise and column-wise copies; the amax comes from history.
-            Precision::Fp8Delayed => 2.0 + 2.0 * quantized,
+            // Read once, write the quantized copies; the amax comes from history.
+            Precision::Fp8Delayed => 2.0 + tensorwise_copies * quantized,
             // An extra read pass computes the current amax before quantizing.
-            Precision::Fp8Current => 2.0 + 2.0 + 2.0 * quantized,
+            Precision::Fp8Current => 2.0 + 2.0 + tensorwise_copies * quantized,
             // Block scales are computed in the same pass that quantizes.
             Precision::Fp8Blockwise | Precision::Mxfp8 => 2.0 + 2.0 * quantized,
             // NVFP4 adds a random Hadamard transform (read and write BF16) on weight-gradient inputs
@@ -138,10 +142,26 @@ mod tests {
         assert!(
             Precision::Nvfp4.saved_gemm_input_bytes() < Precision::Mxfp8.saved_gemm_input_bytes()
         );
-        assert_eq!(Precision::Bf16.cast_bytes_per_element(), 0.0);
-        assert!(
-            Precision::Fp8Current.cast_bytes_per_element()
-                > Precision::Fp8Delayed.cast_bytes_per_element()
-        );
+        for any_layout in [false, true] {
+            assert_eq!(Precision::Bf16.cast_bytes_per_element(any_layout), 0.0);
+            assert!(
+                Precision::Fp8Current.cast_bytes_per_element(any_layout)
+                    > Precision::Fp8Delayed.cast_bytes_per_element(any_layout)
+            );
+        }
+    }
+
+    #[test]
+    fn tensor_scaled_fp8_writes_its_transpose_only_for_tn_only_gemms() {
+        // Hopper: read 2 B, write the 1 B copy and its 1 B transpose (+ the 2 B amax read).
+        assert_eq!(Precision::Fp8Delayed.cast_bytes_per_element(false), 4.0);
+        assert_eq!(Precision::Fp8Current.cast_bytes_per_element(false), 6.0);
+        // Blackwell: one copy serves both layouts.
+        assert_eq!(Precision::Fp8Delayed.cast_bytes_per_element(true), 3.0);
+        assert_eq!(Precision::Fp8Current.cast_bytes_per_element(true), 5.0);
+        // MX blocks run along the GEMM's reduction axis: both copies on every GPU.
+        let mx = 2.0 + 2.0 * (1.0 + 1.0 / 32.0);
+        assert_eq!(Precision::Mxfp8.cast_bytes_per_element(true), mx);
+        assert_eq!(Precision::Mxfp8.cast_bytes_per_element(false), mx);
     }
 }
