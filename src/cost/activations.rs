@@ -278,7 +278,8 @@ pub fn op_checkpoint_layer_bytes(run: &Run, dense_mlp: bool) -> Bytes {
     Bytes::new(act * elements)
 }
 
-/// Widths per token of what the attention block stores for its backward: Q, K and V (and with
+/// Widths per token of what the attention block stores for its backward: Q, K and V (K and V as
+/// the kernel reads them, repeated to the query heads where the stack does so; and with
 /// latent attention the compressed query and key/value, replicated across TP ranks, counted here
 /// at their TP-split share).
 fn attention_activation_width(run: &Run) -> f64 {
@@ -287,7 +288,8 @@ fn attention_activation_width(run: &Run) -> f64 {
     let latent = model.mla().map_or(0.0, |mla| (mla.q_lora_rank + mla.kv_lora_rank) as f64 * tp);
     // An output gate keeps the gate's input for the backward.
     let gate = if model.attention_output_gate() { model.query_width() } else { 0 };
-    (model.query_width() + gate + 2 * model.kv_width()) as f64 + latent
+    let keys_values = crate::cost::layer::attended_kv_width(run);
+    (model.query_width() + gate + 2 * keys_values) as f64 + latent
 }
 
 /// Bytes per token of one layer's saved GEMM inputs that a split backward keeps for the weight

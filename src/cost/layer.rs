@@ -119,6 +119,13 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Width of the keys (or values) the attention kernel reads and context parallelism
+    /// exchanges: the model's, or the query heads' where the stack's model code repeats
+    /// grouped-query key/value heads before the kernel.
+    pub(super) fn attended_kv_width(&self) -> u64 {
+        attended_kv_width(self.run)
+    }
+
     pub(super) fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
         self.grouped_gemm(table, name, self.tokens, 1.0, n, k);
     }
@@ -261,6 +268,18 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
     table
 }
 
+/// Width of the keys (or values) the attention kernel reads, stores for its backward and context
+/// parallelism exchanges: the model's, or the query heads' where the stack's model code repeats
+/// grouped-query key/value heads before the kernel (torchtitan's `repeat_kv`).
+pub(super) fn attended_kv_width(run: &Run) -> u64 {
+    let model = run.model();
+    if run.stack().repeats_kv_heads() && model.mla().is_none() {
+        model.num_attention_heads() * model.head_dim()
+    } else {
+        model.kv_width()
+    }
+}
+
 /// The attention block of a layer: its TP collectives, pre-norm (unless it reads another
 /// block's, `pre_norm` false), projections, rotary embedding, the attention kernel, the output
 /// projection and the residual add.
@@ -308,6 +327,15 @@ pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable, pre_norm: bool) {
         }
     }
     table.enter(Some(RecomputeModule::CoreAttn));
+    let repeated = ctx.attended_kv_width();
+    if repeated > model.kv_width() {
+        // The copy of the key/value heads up to the query heads (read the heads, write the
+        // copies), and in the backward the sum of the copies' gradients back onto the heads.
+        let gpu = ctx.run.cluster().gpu();
+        let bytes = Bytes::new(2.0 * (repeated + model.kv_width()) as f64 * act / tp * ctx.tokens);
+        table.push_memory(gpu, "repeat-kv", Phase::Forward, bytes);
+        table.push_memory(gpu, "repeat-kv", Phase::Backward, bytes);
+    }
     attention(ctx, table);
     table.enter(None);
     if model.attention_output_gate() {
@@ -579,13 +607,14 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
         // its key/value shard has the same size as without the all-to-all.
         // The ring's steps run in lock-step: one that spans NVLink domains paces every step at
         // a send/receive over the NICs.
-        let kv_bytes = width(2 * model.kv_width());
+        let kv_width = ctx.attended_kv_width();
+        let kv_bytes = width(2 * kv_width);
         let group = Group { size: ring, stride: plan.tp() * a2a };
         let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
         let steps = (ring - 1) as f64;
         if ctx.run.stack().cp_kv_exchange() == CpKvExchange::AllGather {
             let (tokens, tp) = (ctx.tokens, ctx.tp);
-            let shape = RingShape { tokens, tp, kv_bytes, group, ring };
+            let shape = RingShape { tokens, tp, kv_width, kv_bytes, group, ring };
             pytorch_ring::push(ctx.run, table, shape);
             return;
         }

@@ -34,10 +34,11 @@ pub const MERGE_BACKWARD_KV_BYTES: f64 = 10.0 + 8.0;
 
 /// Where one layer's exchange runs: `tokens` a rank holds of each micro-batch, over a ring of
 /// `ring` ranks (`group`) at tensor-parallel degree `tp`, each rank holding `kv_bytes` of bf16
-/// keys and values.
+/// keys and values of `kv_width` each (the heads the kernel sees).
 pub(super) struct RingShape {
     pub(super) tokens: f64,
     pub(super) tp: f64,
+    pub(super) kv_width: u64,
     pub(super) kv_bytes: Bytes,
     pub(super) group: Group,
     pub(super) ring: u64,
@@ -45,7 +46,7 @@ pub(super) struct RingShape {
 
 /// The exchange and merges of one layer.
 pub(super) fn push(run: &Run, table: &mut OpTable, shape: RingShape) {
-    let RingShape { tokens, tp, kv_bytes, group, ring } = shape;
+    let RingShape { tokens, tp, kv_width, kv_bytes, group, ring } = shape;
     let model = run.model();
     let gpu = run.cluster().gpu();
     let links = run.cluster().interconnect();
@@ -68,7 +69,7 @@ pub(super) fn push(run: &Run, table: &mut OpTable, shape: RingShape) {
     let forward = Bytes::new(MERGE_FORWARD_BYTES * outputs * steps);
     table.push_memory(gpu, "cp-merge", Phase::Forward, forward);
     let queries = elements(model.query_width());
-    let keys_values = elements(2 * model.kv_width());
+    let keys_values = elements(2 * kv_width);
     let backward = Bytes::new(
         (MERGE_BACKWARD_QUERY_BYTES * queries + MERGE_BACKWARD_KV_BYTES * keys_values) * steps,
     );

@@ -103,6 +103,7 @@ pub struct Stack {
     eager: EagerOps,
     loss_logits: LossLogits,
     cp_kv_exchange: CpKvExchange,
+    repeats_kv_heads: bool,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -215,6 +216,7 @@ impl Stack {
             eager,
             loss_logits: spec.memory.loss_logits.unwrap_or_default(),
             cp_kv_exchange: spec.overlap.cp_kv_exchange.unwrap_or_default(),
+            repeats_kv_heads: spec.attention.repeat_kv_heads == Some(true),
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -258,6 +260,11 @@ impl Stack {
     /// How its ring attention passes keys and values.
     pub fn cp_kv_exchange(&self) -> CpKvExchange {
         self.cp_kv_exchange
+    }
+    /// Whether its model code copies grouped-query key/value heads up to the query heads before
+    /// the attention kernel.
+    pub fn repeats_kv_heads(&self) -> bool {
+        self.repeats_kv_heads
     }
     /// What its published runs use when they do not say.
     pub fn defaults(&self) -> &StackDefaults {

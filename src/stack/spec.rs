@@ -105,6 +105,11 @@ pub struct AttentionSpec {
     /// On Blackwell.
     #[serde(default)]
     pub blackwell: Option<AttentionKernel>,
+    /// Whether the model code copies grouped-query attention's key/value heads up to the query
+    /// heads before calling the kernel (a `repeat_kv`), so that the kernel and context
+    /// parallelism's exchange see as many key/value heads as query heads. Default false.
+    #[serde(default)]
+    pub repeat_kv_heads: Option<bool>,
 }
 
 /// The `[gemm]` table.
