@@ -323,6 +323,14 @@ impl Stack {
         Stack { eager_elementwise: false, ..self.clone() }
     }
 
+    /// The stack with `kernel` as its attention on `generation`, as a run that names its kernel
+    /// may state it where the stack does not.
+    pub fn with_attention(&self, generation: Generation, kernel: AttentionKernel) -> Stack {
+        let mut stack = self.clone();
+        stack.attention.insert(generation, kernel);
+        stack
+    }
+
     /// The stack as a recipe that fuses the routed experts' MLP runs it: Megatron-Core's
     /// Transformer Engine op fuser (`use_transformer_engine_op_fuser`, Megatron-Bridge's
     /// `cutedsl_fused_grouped_mlp`) builds fc1, the activation and fc2 as fused TE ops with their

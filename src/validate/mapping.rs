@@ -19,15 +19,16 @@ use super::measured::{FlopShape, measured};
 use super::recipe_use::RecipeUse;
 use super::row::{CalibrationRow, count, positive};
 use super::row_settings::{experts_plan, recompute, sharding, stated_recompute};
+use super::stated_kernel::stated_attention;
 use super::structure;
 use crate::estimate::estimate_simulated_with;
-use crate::hardware::ClusterSpec;
+use crate::hardware::{ClusterSpec, Generation};
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
 use crate::plan::{PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
 use crate::presets::{self, StackCatalog};
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
-use crate::stack::{Stack, StackDefaults};
+use crate::stack::{AttentionKernel, Stack, StackDefaults};
 
 /// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor. Fitted by
 /// `calibrate.rs`, applied here to the GPU a row maps to.
@@ -47,6 +48,8 @@ pub(super) struct Mapped {
     /// The row says its model ran under `torch.compile` (torchtitan@9dec370 `apply_compile`
     /// compiles each transformer block with `fullgraph=True`).
     compiled: bool,
+    /// The attention kernel the row's settings name where its stack names none on its GPU.
+    attention: Option<(Generation, AttentionKernel)>,
 }
 
 impl Mapped {
@@ -55,13 +58,16 @@ impl Mapped {
     /// under `torch.compile`, compiled ([`Stack::compiled`]).
     pub(super) fn stack(&self, stack: &Arc<Stack>) -> Arc<Stack> {
         let compile = self.compiled && stack.eager_elementwise();
-        if !(self.fused_grouped_mlp || compile) {
+        if !(self.fused_grouped_mlp || compile || self.attention.is_some()) {
             return Arc::clone(stack);
         }
         let mut priced =
             if self.fused_grouped_mlp { stack.with_fused_grouped_mlp() } else { (**stack).clone() };
         if compile {
             priced = priced.compiled();
+        }
+        if let Some((generation, kernel)) = self.attention {
+            priced = priced.with_attention(generation, kernel);
         }
         Arc::new(priced)
     }
@@ -277,6 +283,11 @@ pub(super) fn map_row(
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
         assumptions.push(text);
     }
+    let attention =
+        stated_attention(row, stack, gpu.generation).map(|(generation, kernel, why)| {
+            assumptions.push(why);
+            (generation, kernel)
+        });
     let settings = row.other_settings.to_ascii_lowercase();
     let compiled = settings.contains("torch.compile");
     if compiled && stack.eager_elementwise() {
@@ -343,6 +354,7 @@ pub(super) fn map_row(
         least_recompute,
         fused_grouped_mlp,
         compiled,
+        attention,
     })
 }
 

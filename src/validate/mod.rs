@@ -24,6 +24,7 @@ mod recipe_use;
 mod row;
 mod row_settings;
 mod run_band;
+mod stated_kernel;
 mod structure;
 mod summary;
 
