@@ -119,13 +119,6 @@ impl<'a> Ctx<'a> {
         }
     }
 
-    /// Width of the keys (or values) the attention kernel reads and context parallelism
-    /// exchanges: the model's, or the query heads' where the stack's model code repeats
-    /// grouped-query key/value heads before the kernel.
-    pub(super) fn attended_kv_width(&self) -> u64 {
-        attended_kv_width(self.run)
-    }
-
     pub(super) fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
         self.grouped_gemm(table, name, self.tokens, 1.0, n, k);
     }
@@ -327,7 +320,7 @@ pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable, pre_norm: bool) {
         }
     }
     table.enter(Some(RecomputeModule::CoreAttn));
-    let repeated = ctx.attended_kv_width();
+    let repeated = attended_kv_width(ctx.run);
     if repeated > model.kv_width() {
         // The copy of the key/value heads up to the query heads (read the heads, write the
         // copies), and in the backward the sum of the copies' gradients back onto the heads.
@@ -607,17 +600,17 @@ fn context_parallel_exchange(ctx: &Ctx, table: &mut OpTable) {
         // its key/value shard has the same size as without the all-to-all.
         // The ring's steps run in lock-step: one that spans NVLink domains paces every step at
         // a send/receive over the NICs.
-        let kv_width = ctx.attended_kv_width();
+        let kv_width = attended_kv_width(ctx.run);
         let kv_bytes = width(2 * kv_width);
         let group = Group { size: ring, stride: plan.tp() * a2a };
-        let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
-        let steps = (ring - 1) as f64;
         if ctx.run.stack().cp_kv_exchange() == CpKvExchange::AllGather {
             let (tokens, tp) = (ctx.tokens, ctx.tp);
             let shape = RingShape { tokens, tp, kv_width, kv_bytes, group, ring };
             pytorch_ring::push(ctx.run, table, shape);
             return;
         }
+        let step = collective_time(links, Collective::SendRecv, group, kv_bytes);
+        let steps = (ring - 1) as f64;
         table.push(
             "cp-ring",
             Phase::Forward,

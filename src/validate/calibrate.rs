@@ -58,7 +58,7 @@ pub struct CalibrationReport {
 
 /// Every row priced under `calibration`, in the rows' order (priced in parallel, collected in
 /// order, so the result does not depend on thread timing).
-/// A row's software stack is the one its `software_or_release` text names in `stacks`.
+/// Each row runs on the stack it names in `stacks` ([`CalibrationRow::stack`]).
 pub(super) fn evaluate(
     rows: &[&CalibrationRow],
     calibration: &Calibration,

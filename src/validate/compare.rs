@@ -85,7 +85,7 @@ pub fn compare_search_csv(
     let mut cases: BTreeMap<String, (Vec<String>, crate::run::RunSpec, Run, f64, bool)> =
         BTreeMap::new();
     for row in &rows {
-        let stack = stacks.for_software_or_settings(&row.software_or_release, &row.other_settings);
+        let stack = row.stack(&stacks);
         let Ok(mapped) = map_row(row, &calibration, stack) else { continue };
         let Ok(run) = Run::from_spec_with_stack(&mapped.spec, mapped.stack(stack)) else {
             continue;

@@ -102,15 +102,14 @@ pub(super) fn stated(row: &CalibrationRow, stack: &Stack) -> RowResult {
     }
 }
 
-/// Predicts one row, or says why it cannot be predicted. The row's software stack is the one its
-/// `software_or_release` text names in `stacks`; nothing else about the row's source is read.
+/// Predicts one row, or says why it cannot be predicted, on the software stack the row names
+/// ([`CalibrationRow::stack`]).
 pub(super) fn evaluate_row(
     row: &CalibrationRow,
     calibration: &Calibration,
     stacks: &StackCatalog,
 ) -> RowResult {
-    let stack =
-        Arc::clone(stacks.for_software_or_settings(&row.software_or_release, &row.other_settings));
+    let stack = Arc::clone(row.stack(stacks));
     let mut result = stated(row, &stack);
     let mapped = match map_row(row, calibration, &stack) {
         Ok(mapped) => mapped,

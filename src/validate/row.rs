@@ -1,6 +1,11 @@
 //! One row of a calibration CSV, every column kept as the text the source gave.
 
+use std::sync::Arc;
+
 use serde::Deserialize;
+
+use crate::presets::StackCatalog;
+use crate::stack::Stack;
 
 /// A calibration row with the columns of `shared/calibration/runs.csv`. Empty cells are empty
 /// strings; interpretation happens in `mapping.rs` and `measured.rs`.
@@ -98,6 +103,15 @@ pub struct CalibrationRow {
     pub other_metrics: String,
     #[serde(default)]
     pub notes: String,
+}
+
+impl CalibrationRow {
+    /// The software stack the row ran on: the one its `software_or_release` text names, else
+    /// the one its `other_settings` name (a benchmark harness that runs several frameworks),
+    /// else the generic stack. Nothing else about the row's source is read.
+    pub(super) fn stack<'a>(&self, stacks: &'a StackCatalog) -> &'a Arc<Stack> {
+        stacks.for_software_or_settings(&self.software_or_release, &self.other_settings)
+    }
 }
 
 /// Reads every row; extra columns are ignored, missing optional ones are empty.
