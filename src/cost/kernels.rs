@@ -20,11 +20,37 @@ use crate::units::{Bytes, Flops, FlopsPerSec, Seconds};
 
 /// Output tile edge of the GEMM kernels modelled (CUTLASS/cuBLAS default 128 x 128 tiles).
 const TILE: f64 = 128.0;
-/// A grouped GEMM's efficiency relative to a plain GEMM of one group's shape: the median over
-/// the routed-expert shapes of five MoE models (forward, input and weight gradients, 132 kernels)
-/// measured with `torch._grouped_mm` on H100 (forward 0.92, input gradient 0.80, weight gradient
-/// 0.75 of the plain GEMM model). Per-group scheduling and ragged tiles cost this much.
-const GROUPED_GEMM_EFFICIENCY: f64 = 0.84;
+/// A grouped GEMM's efficiency relative to a plain GEMM of one group's shape, for the forward
+/// product and the input gradient: fitted over the routed-expert kernels of five MoE models
+/// measured with `torch._grouped_mm` on H100 and H200 (40 kernels per product and GPU,
+/// `grouped_split` in `measurements/`; median |error| 4.2 % forward and 8.4 % input gradient on
+/// H100, 3.4 % and 7.6 % on H200). Per-group scheduling and ragged tiles cost this much.
+const GROUPED_FORWARD_EFFICIENCY: f64 = 0.94;
+/// See [`GROUPED_FORWARD_EFFICIENCY`].
+const GROUPED_DATA_GRADIENT_EFFICIENCY: f64 = 0.83;
+/// A grouped weight gradient reduces over each group's own rows into a `k x n` output per group
+/// (one expert's weights), however few rows the group holds: its main loops run at the plain
+/// GEMM's rate for that depth, and each group's output costs one more pass of this many bytes
+/// per element through memory, which short main loops cannot hide. Fitted over the same kernels
+/// (median |error| 4.5 % on H100 and 2.1 % on H200, p90 13 % and 7 %; one grouped factor for
+/// all three products had left the weight gradient up to 3x faster than measured): at 128-512
+/// rows per expert it runs at 90-310 TFLOP/s on H100, a fifth to a half of the forward's rate.
+pub const GROUPED_WEIGHT_GRADIENT_PASS_BYTES: f64 = 5.5;
+
+/// Which product of a linear layer a GEMM computes. Plain GEMMs run all three alike; a grouped
+/// kernel (the routed experts) runs them differently ([`GROUPED_FORWARD_EFFICIENCY`],
+/// [`GROUPED_WEIGHT_GRADIENT_PASS_BYTES`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmRole {
+    /// The output from the input and the weights (`x W`); also any batched product of
+    /// activations, such as attention scores.
+    Forward,
+    /// The input's gradient (`dy W^T`) and the backward's other activation products.
+    DataGradient,
+    /// The weights' gradient (`x^T dy`), reducing over the tokens.
+    WeightGradient,
+}
+
 /// Speed of FP8 GEMMs with DeepSeek-V3-style block scales (1 x 128 activation blocks, 128 x 128
 /// weight blocks) relative to per-tensor scales, on tensor cores that do not scale blocks in
 /// hardware (Hopper): the median over 58 linear-layer shapes measured on H100 with cuBLAS through
@@ -61,13 +87,13 @@ fn quantized(extent: f64) -> f64 {
 
 /// Fraction of peak a GEMM of this shape reaches, before the GPU's large-GEMM efficiency.
 pub fn shape_efficiency(gpu: &Gpu, shape: GemmShape) -> f64 {
-    grouped_shape_efficiency(gpu, shape, 1.0)
+    grouped_shape_efficiency(gpu, shape, 1.0, GemmRole::Forward)
 }
 
 /// Fraction of peak a grouped GEMM reaches: `groups` problems of one shape in one launch (the
 /// routed experts of an MoE layer, cuBLAS/CUTLASS grouped GEMM). Each group pads its own edge
 /// tiles; the tiles of all groups fill the SMs together.
-pub fn grouped_shape_efficiency(gpu: &Gpu, shape: GemmShape, groups: f64) -> f64 {
+pub fn grouped_shape_efficiency(gpu: &Gpu, shape: GemmShape, groups: f64, role: GemmRole) -> f64 {
     let tile = (shape.m / quantized(shape.m)) * (shape.n / quantized(shape.n));
     let tiles = (quantized(shape.m) / TILE) * (quantized(shape.n) / TILE) * groups.max(1.0);
     let waves = tiles / gpu.sm_count() as f64;
@@ -78,7 +104,12 @@ pub fn grouped_shape_efficiency(gpu: &Gpu, shape: GemmShape, groups: f64) -> f64
     // across the idle SMs, which recovers occupancy as long as K is deep enough to split.
     let occupancy = (waves * (shape.k / 512.0).max(1.0)).min(1.0);
     let depth = shape.k / (shape.k + gpu.efficiency().gemm_k_overhead);
-    let grouping = if groups > 1.0 { GROUPED_GEMM_EFFICIENCY } else { 1.0 };
+    let grouping = match role {
+        _ if groups <= 1.0 => 1.0,
+        GemmRole::Forward => GROUPED_FORWARD_EFFICIENCY,
+        GemmRole::DataGradient => GROUPED_DATA_GRADIENT_EFFICIENCY,
+        GemmRole::WeightGradient => 1.0,
+    };
     tile * occupancy * depth * grouping
 }
 
@@ -95,20 +126,30 @@ pub fn recipe_gemm_speed(gpu: &Gpu, precision: Precision) -> f64 {
 /// Time of one GEMM in a precision class, reading `input_bytes`-wide operands and writing a
 /// 16-bit output.
 pub fn gemm_time(gpu: &Gpu, class: PrecisionClass, shape: GemmShape, input_bytes: f64) -> Seconds {
-    grouped_gemm_time(gpu, class, shape, 1.0, input_bytes)
+    grouped_gemm_time(gpu, class, shape, 1.0, GemmRole::Forward, input_bytes)
 }
 
-/// Time of a grouped GEMM: `groups` GEMMs of `shape` in one kernel.
+/// Time of a grouped GEMM: `groups` GEMMs of `shape` in one kernel, computing `role`.
 pub fn grouped_gemm_time(
     gpu: &Gpu,
     class: PrecisionClass,
     shape: GemmShape,
     groups: f64,
+    role: GemmRole,
     input_bytes: f64,
 ) -> Seconds {
     let peak = gpu.peak(class).unwrap_or(gpu.peak_bf16());
-    let efficiency = gpu.gemm_efficiency(class) * grouped_shape_efficiency(gpu, shape, groups);
-    let compute = shape.flops() * groups / (peak * efficiency);
+    let efficiency =
+        gpu.gemm_efficiency(class) * grouped_shape_efficiency(gpu, shape, groups, role);
+    let output_pass = if groups > 1.0 && role == GemmRole::WeightGradient {
+        memory_time(
+            gpu,
+            Bytes::new(shape.m * shape.n * groups * GROUPED_WEIGHT_GRADIENT_PASS_BYTES),
+        )
+    } else {
+        Seconds::ZERO
+    };
+    let compute = shape.flops() * groups / (peak * efficiency) + output_pass;
     let bytes =
         ((shape.m * shape.k + shape.k * shape.n) * input_bytes + shape.m * shape.n * 2.0) * groups;
     compute.max(memory_time(gpu, Bytes::new(bytes)))
@@ -242,9 +283,41 @@ mod tests {
     fn grouped_gemms_run_below_plain_ones_of_the_same_shape() {
         let gpu = h100();
         let shape = GemmShape { m: 2048.0, n: 1536.0, k: 2048.0 };
-        let plain = grouped_shape_efficiency(&gpu, shape, 1.0);
-        let grouped = grouped_shape_efficiency(&gpu, shape, 16.0);
-        assert!((grouped / plain - GROUPED_GEMM_EFFICIENCY).abs() < 1e-12);
+        let efficiency = |groups, role| grouped_shape_efficiency(&gpu, shape, groups, role);
+        let plain = efficiency(1.0, GemmRole::Forward);
+        for role in [GemmRole::Forward, GemmRole::DataGradient, GemmRole::WeightGradient] {
+            assert_eq!(efficiency(1.0, role), plain, "a plain GEMM runs every role alike");
+        }
+        assert!((efficiency(16.0, GemmRole::Forward) / plain - 0.94).abs() < 1e-12);
+        assert!((efficiency(16.0, GemmRole::DataGradient) / plain - 0.83).abs() < 1e-12);
+        assert_eq!(efficiency(16.0, GemmRole::WeightGradient), plain);
+    }
+
+    #[test]
+    fn a_grouped_weight_gradient_pays_a_pass_over_each_groups_output() {
+        // Qwen3-30B-A3B's expert fc1 at ep 1, 4k tokens: 128 experts of 256 rows, 2048 x 1536.
+        let gpu = h100();
+        let (groups, rows) = (128.0, 256.0);
+        let shape = GemmShape { m: 2048.0, n: 1536.0, k: rows };
+        let time = grouped_gemm_time(
+            &gpu,
+            PrecisionClass::Bits16,
+            shape,
+            groups,
+            GemmRole::WeightGradient,
+            2.0,
+        );
+        let plain = shape.flops() * groups
+            / (gpu.peak_bf16()
+                * gpu.gemm_efficiency(PrecisionClass::Bits16)
+                * shape_efficiency(&gpu, shape));
+        let pass = memory_time(&gpu, Bytes::new(2048.0 * 1536.0 * groups * 5.5));
+        assert!((time - (plain + pass)).value().abs() < 1e-15);
+        // The output pass (2.2 GB at 2.68 TB/s, 0.83 ms) is larger than the main loops (about
+        // 0.5 ms at 0.62 of the depth-256 rate): the measured kernel took 1.30 ms, 158 TFLOP/s.
+        assert!(pass > plain);
+        let rate = (shape.flops() * groups / time).as_tera();
+        assert!((140.0..230.0).contains(&rate), "{rate} TFLOP/s");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use crate::cost::collective::{Collective, Group, collective_time};
 use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
-    GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
+    GemmRole, GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
     grouped_gemm_time, recipe_gemm_speed,
 };
 use crate::cost::pytorch_ring::{self, RingShape};
@@ -146,15 +146,16 @@ impl<'a> Ctx<'a> {
             Bytes::new(((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0) * groups)
         };
         let speed = recipe_gemm_speed(gpu, self.precision);
-        let time =
-            |s: GemmShape| grouped_gemm_time(gpu, self.class, s, groups, input_bytes) / speed;
+        let time = |s: GemmShape, role| {
+            grouped_gemm_time(gpu, self.class, s, groups, role, input_bytes) / speed
+        };
         let rows = [
-            (Phase::Forward, OpKind::Gemm, forward),
-            (Phase::Backward, OpKind::Gemm, data_grad),
-            (Phase::Backward, OpKind::WeightGradient, weight_grad),
+            (Phase::Forward, OpKind::Gemm, forward, GemmRole::Forward),
+            (Phase::Backward, OpKind::Gemm, data_grad, GemmRole::DataGradient),
+            (Phase::Backward, OpKind::WeightGradient, weight_grad, GemmRole::WeightGradient),
         ];
-        for (phase, kind, shape) in rows {
-            table.push(name, phase, kind, shape.flops() * groups, bytes(shape), time(shape));
+        for (phase, kind, shape, role) in rows {
+            table.push(name, phase, kind, shape.flops() * groups, bytes(shape), time(shape, role));
         }
     }
 

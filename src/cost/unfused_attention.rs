@@ -11,7 +11,7 @@
 //! (heads, sequence, width): large for the 1-4B models of the 2020-2021 tables, small past 100B.
 
 use super::op_table::{OpKind, OpTable, Phase};
-use crate::cost::kernels::{GemmShape, grouped_gemm_time};
+use crate::cost::kernels::{GemmRole, GemmShape, grouped_gemm_time};
 use crate::hardware::PrecisionClass;
 use crate::run::Run;
 use crate::units::Bytes;
@@ -34,8 +34,9 @@ const OPERAND_BYTES: f64 = 2.0;
 /// Pushes one layer's unfused attention, forward and backward, for one micro-batch on one GPU:
 /// its heads (split by TP) over its queries (split by CP) against every key. The batched GEMMs
 /// (one problem per sequence and head) are priced as grouped GEMMs of one shape
-/// (`kernels::grouped_gemm_time`, with the grouped kernels' measured 0.84 of a plain GEMM's rate),
-/// in 16 bits whatever the recipe: FP8 recipes cast only the linear layers.
+/// (`kernels::grouped_gemm_time`: the forward's at the grouped forward's measured rate, the
+/// backward's at the input gradient's; none reduces into a weight), in 16 bits whatever the
+/// recipe: FP8 recipes cast only the linear layers.
 pub(super) fn push(run: &Run, table: &mut OpTable) {
     let model = run.model();
     let gpu = run.cluster().gpu();
@@ -46,24 +47,30 @@ pub(super) fn push(run: &Run, table: &mut OpTable) {
     let groups = run.training().micro_batch() as f64 * heads / run.plan().tp() as f64;
     let queries = seq / run.plan().cp() as f64;
     let scores = groups * queries * seq;
-    let gemm = |m: f64, n: f64, k: f64| {
+    let gemm = |m: f64, n: f64, k: f64, phase: Phase| {
         let shape = GemmShape { m, n, k };
         let bytes = (m * k + k * n + m * n) * OPERAND_BYTES * groups;
-        let time = grouped_gemm_time(gpu, PrecisionClass::Bits16, shape, groups, OPERAND_BYTES);
-        (shape.flops() * groups, Bytes::new(bytes), time)
+        let role = match phase {
+            Phase::Forward => GemmRole::Forward,
+            Phase::Backward => GemmRole::DataGradient,
+        };
+        let class = PrecisionClass::Bits16;
+        let time = grouped_gemm_time(gpu, class, shape, groups, role, OPERAND_BYTES);
+        (phase, (shape.flops() * groups, Bytes::new(bytes), time))
     };
+    let (forward, backward) = (Phase::Forward, Phase::Backward);
     let rows = [
         // Forward: the scores, and the context from the probabilities and the values.
-        ("attention-scores", Phase::Forward, gemm(queries, seq, qk)),
-        ("attention-context", Phase::Forward, gemm(queries, v, seq)),
+        ("attention-scores", gemm(queries, seq, qk, forward)),
+        ("attention-context", gemm(queries, v, seq, forward)),
         // Backward: the probabilities' gradient (dO V^T) and the values' (P^T dO), then the
         // queries' (dS K) and the keys' (dS^T Q).
-        ("attention-context", Phase::Backward, gemm(queries, seq, v)),
-        ("attention-context", Phase::Backward, gemm(seq, v, queries)),
-        ("attention-scores", Phase::Backward, gemm(queries, qk, seq)),
-        ("attention-scores", Phase::Backward, gemm(seq, qk, queries)),
+        ("attention-context", gemm(queries, seq, v, backward)),
+        ("attention-context", gemm(seq, v, queries, backward)),
+        ("attention-scores", gemm(queries, qk, seq, backward)),
+        ("attention-scores", gemm(seq, qk, queries, backward)),
     ];
-    for (name, phase, (flops, bytes, time)) in rows {
+    for (name, (phase, (flops, bytes, time))) in rows {
         table.push(name, phase, OpKind::Gemm, flops, bytes, time);
     }
     let dropout = model.dropout();

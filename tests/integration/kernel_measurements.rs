@@ -5,8 +5,8 @@
 //! reproduce the measured times with no fitted factor.
 
 use meshplan::cost::kernels::{
-    GemmShape, attention_backward_time, attention_forward_time, gemm_time, grouped_gemm_time,
-    recipe_gemm_speed,
+    GemmRole, GemmShape, attention_backward_time, attention_forward_time, gemm_time,
+    grouped_gemm_time, recipe_gemm_speed,
 };
 use meshplan::hardware::{Gpu, PrecisionClass};
 use meshplan::plan::Precision;
@@ -164,29 +164,40 @@ fn block_scaled_fp8_gemms_match_the_measured_times_on_hopper() {
     assert!(errors.median().abs() < 0.06, "median error {:+.3}", errors.median());
 }
 
+/// Each product of the routed experts' grouped GEMMs (forward, input gradient, weight gradient)
+/// against its measured time, per GPU: the weight gradient at few rows per expert (128-512, an
+/// MoE layer at ep 1) included, where it runs at a fifth to a half of the forward's rate.
 #[test]
 fn grouped_expert_gemms_match_the_measured_times() {
     for (gpu, data) in measured_gpus() {
-        let mut errors = Vec::new();
-        for row in rows(&data, "grouped_split") {
-            let groups = number(row, "groups");
-            let (m, n, k) = (number(row, "rows_per_group"), number(row, "n"), number(row, "k"));
-            let roles = [
-                ("forward_seconds", GemmShape { m, n, k }),
-                ("data_grad_seconds", GemmShape { m, n: k, k: n }),
-                ("weight_grad_seconds", GemmShape { m: k, n, k: m }),
-            ];
-            for (key, shape) in roles {
-                let predicted = grouped_gemm_time(&gpu, PrecisionClass::Bits16, shape, groups, 2.0);
+        let name = gpu.name();
+        let roles = [
+            ("forward_seconds", GemmRole::Forward),
+            ("data_grad_seconds", GemmRole::DataGradient),
+            ("weight_grad_seconds", GemmRole::WeightGradient),
+        ];
+        for (key, role) in roles {
+            let mut errors = Vec::new();
+            for row in rows(&data, "grouped_split") {
+                let groups = number(row, "groups");
+                let (m, n, k) = (number(row, "rows_per_group"), number(row, "n"), number(row, "k"));
+                let shape = match role {
+                    GemmRole::Forward => GemmShape { m, n, k },
+                    GemmRole::DataGradient => GemmShape { m, n: k, k: n },
+                    GemmRole::WeightGradient => GemmShape { m: k, n, k: m },
+                };
+                let class = PrecisionClass::Bits16;
+                let predicted = grouped_gemm_time(&gpu, class, shape, groups, role, 2.0);
                 errors.push(error(predicted, number(row, key)));
             }
+            let errors = Errors::new(errors);
+            assert!(errors.0.len() >= 40, "{name} {key}");
+            let median = errors.median();
+            assert!(median.abs() < 0.08, "{name} {key}: median error {median:+.3}");
+            let (typical, tail) = (errors.abs_quantile(0.5), errors.abs_quantile(0.9));
+            assert!(typical < 0.10, "{name} {key}: median |error| {typical:.3}");
+            assert!(tail < 0.25, "{name} {key}: p90 |error| {tail:.3}");
         }
-        let errors = Errors::new(errors);
-        let name = gpu.name();
-        assert!(errors.0.len() >= 120, "{name}");
-        assert!(errors.median().abs() < 0.05, "{name}: median error {:+.3}", errors.median());
-        let median = errors.abs_quantile(0.5);
-        assert!(median < 0.12, "{name}: median |error| {median:.3}");
     }
 }
 
