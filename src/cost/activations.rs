@@ -155,6 +155,24 @@ fn sublayer_activation_bytes(run: &Run, kind: Sublayer, modules: RecomputeModule
             }
             None => 0.0,
         },
+        // Mamba-1 (Jamba's mixer, run as separate kernels) keeps `in_proj`'s output (x for the
+        // convolution, z for the scan's gate), the convolution's output (`x_proj`'s and the
+        // scan's input), `x_proj`'s output (and the norms' outputs over dt, B and C when they
+        // run; replicated across TP ranks), `dt_proj`'s output (the scan's step sizes), the
+        // scan's output (`out_proj`'s input) and the scan's FP32 pair per channel and state at
+        // each 2,048-token chunk's end (mamba_ssm's saved `x`).
+        Sublayer::Mamba1 => match model.hybrid_mamba1() {
+            Some(m) => {
+                let x_proj = m.x_projection() as f64 * if m.dt_bc_norms { 2.0 } else { 1.0 };
+                let chunk_states = (m.inner * m.state_size) as f64 * 8.0 / 2048.0 / tp;
+                norm + norm_output
+                    + (m.in_projection() + 2 * m.inner) as f64 * act / tp
+                    + x_proj * act
+                    + m.inner as f64 * gemm_in / tp
+                    + chunk_states
+            }
+            None => 0.0,
+        },
         // Falcon-H1: the Mamba-2 mixer's, the attention block's and the MLP's, but the mixers'
         // one pre-norm keeps its input and output once.
         Sublayer::ParallelHybrid => {

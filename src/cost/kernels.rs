@@ -205,6 +205,22 @@ pub fn scan_time(gpu: &Gpu, flops: Flops, bytes: Bytes) -> Seconds {
     (flops / (gpu.peak_bf16() * gpu.efficiency().scan)).max(memory_time(gpu, bytes))
 }
 
+/// Time of a kernel that runs on the CUDA cores, not the tensor cores (Mamba-1's selective
+/// scan): `issues` FP32 instructions (a fused multiply-add is one) and `exponentials` base-2
+/// exponentials, each of which holds the SM for as many FP32 issues as its special-function
+/// units are narrower (`Generation::fp32_issues_per_exponential`, 8 without a generation),
+/// at the GPU's FP32 peak (`peak.fp32`, which counts a multiply-add as two FLOPs); or its
+/// memory traffic, if slower. No efficiency below that issue bound is taken: none was
+/// measured. Validation refuses such kernels on a GPU whose preset states no FP32 peak; this
+/// prices them by their memory traffic alone there.
+pub fn cuda_core_time(gpu: &Gpu, issues: f64, exponentials: f64, bytes: Bytes) -> Seconds {
+    let memory = memory_time(gpu, bytes);
+    let Some(peak) = gpu.peak_fp32() else { return memory };
+    let per_exponential = gpu.generation().map_or(8.0, |g| g.fp32_issues_per_exponential());
+    let issued = Flops::new(2.0 * (issues + exponentials * per_exponential));
+    (issued / peak).max(memory)
+}
+
 /// Fractions of HBM bandwidth that eager PyTorch element-wise code reaches on H100 SXM
 /// (`measurements/h100-sxm-kernels.json`, bytes read plus written): a Python RMSNorm
 /// (`x * rsqrt(mean(x^2) + eps) * w`) forward 1.98 and backward 0.89 TB/s, SwiGLU 1.08 TB/s, of

@@ -158,8 +158,12 @@ fn sublayer_params(run: &Run, kind: Sublayer, attention: f64) -> Params {
     let norm = model.norm_params() as f64;
     let without_norms = model.layer_norm_params() as f64;
     match kind {
-        // A token mixer's parameters besides its pre-norm, its heads split by TP.
-        Sublayer::Mamba | Sublayer::GatedDeltaNet | Sublayer::LightningAttention => Params {
+        // A token mixer's parameters besides its pre-norm, its heads (Mamba-1: its channels)
+        // split by TP.
+        Sublayer::Mamba
+        | Sublayer::GatedDeltaNet
+        | Sublayer::LightningAttention
+        | Sublayer::Mamba1 => Params {
             dense: norm + (model.sublayer_params(kind) - model.norm_params()) as f64 / tp,
             expert: 0.0,
         },

@@ -1,16 +1,19 @@
 //! The operation tables of a hybrid model's layers (`crate::model::Sublayer`): an attention
-//! block, an MLP, a mixture of experts, a Mamba-2 mixer, a gated DeltaNet or a lightning
-//! attention block, each with its own pre-norm and residual, as Megatron-Core's hybrid stack runs
-//! them.
+//! block, an MLP, a mixture of experts, a Mamba-2 or Mamba-1 mixer, a gated DeltaNet or a
+//! lightning attention block, each with its own pre-norm and residual, as Megatron-Core's hybrid
+//! stack runs them (and Jamba's Mamba-1 mixer as mamba_ssm's kernels run it).
 //!
 //! The attention, MLP and expert tables are the transformer layer's own blocks (`layer.rs`), so
 //! an attention table plus an MLP table is a transformer layer's table row for row.
 
 use crate::cost::collective::{Collective, Group, collective_time};
-use crate::cost::kernels::scan_time;
+use crate::cost::kernels::{cuda_core_time, scan_time};
 use crate::cost::layer::{Ctx, LAYER_ROWS, attention_block, mlp_block};
 use crate::cost::op_table::{OpKind, OpTable, Phase, Rows};
-use crate::model::{LightningAttention, LinearAttention, Mamba, Sublayer};
+use crate::model::{
+    LightningAttention, LinearAttention, Mamba, Mamba1, SCAN_BACKWARD_ATOMIC_BYTES,
+    SCAN_BACKWARD_ISSUES, SCAN_EXPONENTIALS, SCAN_FORWARD_ISSUES, Sublayer,
+};
 use crate::plan::{Precision, RecomputeModule};
 use crate::run::Run;
 use crate::units::{Bytes, Flops};
@@ -64,8 +67,87 @@ pub fn sublayer(run: &Run, kind: Sublayer, rows: Rows) -> OpTable {
                 lightning_attention_block(&ctx, &mut table, lightning);
             }
         }
+        Sublayer::Mamba1 => {
+            if let Some(mixer) = model.hybrid_mamba1() {
+                mamba1_block(&ctx, &mut table, mixer);
+            }
+        }
     }
     table
+}
+
+/// A Mamba-1 layer (Jamba's `JambaMambaMixer` over mamba_ssm's kernels): pre-norm, `in_proj`
+/// to x and z, the causal convolution with its SiLU over x, `x_proj` to the step sizes' low-rank
+/// input and B and C, Jamba's RMSNorms over those, `dt_proj`, the selective scan (gated by z
+/// inside the kernel), `out_proj` and the residual add. Tensor parallelism splits the channels:
+/// `in_proj` and `dt_proj` by their outputs, `x_proj` and `out_proj` by their inputs, so
+/// `x_proj`'s narrow output is all-reduced forward, and its gradient backward (B's and C's
+/// gradients are summed over every channel). The scan runs on the CUDA cores
+/// (`kernels::cuda_core_time`): [`SCAN_FORWARD_ISSUES`] and [`SCAN_BACKWARD_ISSUES`] FP32
+/// instructions and one exponential per token, channel and state; forward it reads u, the step
+/// sizes and z and writes its output (B and C per token besides), backward it reads those and
+/// the output's gradient, writes the inputs' gradients, and adds B's and C's gradients
+/// atomically per channel ([`SCAN_BACKWARD_ATOMIC_BYTES`]).
+fn mamba1_block(ctx: &Ctx, table: &mut OpTable, mixer: &Mamba1) {
+    let run = ctx.run;
+    let gpu = run.cluster().gpu();
+    let h = run.model().hidden_size() as f64;
+    let (tp, sp) = (ctx.tp, ctx.sp);
+    let act = Precision::ACTIVATION_BYTES;
+    let inner = mixer.inner as f64 / tp;
+    let x_proj = mixer.x_projection() as f64;
+    ctx.tp_block_comm(table, "tp-mamba1");
+    table.enter(Some(RecomputeModule::Layernorm));
+    ctx.streaming(table, "input-norm", 2.0 * h * act / sp);
+    table.enter(None);
+    ctx.gemm(table, "in-proj", mixer.in_projection() as f64 / tp, h);
+    ctx.streaming(table, "conv1d", 2.0 * inner * act);
+    ctx.gemm(table, "x-proj", x_proj, inner);
+    let plan = run.plan();
+    if plan.tp() > 1 {
+        let group = Group { size: plan.tp(), stride: 1 };
+        let bytes = Bytes::new(ctx.tokens * x_proj * act);
+        let links = run.cluster().interconnect();
+        let time = collective_time(links, Collective::AllReduce, group, bytes);
+        for phase in [Phase::Forward, Phase::Backward] {
+            table.push("tp-x-proj", phase, OpKind::TpComm, Flops::ZERO, bytes, time);
+        }
+    }
+    if mixer.dt_bc_norms {
+        ctx.streaming(table, "dt-bc-norms", 2.0 * x_proj * act);
+    }
+    ctx.gemm(table, "dt-proj", inner, mixer.dt_rank as f64);
+    let tokens = ctx.tokens;
+    let recurrences = tokens * inner * mixer.state_size as f64;
+    let per_token_inputs = 3.0 * inner + 2.0 * mixer.state_size as f64;
+    let forward_bytes = Bytes::new(tokens * (per_token_inputs + inner) * act);
+    let backward_bytes = Bytes::new(
+        tokens * (per_token_inputs + 2.0 * inner + 3.0 * inner) * act
+            + recurrences * SCAN_BACKWARD_ATOMIC_BYTES,
+    );
+    let scan = [
+        (Phase::Forward, mixer.scan_flops_per_token(), SCAN_FORWARD_ISSUES, forward_bytes),
+        (
+            Phase::Backward,
+            mixer.scan_backward_flops_per_token(),
+            SCAN_BACKWARD_ISSUES,
+            backward_bytes,
+        ),
+    ];
+    for (phase, flops_per_token, issues, bytes) in scan {
+        let flops = Flops::new(flops_per_token / tp * tokens);
+        let time =
+            cuda_core_time(gpu, issues * recurrences, SCAN_EXPONENTIALS * recurrences, bytes);
+        table.push("selective-scan", phase, OpKind::Recurrence, flops, bytes, time);
+    }
+    ctx.gemm(table, "out-proj", h, inner);
+    ctx.streaming(table, "residual", 3.0 * h * act / sp);
+    let dt_rank = mixer.dt_rank as f64;
+    ctx.quantize(
+        table,
+        h + 2.0 * inner + dt_rank,
+        h + mixer.in_projection() as f64 / tp + x_proj + inner,
+    );
 }
 
 /// What tells a chunked recurrent mixer (Mamba-2's scan, gated DeltaNet's delta rule, lightning
@@ -494,6 +576,51 @@ mod tests {
             .map(|op| op.bytes.value())
             .collect();
         assert_eq!(gathers, [8.0 * 128.0 * 128.0 * 4.0; 2]);
+    }
+
+    #[test]
+    fn a_mamba1_layer_runs_its_selective_scan_on_the_cuda_cores() {
+        let jamba = crate::presets::model("jamba-v0.1").unwrap();
+        let plan = |tp| PlanSpec { tp: Some(tp), ep: Some(8), ..PlanSpec::default() };
+        let table = |tp| sublayer(&run(jamba.clone(), plan(tp)), Sublayer::Mamba1, Rows::Keep);
+        let one = table(1);
+        let names: Vec<&str> =
+            one.ops.iter().filter(|op| op.phase == Phase::Forward).map(|op| op.name).collect();
+        assert_eq!(
+            names,
+            [
+                "input-norm",
+                "in-proj",
+                "conv1d",
+                "x-proj",
+                "dt-bc-norms",
+                "dt-proj",
+                "selective-scan",
+                "out-proj",
+                "residual"
+            ]
+        );
+        // x and z (2 x 8192) from 4096, for 8192 tokens.
+        let in_proj = one.ops.iter().find(|op| op.name == "in-proj").unwrap();
+        assert_eq!(in_proj.flops.value(), 2.0 * 8192.0 * 4096.0 * 16384.0);
+        // 8192 tokens x 8192 channels x 16 states, each 8 FP32 instructions and one exponential
+        // (8 instructions' time on Hopper) forward, at half H100's 67 TFLOP/s FP32 peak in
+        // instructions a second: 0.51 ms, above the 0.20 ms of its memory traffic.
+        let scan: Vec<_> = one.ops.iter().filter(|op| op.name == "selective-scan").collect();
+        let recurrences = 8192.0 * 8192.0 * 16.0;
+        let issue_bound = 2.0 * (8.0 + 8.0) * recurrences / 67e12;
+        assert!((scan[0].time.value() - issue_bound).abs() < 1e-12, "{:?}", scan[0].time);
+        // Backward: the atomic additions of dB and dC (8 bytes a recurrence) set its time.
+        assert!(scan[1].bytes.value() > recurrences * SCAN_BACKWARD_ATOMIC_BYTES);
+        assert!(scan[1].time > scan[0].time * 3.0);
+        // Under TP, x_proj's 256 + 2 x 16 outputs are all-reduced, forward and backward.
+        let gathers: Vec<f64> = table(2)
+            .ops
+            .iter()
+            .filter(|op| op.name == "tp-x-proj")
+            .map(|op| op.bytes.value())
+            .collect();
+        assert_eq!(gathers, [8192.0 * 288.0 * 2.0; 2]);
     }
 
     #[test]

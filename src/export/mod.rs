@@ -95,6 +95,9 @@ pub fn export(engine: Engine, run: &Run) -> Result<String, Unsupported> {
     if run.model().hybrid_lightning_attention().is_some() {
         return Err(Unsupported { engine, refusals: vec![Refusal::LightningAttentionLayers] });
     }
+    if run.model().hybrid_mamba1().is_some() {
+        return Err(Unsupported { engine, refusals: vec![Refusal::Mamba1Layers] });
+    }
     let parallel = crate::model::Sublayer::ParallelHybrid.index();
     if run.model().hybrid().is_some_and(|hybrid| hybrid.counts()[parallel] > 0) {
         return Err(Unsupported { engine, refusals: vec![Refusal::ParallelHybridLayers] });

@@ -56,6 +56,9 @@ pub enum Refusal {
     /// Falcon-H1's parallel layers (pattern `P`), which none of the exported engines builds
     /// (Megatron-Bridge's own Falcon-H1 model does): an export's refusal only.
     ParallelHybridLayers,
+    /// Mamba-1 layers (Jamba, pattern `S`), which none of the exported engines builds: an
+    /// export's refusal only.
+    Mamba1Layers,
     /// The model has a hybrid layer pattern the engine does not build.
     HybridLayers {
         /// The engine.
@@ -198,6 +201,9 @@ impl fmt::Display for Refusal {
             ),
             Refusal::ParallelHybridLayers => f.write_str(
                 "it builds no Falcon-H1 parallel (P) layer: Megatron-LM has none (Megatron-Bridge 0.5 and later builds them from a Hugging Face checkpoint with its own Falcon-H1 model); estimate, simulate and search price the plan, but there is no engine configuration to write",
+            ),
+            Refusal::Mamba1Layers => f.write_str(
+                "it builds no Mamba-1 (S) layer: Megatron-LM's hybrid models have Mamba-2 mixers only (Jamba trains on AI21's own stack); estimate, simulate and search price the plan, but there is no engine configuration to write",
             ),
             Refusal::HybridLayers { engine } => write!(
                 f,

@@ -62,4 +62,17 @@ impl Generation {
     pub fn fp8_gemm_any_layout(self) -> bool {
         matches!(self, Generation::Blackwell)
     }
+
+    /// FP32 instructions an SM issues in the time of one base-2 exponential (`exp2f` under
+    /// `--use_fast_math`, one special-function-unit instruction): 16 special-function results
+    /// per SM and clock against 64 FP32 results on Volta and the A100 (compute capability 7.0
+    /// and 8.0) and 128 on Hopper and Blackwell (CUDA C++ Programming Guide, "Arithmetic
+    /// Instructions" throughput table). CDNA 3 evaluates transcendentals at a quarter of its FP32
+    /// rate (AMD CDNA 3 ISA). Blackwell Ultra's doubled exponential rate is not taken.
+    pub fn fp32_issues_per_exponential(self) -> f64 {
+        match self {
+            Generation::Volta | Generation::Ampere | Generation::Cdna3 => 4.0,
+            Generation::Hopper | Generation::Blackwell => 8.0,
+        }
+    }
 }

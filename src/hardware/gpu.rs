@@ -29,6 +29,11 @@ pub struct PeakSpec {
     /// Whether the tensor cores scale MX blocks in hardware (Blackwell and later).
     #[serde(default)]
     pub block_scaled: bool,
+    /// FP32 peak of the CUDA cores (not the tensor cores; a fused multiply-add counts two):
+    /// what kernels of element-wise recurrences run at, such as Mamba-1's selective scan.
+    /// Without it, such layers cannot be priced on this GPU.
+    #[serde(default)]
+    pub fp32: Option<String>,
 }
 
 /// Achievable fractions of peak, as written in a preset.
@@ -188,6 +193,7 @@ pub struct Gpu {
     peak_fp16: FlopsPerSec,
     peak_fp8: Option<FlopsPerSec>,
     peak_fp4: Option<FlopsPerSec>,
+    peak_fp32: Option<FlopsPerSec>,
     block_scaled: bool,
     efficiency: Efficiency,
 }
@@ -278,6 +284,11 @@ impl Gpu {
             .fp4
             .as_ref()
             .map(|text| quantity("peak.fp4", text, parse_flops_rate(text).map(|f| f.value())));
+        let fp32 = spec
+            .peak
+            .fp32
+            .as_ref()
+            .map(|text| quantity("peak.fp32", text, parse_flops_rate(text).map(|f| f.value())));
         let eff = &spec.efficiency;
         let scale = eff.calibration.unwrap_or(1.0);
         if !(scale > 0.0 && scale.is_finite()) {
@@ -334,6 +345,7 @@ impl Gpu {
             peak_fp16: FlopsPerSec::new(fp16),
             peak_fp8: fp8.map(FlopsPerSec::new),
             peak_fp4: fp4.map(FlopsPerSec::new),
+            peak_fp32: fp32.map(FlopsPerSec::new),
             block_scaled: spec.peak.block_scaled,
             efficiency,
         })
@@ -382,6 +394,10 @@ impl Gpu {
     /// Dense FP4 peak, if the GPU has FP4 tensor cores.
     pub fn peak_fp4(&self) -> Option<FlopsPerSec> {
         self.peak_fp4
+    }
+    /// FP32 peak of the CUDA cores, if the preset states it.
+    pub fn peak_fp32(&self) -> Option<FlopsPerSec> {
+        self.peak_fp32
     }
     /// Whether MX block scaling runs in the tensor cores.
     pub fn block_scaled(&self) -> bool {

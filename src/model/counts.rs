@@ -360,6 +360,9 @@ impl Model {
             Sublayer::LightningAttention => {
                 norm + self.hybrid_lightning_attention().map_or(0, |l| l.params(self.hidden_size()))
             }
+            Sublayer::Mamba1 => {
+                norm + self.hybrid_mamba1().map_or(0, |m| m.params(self.hidden_size()))
+            }
             // The two mixers share one pre-norm.
             Sublayer::ParallelHybrid => {
                 PARALLEL_HYBRID_PARTS.iter().map(|&part| self.sublayer_params(part)).sum::<u64>()
@@ -398,6 +401,11 @@ impl Model {
         self.hybrid().and_then(|hybrid| hybrid.mamba.as_ref())
     }
 
+    /// The Mamba-1 mixer of a hybrid model.
+    pub fn hybrid_mamba1(&self) -> Option<&super::Mamba1> {
+        self.hybrid().and_then(|hybrid| hybrid.mamba1.as_ref())
+    }
+
     /// Forward FLOPs per token of one hybrid layer's weight GEMMs.
     pub fn sublayer_gemm_flops_per_token(&self, kind: Sublayer) -> f64 {
         let matrices = match kind {
@@ -413,6 +421,9 @@ impl Model {
             Sublayer::LightningAttention => self
                 .hybrid_lightning_attention()
                 .map_or(0, |l| (l.in_projection() + l.width()) * self.hidden_size()),
+            Sublayer::Mamba1 => {
+                self.hybrid_mamba1().map_or(0, |m| m.gemm_elements(self.hidden_size()))
+            }
             Sublayer::ParallelHybrid => {
                 return PARALLEL_HYBRID_PARTS
                     .iter()
@@ -424,7 +435,7 @@ impl Model {
     }
 
     /// Forward FLOPs per token of one hybrid layer beyond its weight GEMMs: the attention core,
-    /// or the Mamba-2 scan and convolution.
+    /// or the Mamba-2 or Mamba-1 scan and convolution.
     pub fn sublayer_core_flops_per_token(&self, kind: Sublayer, seq_len: u64) -> f64 {
         match kind {
             Sublayer::Mamba => self
@@ -437,6 +448,9 @@ impl Model {
             Sublayer::LightningAttention => {
                 self.hybrid_lightning_attention().map_or(0.0, |l| l.kernel_flops_per_token())
             }
+            Sublayer::Mamba1 => self
+                .hybrid_mamba1()
+                .map_or(0.0, |m| m.scan_flops_per_token() + m.conv_flops_per_token()),
             Sublayer::ParallelHybrid => PARALLEL_HYBRID_PARTS
                 .iter()
                 .map(|&part| self.sublayer_core_flops_per_token(part, seq_len))

@@ -1,7 +1,8 @@
-//! Hybrid models (Nemotron-H, Nemotron 3, Qwen3-Next, MiniMax-01, Falcon-H1): a layer pattern of
-//! Mamba-2, gated DeltaNet, lightning attention, attention, MLP, MoE and Falcon-H1's parallel
-//! layers in any order, as Megatron-LM's `--hybrid-override-pattern` writes it, and the Mamba-2
-//! and gated DeltaNet mixers' sizes (lightning attention's are in `lightning.rs`).
+//! Hybrid models (Nemotron-H, Nemotron 3, Qwen3-Next, MiniMax-01, Falcon-H1, Jamba): a layer
+//! pattern of Mamba-2, Mamba-1, gated DeltaNet, lightning attention, attention, MLP, MoE and
+//! Falcon-H1's parallel layers in any order, as Megatron-LM's `--hybrid-override-pattern` writes
+//! it, and the Mamba-2 and gated DeltaNet mixers' sizes (lightning attention's are in
+//! `lightning.rs`, Mamba-1's in `mamba1.rs`).
 //!
 //! In a hybrid model each pattern symbol is one layer with its own pre-norm and residual: `*` is
 //! an attention block alone and `-` an MLP alone, so a GPT layer is the pair `*-`. A pattern that
@@ -11,6 +12,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::lightning::{self, LightningAttention, LightningAttentionSpec};
+use super::mamba1::{self, Mamba1, Mamba1Spec};
 use crate::violation::Collector;
 
 /// One layer of a hybrid pattern.
@@ -33,10 +35,13 @@ pub enum Sublayer {
     /// no such layer): a Mamba-2 mixer and an attention block side by side on one pre-norm,
     /// their outputs summed into one residual, then a dense MLP with its own pre-norm.
     ParallelHybrid,
+    /// A Mamba-1 mixer (`S`, for its selective scan; Jamba's Mamba layers, meshplan's own
+    /// symbol: Megatron-LM has no such layer).
+    Mamba1,
 }
 
 /// Layer kinds a hybrid pattern has.
-pub const SUBLAYER_KINDS: usize = 7;
+pub const SUBLAYER_KINDS: usize = 8;
 
 /// The blocks a Falcon-H1 layer ([`Sublayer::ParallelHybrid`]) is made of. They are those of
 /// the `M`, `*` and `-` layers but for one pre-norm: the two mixers read the same one.
@@ -53,6 +58,7 @@ impl Sublayer {
         Sublayer::GatedDeltaNet,
         Sublayer::LightningAttention,
         Sublayer::ParallelHybrid,
+        Sublayer::Mamba1,
     ];
 
     /// Position in [`Sublayer::ALL`] and in every per-kind count.
@@ -70,6 +76,7 @@ impl Sublayer {
             Sublayer::GatedDeltaNet => 'G',
             Sublayer::LightningAttention => 'L',
             Sublayer::ParallelHybrid => 'P',
+            Sublayer::Mamba1 => 'S',
         }
     }
 
@@ -298,6 +305,8 @@ pub struct Hybrid {
     pub linear_attention: Option<LinearAttention>,
     /// The lightning attention blocks (`None` when the pattern has no `L`).
     pub lightning_attention: Option<LightningAttention>,
+    /// The Mamba-1 mixer (`None` when the pattern has no `S`).
+    pub mamba1: Option<Mamba1>,
 }
 
 impl Hybrid {
@@ -332,11 +341,12 @@ fn count_kinds(kinds: &[Sublayer]) -> SublayerCounts {
 pub(super) enum Layout {
     /// Pairs of attention and MLP (or MoE) only: `layers` plain transformer layers.
     Transformer { layers: u64 },
-    /// A true hybrid.
-    Hybrid(Hybrid),
+    /// A true hybrid (boxed: it holds every mixer's sizes).
+    Hybrid(Box<Hybrid>),
 }
 
-/// The token mixers' tables of a model file, which a pattern's `M`, `G` and `L` layers need.
+/// The token mixers' tables of a model file, which a pattern's `M`, `G`, `L` and `S` layers
+/// need.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct MixerSpecs<'a> {
     /// `[mamba]`.
@@ -345,6 +355,8 @@ pub(super) struct MixerSpecs<'a> {
     pub linear: Option<&'a LinearAttentionSpec>,
     /// `[lightning_attention]`.
     pub lightning: Option<&'a LightningAttentionSpec>,
+    /// `[mamba1]`.
+    pub mamba1: Option<&'a Mamba1Spec>,
 }
 
 /// Checks a pattern against the rest of the model: every symbol known, its length `num_layers`,
@@ -357,7 +369,7 @@ pub(super) fn validate(
     mixers: MixerSpecs,
     has_moe: bool,
 ) -> Layout {
-    let MixerSpecs { mamba, linear, lightning } = mixers;
+    let MixerSpecs { mamba, linear, lightning, mamba1 } = mixers;
     let mut kinds = Vec::with_capacity(pattern.len().min(crate::limits::LAYERS as usize));
     for (position, symbol) in pattern.chars().enumerate() {
         if position as u64 >= crate::limits::LAYERS {
@@ -378,7 +390,7 @@ pub(super) fn validate(
                 "model.hybrid_pattern",
                 pattern,
                 format!("has the unknown symbol `{symbol}` at layer {position}"),
-                "use M (Mamba-2), G (gated DeltaNet), L (lightning attention), * (attention), - (MLP), E (mixture of experts) and P (Falcon-H1's parallel Mamba-2 and attention, then an MLP); drop the `|` pipeline separators",
+                "use M (Mamba-2), S (Mamba-1), G (gated DeltaNet), L (lightning attention), * (attention), - (MLP), E (mixture of experts) and P (Falcon-H1's parallel Mamba-2 and attention, then an MLP); drop the `|` pipeline separators",
             ),
         }
     }
@@ -417,6 +429,7 @@ pub(super) fn validate(
             lightning.is_some(),
             "num_heads and head_dim",
         ),
+        (Sublayer::Mamba1, "mamba1", mamba1.is_some(), "inner_size and dt_rank"),
     ] {
         mixer_table(collector, kind, table, has(kind), set, contents);
     }
@@ -431,6 +444,7 @@ pub(super) fn validate(
     let mamba = mamba.map(|spec| validate_mamba(collector, spec));
     let linear_attention = linear.map(|spec| validate_linear(collector, spec));
     let lightning_attention = lightning.map(|spec| lightning::validate(collector, spec));
+    let mamba1 = mamba1.map(|spec| mamba1::validate(collector, spec));
     let pairs = kinds.len() % 2 == 0
         && kinds.chunks(2).all(|pair| {
             pair[0] == Sublayer::Attention
@@ -440,7 +454,14 @@ pub(super) fn validate(
         return Layout::Transformer { layers: kinds.len() as u64 / 2 };
     }
     let counts = count_kinds(&kinds);
-    Layout::Hybrid(Hybrid { pattern: kinds, counts, mamba, linear_attention, lightning_attention })
+    Layout::Hybrid(Box::new(Hybrid {
+        pattern: kinds,
+        counts,
+        mamba,
+        linear_attention,
+        lightning_attention,
+        mamba1,
+    }))
 }
 
 /// Checks that a mixer's `[table]` is present exactly when the pattern has `kind` layers.
@@ -617,7 +638,7 @@ mod tests {
         let reordered =
             ModelSpec { hybrid_pattern: Some("**".to_owned() + &"-*".repeat(30) + "--"), ..paired };
         let hybrid = Model::from_spec(&reordered).unwrap();
-        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0, 0, 0]);
+        assert_eq!(hybrid.hybrid().unwrap().counts(), [0, 32, 32, 0, 0, 0, 0, 0]);
         assert_eq!(hybrid.num_layers(), 64);
     }
 
@@ -659,7 +680,7 @@ mod tests {
         let linear = model.hybrid_linear_attention().unwrap();
         // 2 x 2048 (q, k) + 2 x 4096 (v, z) + 2 x 32 (beta, decay) out of 2048.
         assert_eq!(linear.in_projection(), 12352);
-        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36, 0, 0]);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 12, 0, 48, 36, 0, 0, 0]);
         qwen.linear_attention.as_mut().unwrap().num_value_heads = 24;
         assert!(problems(&qwen).iter().any(|f| f.contains("not a multiple of num_key_heads 16")));
         qwen.linear_attention = None;
@@ -670,7 +691,7 @@ mod tests {
     fn falcon_h1_layers_need_the_mamba_table() {
         let mut falcon = presets::model("falcon-h1-0.5b").unwrap();
         let model = Model::from_spec(&falcon).unwrap();
-        assert_eq!(model.hybrid().unwrap().counts(), [0, 0, 0, 0, 0, 0, 36]);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 0, 0, 0, 0, 0, 36, 0]);
         assert_eq!(model.attention_layers(), 36);
         // A P layer's work is its Mamba-2 mixer's, its attention's and its MLP's.
         let parts: f64 = crate::model::PARALLEL_HYBRID_PARTS
@@ -691,7 +712,7 @@ mod tests {
         let mut minimax = presets::model("minimax-text-01").unwrap();
         let model = Model::from_spec(&minimax).unwrap();
         // Seven lightning layers then one softmax layer, ten times, each followed by experts.
-        assert_eq!(model.hybrid().unwrap().counts(), [0, 10, 0, 80, 0, 70, 0]);
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 10, 0, 80, 0, 70, 0, 0]);
         assert_eq!(model.hybrid_lightning_attention().unwrap().width(), 8192);
         let table = minimax.lightning_attention.take();
         assert!(

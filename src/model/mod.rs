@@ -9,6 +9,7 @@ mod counts;
 mod hf;
 mod hybrid;
 mod lightning;
+mod mamba1;
 
 use arrayvec::ArrayVec;
 use serde::{Deserialize, Serialize};
@@ -22,6 +23,10 @@ pub use hybrid::{
     SUBLAYER_KINDS, Sublayer, SublayerCounts,
 };
 pub use lightning::{LightningAttention, LightningAttentionSpec};
+pub use mamba1::{
+    Mamba1, Mamba1Spec, SCAN_BACKWARD_ATOMIC_BYTES, SCAN_BACKWARD_ISSUES, SCAN_EXPONENTIALS,
+    SCAN_FORWARD_ISSUES,
+};
 
 /// The MLP block's structure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -142,9 +147,9 @@ pub struct ModelSpec {
     pub mtp_shared_weights: bool,
     /// Hybrid layer pattern, one symbol per layer as Megatron-LM's `--hybrid-override-pattern`
     /// writes it: `M` Mamba-2, `G` gated DeltaNet, `*` attention, `-` MLP, `E` mixture of
-    /// experts, meshplan's `L` for lightning attention, and Megatron-Bridge's `P` for a
-    /// Falcon-H1 layer (Mamba-2 and attention on one pre-norm, then an MLP) (absent: every layer
-    /// is attention followed by the MLP or the experts).
+    /// experts, meshplan's `L` for lightning attention and `S` for Mamba-1, and Megatron-Bridge's
+    /// `P` for a Falcon-H1 layer (Mamba-2 and attention on one pre-norm, then an MLP) (absent:
+    /// every layer is attention followed by the MLP or the experts).
     #[serde(default)]
     pub hybrid_pattern: Option<String>,
     /// The Mamba-2 mixer of the pattern's `M` layers.
@@ -156,6 +161,9 @@ pub struct ModelSpec {
     /// The lightning attention blocks of the pattern's `L` layers (MiniMax-01).
     #[serde(default)]
     pub lightning_attention: Option<LightningAttentionSpec>,
+    /// The Mamba-1 mixer of the pattern's `S` layers (Jamba).
+    #[serde(default)]
+    pub mamba1: Option<Mamba1Spec>,
     /// Whether attention multiplies its output by a sigmoid gate computed from the layer input
     /// (Qwen3-Next's `attn_output_gate`: the query projection is twice as wide; default false).
     #[serde(default)]
@@ -408,10 +416,19 @@ impl Model {
                     mamba: spec.mamba.as_ref(),
                     linear: spec.linear_attention.as_ref(),
                     lightning: spec.lightning_attention.as_ref(),
+                    mamba1: spec.mamba1.as_ref(),
                 },
                 spec.moe.is_some(),
             )),
             None => {
+                if spec.mamba1.is_some() {
+                    collector.add(
+                        "model.mamba1",
+                        "(set)",
+                        "needs a hybrid_pattern placing its S layers",
+                        "add hybrid_pattern, e.g. \"S-SE*-SE\", or remove [mamba1]",
+                    );
+                }
                 if spec.lightning_attention.is_some() {
                     collector.add(
                         "model.lightning_attention",
@@ -444,7 +461,7 @@ impl Model {
                 num_layers = layers;
                 None
             }
-            Some(hybrid::Layout::Hybrid(hybrid)) => Some(hybrid),
+            Some(hybrid::Layout::Hybrid(hybrid)) => Some(*hybrid),
             None => None,
         };
         let moe = spec.moe.as_ref().map(|moe| validate_moe(&mut collector, moe, num_layers));

@@ -32,6 +32,7 @@ fn spec() -> ModelSpec {
         mamba: None,
         linear_attention: None,
         lightning_attention: None,
+        mamba1: None,
         attention_output_gate: false,
     }
 }

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 mod context_parallel_rules;
 mod data;
 mod hybrid_split;
+mod mixer_rules;
 mod parts;
 mod rules;
 

@@ -12,6 +12,7 @@ use crate::plan::{
 use crate::violation::{Collector, shown_float};
 
 use super::context_parallel_rules::{self, HybridCpInputs};
+use super::mixer_rules::{self, check_divides};
 
 fn positive_or(
     collector: &mut Collector,
@@ -202,48 +203,7 @@ pub(super) fn validate_plan(
     }
     check_divides(collector, "plan.tp", tp, "num_attention_heads", model.num_attention_heads());
     check_divides(collector, "plan.tp", tp, "num_kv_heads", model.num_kv_heads());
-    if let Some(linear) = model.hybrid_linear_attention() {
-        // Gated DeltaNet splits its key and value heads across TP ranks.
-        check_divides(
-            collector,
-            "plan.tp",
-            tp,
-            "linear_attention.num_key_heads",
-            linear.num_key_heads,
-        );
-        check_divides(
-            collector,
-            "plan.tp",
-            tp,
-            "linear_attention.num_value_heads",
-            linear.num_value_heads,
-        );
-    }
-    if let Some(lightning) = model.hybrid_lightning_attention() {
-        // Lightning attention splits its heads across TP ranks.
-        check_divides(
-            collector,
-            "plan.tp",
-            tp,
-            "lightning_attention.num_heads",
-            lightning.num_heads,
-        );
-    }
-    if let Some(mamba) = model.hybrid_mamba() {
-        // Megatron-Core's MambaMixer splits its heads and its B/C groups across TP ranks.
-        check_divides(collector, "plan.tp", tp, "mamba.num_heads", mamba.num_heads);
-        check_divides(collector, "plan.tp", tp, "mamba.num_groups", mamba.num_groups);
-        // MambaContextParallel gives each CP rank whole heads of each TP rank's share.
-        let heads = mamba.num_heads / tp.max(1);
-        if tp_ok && cp_ok && mamba.num_heads.is_multiple_of(tp) && !heads.is_multiple_of(cp) {
-            collector.add(
-                "plan.cp",
-                cp,
-                format!("does not divide the {heads} Mamba-2 heads of a tensor-parallel rank"),
-                format!("pick a cp that divides {heads}"),
-            );
-        }
-    }
+    mixer_rules::check(collector, model, gpu, (tp, tp_ok), (cp, cp_ok));
     let pipeline_split = spec.pipeline_split.unwrap_or(PipelineSplit::Even);
     let split_layers = match pipeline_split {
         PipelineSplit::Even | PipelineSplit::Balanced => model.num_layers(),
@@ -659,17 +619,6 @@ fn validate_schedule(
         _ => {}
     }
     schedule
-}
-
-fn check_divides(collector: &mut Collector, field: &str, size: u64, what: &str, count: u64) {
-    if !count.is_multiple_of(size) {
-        collector.add(
-            field,
-            size,
-            format!("does not divide {what} {count}"),
-            format!("pick a divisor of {count}"),
-        );
-    }
 }
 
 fn sharding(collector: &mut Collector, spec: &PlanSpec) -> (Sharding, bool) {

@@ -480,6 +480,7 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
         mamba: None,
         linear_attention: None,
         lightning_attention: None,
+        mamba1: None,
         attention_output_gate: false,
     })
 }

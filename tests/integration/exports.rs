@@ -321,4 +321,20 @@ fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
         let err = export(engine, &falcon).unwrap_err().to_string();
         assert!(err.contains("Falcon-H1 parallel") || err.contains("builds no hybrid"), "{err}");
     }
+    // No exported engine builds Jamba's Mamba-1 layers: every export is refused, and the plan is
+    // still priced.
+    let jamba = run(
+        "jamba-v0.1",
+        64,
+        64,
+        Precision::Bf16,
+        PlanSpec { tp: Some(2), ep: Some(8), ..PlanSpec::default() },
+    );
+    assert!(meshplan::closed_form(&jamba).throughput.tokens_per_sec_per_gpu > 0.0);
+    let err = export(Engine::Megatron, &jamba).unwrap_err().to_string();
+    assert!(err.contains("Mamba-1 (S)"), "{err}");
+    for engine in [Engine::Torchtitan, Engine::Deepspeed] {
+        let err = export(engine, &jamba).unwrap_err().to_string();
+        assert!(err.contains("Mamba-1 (S)") || err.contains("builds no hybrid"), "{err}");
+    }
 }

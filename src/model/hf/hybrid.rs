@@ -3,11 +3,12 @@
 //! `mamba_head_dim`, `ssm_state_size`, `n_groups`, `conv_kernel`, `chunk_size`; without
 //! `mamba_num_heads`, `expand x hidden_size / mamba_head_dim` heads, as transformers builds them);
 //! Qwen3-Next's gated DeltaNet layers (`linear_*`, `layer_types`, `full_attention_interval`),
-//! MiniMax-01's lightning attention layers (`attn_type_list` or `layer_types`, `block_size`), and
-//! Falcon-H1's parallel layers (`mamba_*`, `attn_layer_indices`).
+//! MiniMax-01's lightning attention layers (`attn_type_list` or `layer_types`, `block_size`),
+//! Falcon-H1's parallel layers (`mamba_*`, `attn_layer_indices`), and Jamba's Mamba-1, attention
+//! and expert layers (`attn_layer_*`, `expert_layer_*`, `mamba_*`).
 
 use super::Config;
-use crate::model::{LightningAttentionSpec, LinearAttentionSpec, MambaSpec, MoeSpec};
+use crate::model::{LightningAttentionSpec, LinearAttentionSpec, Mamba1Spec, MambaSpec, MoeSpec};
 
 /// The pattern and the Mamba-2 sizes, or `(None, None)` for a model without a pattern.
 pub(super) fn hybrid(
@@ -366,18 +367,127 @@ fn falcon_attention_layers(config: &mut Config, layers: Option<i64>) -> Option<V
     })
 }
 
-/// The token mixer of a hybrid family meshplan has no layer kind for, by `model_type`: Jamba's
-/// Mamba-1 selective scan.
-pub(super) fn unpriced_mixer(model_type: &str) -> Option<&'static str> {
-    match model_type {
-        "jamba" => Some("Mamba-1 (selective scan) layers"),
-        _ => None,
+/// Jamba (`model_type` `jamba`, transformers' `JambaConfig`): each layer a token mixer, attention
+/// where `layer % attn_layer_period == attn_layer_offset` and Mamba-1 (`S`) elsewhere, then its
+/// feed-forward block, the experts (`E`) where `layer % expert_layer_period ==
+/// expert_layer_offset` and a dense MLP (`-`) elsewhere; the Mamba-1 sizes from `mamba_expand x
+/// hidden_size`, `mamba_d_state`, `mamba_d_conv` and `mamba_dt_rank` (a number, or `auto`:
+/// `ceil(hidden_size / 16)`), with transformers' defaults (Jamba-v0.1's) where a key is absent.
+/// Jamba's mixer always normalizes dt, B and C (`mamba_inner_layernorms` in Jamba-v0.1's own
+/// config). The experts' count of leading dense layers is dropped: the pattern places them.
+pub(super) fn jamba(
+    config: &mut Config,
+    model_type: &str,
+    layers: Option<i64>,
+    hidden: Option<i64>,
+    moe: &mut Option<MoeSpec>,
+) -> Option<(String, Mamba1Spec)> {
+    if model_type != "jamba" {
+        return None;
     }
+    // One expert per layer (`num_experts` 1) is transformers' way of saying no experts.
+    if moe.as_ref().is_some_and(|moe| moe.num_experts <= 1) {
+        *moe = None;
+    }
+    if config.flag("mamba_proj_bias") == Some(true) {
+        config.problem(
+            "mamba_proj_bias",
+            true,
+            "adds projection biases meshplan's Mamba-1 mixer does not price",
+            "published Jamba configs set it false",
+        );
+    }
+    if config.flag("mamba_conv_bias") == Some(false) {
+        config.problem(
+            "mamba_conv_bias",
+            false,
+            "drops the convolution's bias, which meshplan's Mamba-1 mixer has",
+            "published Jamba configs set it true",
+        );
+    }
+    if config.flag("mamba_inner_layernorms") == Some(false) {
+        config.problem(
+            "mamba_inner_layernorms",
+            false,
+            "drops the norms over dt, B and C, which Jamba's mixer in transformers always runs",
+            "published Jamba configs set it true",
+        );
+    }
+    let mut period = |key: &str, default: i64| {
+        let value = config.int(&[key]).unwrap_or(default);
+        if value <= 0 {
+            config.problem(
+                key,
+                value,
+                "must be a positive number of layers",
+                "as in the published config",
+            );
+        }
+        value.max(1)
+    };
+    let attention = (period("attn_layer_period", 8), period("attn_layer_offset", 4));
+    let experts = (period("expert_layer_period", 2), period("expert_layer_offset", 1));
+    for (key, (every, offset)) in
+        [("attn_layer_offset", attention), ("expert_layer_offset", experts)]
+    {
+        if offset >= every {
+            config.problem(
+                key,
+                offset,
+                format!("is not below its period {every}, so no layer matches it"),
+                "as in the published config: the offset is a layer number within the period",
+            );
+        }
+    }
+    let has_experts = match moe.as_mut() {
+        Some(moe) => {
+            moe.dense_layers = None;
+            true
+        }
+        None => false,
+    };
+    let hidden = hidden?;
+    let expand = config.int(&["mamba_expand"]).unwrap_or(2);
+    let Some(inner) = expand.checked_mul(hidden) else {
+        config.problem(
+            "mamba_expand",
+            expand,
+            "times hidden_size is past any width meshplan prices",
+            format!(
+                "as in the published config: the Mamba-1 inner width is at most {}",
+                crate::limits::WIDTH
+            ),
+        );
+        return None;
+    };
+    let dt_rank = match config.get("mamba_dt_rank") {
+        Some(value) if value.as_str() == Some("auto") => (hidden + 15) / 16,
+        Some(_) => config.int(&["mamba_dt_rank"])?,
+        None => (hidden + 15) / 16,
+    };
+    let spec = Mamba1Spec {
+        inner_size: inner,
+        state_size: Some(config.int(&["mamba_d_state"]).unwrap_or(16)),
+        conv_kernel: Some(config.int(&["mamba_d_conv"]).unwrap_or(4)),
+        dt_rank,
+        dt_bc_norms: Some(true),
+    };
+    let layers = usize::try_from(layers?).ok().filter(|&n| n as u64 <= crate::limits::LAYERS)?;
+    let pattern = (0..layers as i64)
+        .flat_map(|layer| {
+            let mixer = if layer % attention.0 == attention.1 { '*' } else { 'S' };
+            let feed_forward =
+                if has_experts && layer % experts.0 == experts.1 { 'E' } else { '-' };
+            [mixer, feed_forward]
+        })
+        .collect();
+    Some((pattern, spec))
 }
 
-/// Whether `value` is a hybrid config's `model_type`.
+/// Whether `value` is a hybrid config's `model_type` whose layers have no position embedding
+/// (the recurrent layers order the tokens): Nemotron-H and Nemotron 3, and Jamba.
 pub(super) fn is_hybrid_type(model_type: &str) -> bool {
-    model_type == "nemotron_h"
+    matches!(model_type, "nemotron_h" | "jamba")
 }
 
 /// The latent width of a LatentMoE config (`moe_latent_size`; Nemotron 3 Super and Ultra).

@@ -129,6 +129,7 @@ pub(super) const HARMLESS: &[&str] = &[
     "ssm_multipliers",
     "mlp_multipliers",
     "mamba_norm_before_gate",
+    "calc_logits_for_entire_prompt",
 ];
 
 /// Keys the reader maps onto the spec (dense shape, experts, latent attention, sliding windows,
@@ -217,4 +218,10 @@ pub(super) const MAPPED: &[&str] = &[
     "mamba_conv_bias",
     "projectors_bias",
     "attn_layer_indices",
+    "attn_layer_period",
+    "attn_layer_offset",
+    "expert_layer_period",
+    "expert_layer_offset",
+    "mamba_dt_rank",
+    "mamba_inner_layernorms",
 ];

@@ -5,8 +5,8 @@
 //! latent-attention and multi-token-prediction fields of Mixtral, Qwen2/3-MoE, DeepSeek-V3,
 //! Kimi-K2 and GPT-OSS (`experts.rs`), sliding windows and `layer_types` (`window.rs`), the
 //! hybrid pattern and Mamba-2 mixer of Nemotron-H and Nemotron 3, the gated DeltaNet layers
-//! of Qwen3-Next, MiniMax-01's lightning attention and Falcon-H1's parallel layers
-//! (`hybrid.rs`), with the
+//! of Qwen3-Next, MiniMax-01's lightning attention, Falcon-H1's parallel layers and Jamba's
+//! Mamba-1 layers (`hybrid.rs`), with the
 //! text model of a vision-language config read from `text_config`. Every key is either mapped,
 //! known not to change the architecture (`keys.rs`), or an error naming it; so is a mapped value
 //! whose layout the spec cannot represent (experts on every other layer, an irregular mix of
@@ -140,15 +140,6 @@ fn model_type(config: &Config) -> String {
 /// Builds the spec; `None` when a required field is missing (already recorded as a problem).
 fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     let model_type = model_type(config);
-    if let Some(missing) = hybrid::unpriced_mixer(&model_type) {
-        config.problem(
-            "model_type",
-            &model_type,
-            format!("has {missing}, which meshplan does not price yet"),
-            "price the nearest model meshplan has (Mamba-2 hybrids: nemotronh-8b, nemotron-3-nano) or describe the layers in a model TOML",
-        );
-        return None;
-    }
     let layers = config.required(&["num_hidden_layers", "n_layer"], "");
     let hidden = config.required(&["hidden_size", "n_embd"], "");
     let heads = config.required(&["num_attention_heads", "n_head"], "");
@@ -172,6 +163,11 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
     let lightning =
         hybrid::lightning_attention(config, &model_type, layers, (hidden, heads, head_dim));
     let lightning_attention = lightning.map(|(pattern, spec)| {
+        hybrid_pattern = Some(pattern);
+        spec
+    });
+    let jamba = hybrid::jamba(config, &model_type, layers, hidden, &mut moe);
+    let mamba1 = jamba.map(|(pattern, spec)| {
         hybrid_pattern = Some(pattern);
         spec
     });
@@ -243,6 +239,7 @@ fn read(config: &mut Config, name: &str) -> Option<ModelSpec> {
         mamba,
         linear_attention,
         lightning_attention,
+        mamba1,
         attention_output_gate,
     })
 }

@@ -13,6 +13,7 @@ const GPT_OSS_120B: &str = include_str!("../../../tests/fixtures/hf/gpt-oss-120b
 const LLAMA_405B: &str = include_str!("../../../tests/fixtures/hf/llama3.1-405b.json");
 const QWEN2_VL_7B: &str = include_str!("../../../tests/fixtures/hf/qwen2-vl-7b-instruct.json");
 const FALCON_H1_05B: &str = include_str!("../../../tests/fixtures/hf/falcon-h1-0.5b.json");
+const JAMBA_V01: &str = include_str!("../../../tests/fixtures/hf/jamba-v0.1.json");
 const NEMOTRON_3_NANO: &str =
     include_str!("../../../tests/fixtures/hf/nemotron-3-nano-30b-a3b.json");
 
@@ -445,14 +446,39 @@ fn minimax_configs_read_lightning_attention_layers_between_softmax_attention() {
 }
 
 #[test]
-fn jamba_is_refused_naming_its_mixer() {
-    // Jamba (transformers JambaConfig's defaults, Jamba-v0.1) names its mixer in the refusal,
-    // not only in the keys meshplan does not know.
-    let config = r#"{"model_type": "jamba", "hidden_size": 4096, "num_hidden_layers": 32,
-        "num_attention_heads": 32, "vocab_size": 65536, "mamba_d_state": 16}"#;
-    let errors = from_hf_config(config, "family").unwrap_err();
-    let named = errors.list().iter().find(|v| v.field == "config.model_type").unwrap();
-    assert!(named.message.contains("Mamba-1"), "{}", named.message);
+fn jamba_reads_as_mamba1_attention_and_expert_layers() {
+    let jamba = model(JAMBA_V01, "jamba-v0.1");
+    let preset = Model::from_spec(&crate::presets::model("jamba-v0.1").unwrap()).unwrap();
+    // Attention where layer % 8 == 4, experts where layer % 2 == 1: each layer a mixer and its
+    // feed-forward block.
+    assert_eq!(jamba.hybrid().unwrap().pattern_text(), "S-SES-SE*-SES-SE".repeat(4));
+    assert_eq!(jamba.hybrid_mamba1(), preset.hybrid_mamba1());
+    let mixer = jamba.hybrid_mamba1().unwrap();
+    assert_eq!((mixer.inner, mixer.state_size, mixer.dt_rank), (8192, 16, 256));
+    assert!(mixer.dt_bc_norms);
+    assert_eq!(jamba.total_params(), preset.total_params());
+    assert_eq!(jamba.position_embedding(), crate::model::PositionEmbedding::None);
+
+    let mut config: serde_json::Value = serde_json::from_str(JAMBA_V01).unwrap();
+    // `auto` rank: ceil(hidden / 16); one expert per layer is no experts at all.
+    config["mamba_dt_rank"] = serde_json::json!("auto");
+    config["hidden_size"] = serde_json::json!(1000);
+    config["num_attention_heads"] = serde_json::json!(8);
+    config["num_experts"] = serde_json::json!(1);
+    let small = model(&config.to_string(), "small");
+    assert_eq!(small.hybrid_mamba1().unwrap().dt_rank, 63);
+    assert!(small.moe().is_none());
+    assert_eq!(&small.hybrid().unwrap().pattern_text()[..16], "S-S-S-S-*-S-S-S-");
+
+    // What the layer kind does not price is named, every problem at once.
+    config["mamba_proj_bias"] = serde_json::json!(true);
+    config["mamba_conv_bias"] = serde_json::json!(false);
+    config["attn_layer_offset"] = serde_json::json!(8);
+    let errors = from_hf_config(&config.to_string(), "bad").unwrap_err();
+    let fields: Vec<&str> = errors.list().iter().map(|v| v.field.as_str()).collect();
+    for field in ["config.mamba_proj_bias", "config.mamba_conv_bias", "config.attn_layer_offset"] {
+        assert!(fields.contains(&field), "{field} not in {fields:?}");
+    }
 }
 
 #[test]
