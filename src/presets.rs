@@ -31,6 +31,7 @@ pub const MODELS: &[PresetFile] = presets!("models":
     "gpt-oss-120b",
     "gpt-oss-20b",
     "gpt3-175b",
+    "jamba-1.5-large",
     "jamba-v0.1",
     "kimi-k2",
     "llama2-13b",
@@ -554,8 +555,10 @@ mod tests {
             ("qwen3-next-80b-a3b", 79.674e9),
             // MiniMax-01 report (arXiv 2501.08313): 456B total.
             ("minimax-text-01", 456e9),
-            // Jamba report (arXiv 2403.19887, Table 1) and model card: 52B total.
+            // Jamba report (arXiv 2403.19887, Table 1) and model card: 52B total; Jamba-1.5
+            // report (arXiv 2408.12570): Jamba-1.5-Large 398B total.
             ("jamba-v0.1", 52e9),
+            ("jamba-1.5-large", 398e9),
         ] {
             let actual = total_params(name);
             let error = (actual - expected).abs() / expected;
@@ -609,8 +612,10 @@ mod tests {
             // Qwen3-Next-80B-A3B: 3,874,929,408 active (Qwen3-Coder-Next's published tensors
             // less the inactive experts').
             ("qwen3-next-80b-a3b", 3.875e9, false),
-            // Jamba report (arXiv 2403.19887, Table 1) and model card: 12B active.
+            // Jamba report (arXiv 2403.19887, Table 1) and model card: 12B active; Jamba-1.5
+            // report (arXiv 2408.12570): Jamba-1.5-Large 94B active.
             ("jamba-v0.1", 12e9, false),
+            ("jamba-1.5-large", 94e9, false),
         ];
         for &(name, expected, without_lookup) in published {
             let model = preset_model(name);
