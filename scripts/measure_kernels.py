@@ -6,7 +6,9 @@ layout (forward, input gradient, weight gradient of the linear layers of real mo
 attention by sequence length and head dimension, grouped GEMMs at the routed-expert shapes of
 real MoE models, memory-bound kernels (copy, RMSNorm, SwiGLU, token permute/unpermute), the
 host launch cost of a kernel, whole transformer layers (dense and MoE) forward + backward, and
-Mamba-2's chunked scan (mamba_ssm's Triton kernels, staged by scripts/stage-device-packages.sh).
+Mamba-2's chunked scan (mamba_ssm's Triton kernels, staged by scripts/stage-device-packages.sh)
+and Mamba-1's selective scan (mamba_ssm's CUDA kernels, built on the device from the staged
+sources).
 
 Usage: python3 scripts/measure_kernels.py OUT.json [--smoke]
 `--smoke` runs tiny shapes (on the CPU when no GPU is present) to check the script itself.
@@ -32,7 +34,7 @@ STARTED = time.monotonic()
 # well inside the device tool's 10-minute limit).
 SECTION_BUDGET = {"gemm_bf16": 120.0, "gemm_depth": 60.0, "grouped_split": 70.0, "gemm_fp8": 50.0, "gemm_fp8_blockwise": 60.0, "attention": 60.0, "grouped_gemm": 70.0,
                   "layers": 45.0, "host": 60.0, "memory": 20.0, "launch": 20.0, "host_copy": 40.0,
-                  "ssd_scan": 90.0}
+                  "ssd_scan": 90.0, "selective_scan": 90.0}
 
 
 def sync():
@@ -903,6 +905,88 @@ def ssd_scan_section():
     return section.result()
 
 
+def selective_scan_section():
+    """Mamba-1's selective scan, the CUDA kernels Jamba trains with (mamba_ssm's
+    `selective_scan_cuda.fwd` and `.bwd`, as `selective_scan_fn` calls them: variable B and C of
+    one group, the gate z, D, a dt bias and softplus), at the mixer widths of Jamba-v0.1 (8192
+    channels; 4096 per rank at tp 2) and Jamba-1.5-Large at tp 8 (2048), state 16. meshplan
+    prices it from its FP32 instructions, exponentials and atomic bytes
+    (`src/model/mamba1.rs`); this measures it. The extension is built here with
+    torch.utils.cpp_extension from the sources `scripts/stage-device-packages.sh` stages under
+    `.carry/csrc/selective_scan` (nvcc is on the device machine; the build takes minutes and is
+    not counted in the section's budget). Without them the section records why and stops."""
+    if DEVICE != "cuda":
+        section = Section("selective_scan")
+        section.error("selective_scan", RuntimeError("the CUDA kernels need a GPU"))
+        return section.result()
+    import pathlib
+
+    source = pathlib.Path(__file__).resolve().parents[1] / ".carry" / "csrc" / "selective_scan"
+    built = time.monotonic()
+    try:
+        from torch.utils.cpp_extension import load
+
+        major, minor = torch.cuda.get_device_capability()
+        arch = f"{major}{minor}"
+        ext = load(
+            name="selective_scan_cuda",
+            sources=[str(source / "selective_scan.cpp")]
+            + sorted(str(path) for path in source.glob("selective_scan_*.cu")),
+            extra_include_paths=[str(source)],
+            extra_cflags=["-O3", "-std=c++17"],
+            extra_cuda_cflags=["-O3", "-std=c++17", "-U__CUDA_NO_HALF_OPERATORS__",
+                               "-U__CUDA_NO_HALF_CONVERSIONS__",
+                               "-U__CUDA_NO_BFLOAT16_OPERATORS__",
+                               "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+                               "-U__CUDA_NO_BFLOAT162_OPERATORS__",
+                               "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
+                               "--expt-relaxed-constexpr", "--expt-extended-lambda",
+                               "--use_fast_math", f"-gencode=arch=compute_{arch},code=sm_{arch}"],
+        )
+    except Exception as exc:  # noqa: BLE001
+        section = Section("selective_scan")
+        section.error("build selective_scan_cuda from .carry/csrc/selective_scan (run "
+                      "scripts/stage-device-packages.sh, carry .carry)", exc)
+        return section.result()
+    build_seconds = time.monotonic() - built
+    section = Section("selective_scan")
+    # (model, channels on one rank, state)
+    mixers = [("jamba-v0.1", 8192, 16), ("jamba-v0.1 tp2", 4096, 16),
+              ("jamba-1.5-large tp8", 2048, 16)]
+    batches = [(1, 4096), (1, 8192), (2, 8192)]
+    for name, dim, state in mixers:
+        for batch, seqlen in batches:
+            if section.over_budget():
+                break
+            try:
+                u = randn(batch, dim, seqlen)
+                delta = randn(batch, dim, seqlen)
+                a = -(torch.rand(dim, state, device=DEVICE, dtype=torch.float32) + 0.5)
+                b = randn(batch, 1, state, seqlen)
+                c = randn(batch, 1, state, seqlen)
+                d = torch.ones(dim, device=DEVICE, dtype=torch.float32)
+                z = randn(batch, dim, seqlen)
+                delta_bias = torch.zeros(dim, device=DEVICE, dtype=torch.float32)
+                dout = randn(batch, dim, seqlen)
+                out, x, _ = ext.fwd(u, delta, a, b, c, d, z, delta_bias, True)
+
+                def forward():
+                    ext.fwd(u, delta, a, b, c, d, z, delta_bias, True)
+
+                def backward():
+                    ext.bwd(u, delta, a, b, c, d, z, delta_bias, dout, x, out, None, True, False)
+
+                f = measure(forward)
+                bwd = measure(backward)
+                section.record({"model": name, "batch": batch, "seqlen": seqlen, "channels": dim,
+                                "state": state, "forward_seconds": f, "backward_seconds": bwd,
+                                "build_seconds": build_seconds})
+                del u, delta, a, b, c, d, z, delta_bias, dout, out, x
+            except Exception as exc:  # noqa: BLE001
+                section.error(f"{name} {batch}x{seqlen}", exc)
+    return section.result()
+
+
 def main():
     if len(sys.argv) < 2 or sys.argv[1].startswith("--"):
         sys.exit("usage: measure_kernels.py OUT.json [--smoke]")
@@ -937,7 +1021,8 @@ def main():
                 ("grouped_gemm", grouped_section), ("layers", layer_section),
                 ("gemm_depth", depth_section), ("grouped_split", grouped_split_section),
                 ("host", host_section), ("gemm_fp8_blockwise", fp8_blockwise_section),
-                ("host_copy", host_copy_section), ("ssd_scan", ssd_scan_section)]
+                ("host_copy", host_copy_section), ("ssd_scan", ssd_scan_section),
+                ("selective_scan", selective_scan_section)]
     # Section names after OUT.json run only those sections.
     only = [a for a in sys.argv[2:] if not a.startswith("--")]
     for name, fn in sections:

@@ -5,6 +5,8 @@
 #     layers with (the `ssd_scan` section of scripts/measure_kernels.py), and einops, which they
 #     import. The package's top-level __init__ (which loads the compiled selective-scan
 #     extension) is replaced by an empty one: nothing here is compiled.
+#   - mamba_ssm's CUDA sources of Mamba-1's selective scan (csrc/selective_scan), which the
+#     `selective_scan` section of scripts/measure_kernels.py builds on the device with nvcc.
 #   - Megatron-Core (megatron/core), for the host time of its own layers
 #     (scripts/measure_megatron_host.py).
 #
@@ -32,7 +34,7 @@ staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
 
 git -C "$mamba_git" archive "$mamba_ref" mamba_ssm/ops/triton mamba_ssm/utils/torch.py \
-    | tar -x -C "$staging"
+    csrc/selective_scan | tar -x -C "$staging"
 : > "$staging/mamba_ssm/__init__.py"
 : > "$staging/mamba_ssm/ops/__init__.py"
 : > "$staging/mamba_ssm/utils/__init__.py"
