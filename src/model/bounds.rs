@@ -342,7 +342,7 @@ mod tests {
             ..everything.clone()
         };
         let hybrid = ModelSpec {
-            hybrid_pattern: Some("MGL*-E".repeat(682) + "MGL*"),
+            hybrid_pattern: Some("MGLS*-E".repeat(585) + "M"),
             mamba: Some(MambaSpec {
                 num_heads: 1 << 14,
                 head_dim: 64,
@@ -364,6 +364,13 @@ mod tests {
                 num_heads: 1 << 10,
                 head_dim: 1 << 10,
                 block_size: Some(width),
+            }),
+            mamba1: Some(crate::model::Mamba1Spec {
+                inner_size: 1 << 16,
+                state_size: Some(16),
+                conv_kernel: Some(width),
+                dt_rank: 1 << 16,
+                dt_bc_norms: Some(true),
             }),
             ..everything.clone()
         };

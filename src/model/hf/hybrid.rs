@@ -460,10 +460,12 @@ pub(super) fn jamba(
         );
         return None;
     };
+    // `ceil(hidden_size / 16)`, without overflowing for any hidden size.
+    let auto_rank = hidden / 16 + i64::from(hidden % 16 != 0);
     let dt_rank = match config.get("mamba_dt_rank") {
-        Some(value) if value.as_str() == Some("auto") => (hidden + 15) / 16,
+        Some(value) if value.as_str() == Some("auto") => auto_rank,
         Some(_) => config.int(&["mamba_dt_rank"])?,
-        None => (hidden + 15) / 16,
+        None => auto_rank,
     };
     let spec = Mamba1Spec {
         inner_size: inner,

@@ -470,6 +470,13 @@ fn jamba_reads_as_mamba1_attention_and_expert_layers() {
     assert!(small.moe().is_none());
     assert_eq!(&small.hybrid().unwrap().pattern_text()[..16], "S-S-S-S-*-S-S-S-");
 
+    // A hidden size at the edge of i64 is refused by its bound, not overflowed on.
+    let mut huge = config.clone();
+    huge["hidden_size"] = serde_json::json!(i64::MAX);
+    huge["mamba_expand"] = serde_json::json!(1);
+    let read = from_hf_config(&huge.to_string(), "huge");
+    assert!(read.is_ok_and(|spec| Model::from_spec(&spec).is_err()));
+
     // What the layer kind does not price is named, every problem at once.
     config["mamba_proj_bias"] = serde_json::json!(true);
     config["mamba_conv_bias"] = serde_json::json!(false);
