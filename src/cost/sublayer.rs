@@ -119,6 +119,9 @@ fn mamba1_block(ctx: &Ctx, table: &mut OpTable, mixer: &Mamba1) {
     ctx.gemm(table, "dt-proj", inner, mixer.dt_rank as f64);
     let tokens = ctx.tokens;
     let recurrences = tokens * inner * mixer.state_size as f64;
+    // Per token the scan reads u, the step sizes and z (and B and C); forward it writes its
+    // output; backward it reads the output and its gradient and writes the gradients of u, the
+    // step sizes and z, besides the atomic additions.
     let per_token_inputs = 3.0 * inner + 2.0 * mixer.state_size as f64;
     let forward_bytes = Bytes::new(tokens * (per_token_inputs + inner) * act);
     let backward_bytes = Bytes::new(

@@ -270,25 +270,15 @@ impl Gpu {
             &spec.peak.bf16,
             parse_flops_rate(&spec.peak.bf16).map(|f| f.value()),
         );
-        let fp16 = match &spec.peak.fp16 {
-            Some(text) => quantity("peak.fp16", text, parse_flops_rate(text).map(|f| f.value())),
-            None => bf16,
+        // A peak the preset may leave out: parsed where given.
+        let mut optional_peak = |field: &str, text: &Option<String>| {
+            text.as_ref()
+                .map(|text| quantity(field, text, parse_flops_rate(text).map(|f| f.value())))
         };
-        let fp8 = spec
-            .peak
-            .fp8
-            .as_ref()
-            .map(|text| quantity("peak.fp8", text, parse_flops_rate(text).map(|f| f.value())));
-        let fp4 = spec
-            .peak
-            .fp4
-            .as_ref()
-            .map(|text| quantity("peak.fp4", text, parse_flops_rate(text).map(|f| f.value())));
-        let fp32 = spec
-            .peak
-            .fp32
-            .as_ref()
-            .map(|text| quantity("peak.fp32", text, parse_flops_rate(text).map(|f| f.value())));
+        let fp16 = optional_peak("peak.fp16", &spec.peak.fp16).unwrap_or(bf16);
+        let fp8 = optional_peak("peak.fp8", &spec.peak.fp8);
+        let fp4 = optional_peak("peak.fp4", &spec.peak.fp4);
+        let fp32 = optional_peak("peak.fp32", &spec.peak.fp32);
         let eff = &spec.efficiency;
         let scale = eff.calibration.unwrap_or(1.0);
         if !(scale > 0.0 && scale.is_finite()) {
@@ -446,6 +436,24 @@ mod tests {
             "gpu.efficiency.attention_backward_half_seq",
             "gpu.efficiency.scan = 1.5",
         ] {
+            assert!(message.contains(field), "{field} missing from: {message}");
+        }
+    }
+
+    #[test]
+    fn every_optional_peak_is_a_rate_where_given() {
+        let mut spec = presets::gpu("h100-sxm").unwrap();
+        let gpu = Gpu::from_spec(&spec).unwrap();
+        assert_eq!(gpu.peak_fp32(), Some(FlopsPerSec::new(67e12)));
+        assert_eq!(gpu.peak_fp16(), gpu.peak_bf16());
+        spec.peak.fp16 = None;
+        spec.peak.fp32 = None;
+        let gpu = Gpu::from_spec(&spec).unwrap();
+        assert_eq!((gpu.peak_fp16(), gpu.peak_fp32()), (gpu.peak_bf16(), None));
+        spec.peak.fp8 = Some("fast".into());
+        spec.peak.fp32 = Some("67 TB/s".into());
+        let message = Gpu::from_spec(&spec).unwrap_err().to_string();
+        for field in ["gpu.peak.fp8 = fast", "gpu.peak.fp32 = 67 TB/s"] {
             assert!(message.contains(field), "{field} missing from: {message}");
         }
     }

@@ -708,6 +708,38 @@ mod tests {
     }
 
     #[test]
+    fn mamba1_layers_need_their_table_and_positive_sizes() {
+        let mut jamba = presets::model("jamba-v0.1").unwrap();
+        let model = Model::from_spec(&jamba).unwrap();
+        // 28 Mamba-1 and 4 attention mixers, 16 MLPs and 16 expert layers.
+        assert_eq!(model.hybrid().unwrap().counts(), [0, 4, 16, 16, 0, 0, 0, 28]);
+        let table = jamba.mamba1.take();
+        assert!(
+            problems(&jamba)
+                .iter()
+                .any(|f| f == "model.mamba1 = (unset): is required by the pattern's S layers")
+        );
+        let mut unused = nano();
+        unused.mamba1 = table.clone();
+        assert!(problems(&unused).iter().any(|f| f.contains("the pattern has no S layer")));
+        let mut plain = presets::model("llama3.1-8b").unwrap();
+        plain.mamba1 = table.clone();
+        assert!(
+            problems(&plain).iter().any(|f| f.contains("needs a hybrid_pattern placing its S"))
+        );
+        let mut zero = presets::model("jamba-v0.1").unwrap();
+        zero.mamba1.as_mut().unwrap().inner_size = 0;
+        zero.mamba1.as_mut().unwrap().dt_rank = -1;
+        let found = problems(&zero);
+        for expected in [
+            "model.mamba1.inner_size = 0: must be a positive whole number",
+            "model.mamba1.dt_rank = -1: must be a positive whole number",
+        ] {
+            assert!(found.iter().any(|f| f == expected), "{expected} not in {found:?}");
+        }
+    }
+
+    #[test]
     fn lightning_attention_layers_need_their_table_and_no_other() {
         let mut minimax = presets::model("minimax-text-01").unwrap();
         let model = Model::from_spec(&minimax).unwrap();

@@ -255,31 +255,25 @@ pub(super) fn falcon_h1(
         return None;
     }
     for key in ["mamba_proj_bias", "projectors_bias", "mlp_bias", "attention_bias"] {
-        if config.flag(key) == Some(true) {
-            config.problem(
-                key,
-                true,
-                "adds biases meshplan's Falcon-H1 layers do not price",
-                "published Falcon-H1 configs set it false",
-            );
-        }
-    }
-    if config.flag("mamba_conv_bias") == Some(false) {
-        config.problem(
-            "mamba_conv_bias",
-            false,
-            "drops the convolution's bias, which meshplan's Mamba-2 mixer has",
-            "published Falcon-H1 configs set it true",
+        config.refuse_flag(
+            key,
+            true,
+            "adds biases meshplan's Falcon-H1 layers do not price",
+            "published Falcon-H1 configs set it false",
         );
     }
-    if config.flag("mamba_use_mlp") == Some(false) {
-        config.problem(
-            "mamba_use_mlp",
-            false,
-            "drops each layer's MLP, which meshplan's Falcon-H1 layer (P) has",
-            "published Falcon-H1 configs set it true",
-        );
-    }
+    config.refuse_flag(
+        "mamba_conv_bias",
+        false,
+        "drops the convolution's bias, which meshplan's Mamba-2 mixer has",
+        "published Falcon-H1 configs set it true",
+    );
+    config.refuse_flag(
+        "mamba_use_mlp",
+        false,
+        "drops each layer's MLP, which meshplan's Falcon-H1 layer (P) has",
+        "published Falcon-H1 configs set it true",
+    );
     let attention = falcon_attention_layers(config, layers);
     let why = " with Falcon-H1's Mamba-2 mixers";
     let heads = config.required(&["mamba_n_heads"], why)?;
@@ -389,30 +383,24 @@ pub(super) fn jamba(
     if moe.as_ref().is_some_and(|moe| moe.num_experts <= 1) {
         *moe = None;
     }
-    if config.flag("mamba_proj_bias") == Some(true) {
-        config.problem(
-            "mamba_proj_bias",
-            true,
-            "adds projection biases meshplan's Mamba-1 mixer does not price",
-            "published Jamba configs set it false",
-        );
-    }
-    if config.flag("mamba_conv_bias") == Some(false) {
-        config.problem(
-            "mamba_conv_bias",
-            false,
-            "drops the convolution's bias, which meshplan's Mamba-1 mixer has",
-            "published Jamba configs set it true",
-        );
-    }
-    if config.flag("mamba_inner_layernorms") == Some(false) {
-        config.problem(
-            "mamba_inner_layernorms",
-            false,
-            "drops the norms over dt, B and C, which Jamba's mixer in transformers always runs",
-            "published Jamba configs set it true",
-        );
-    }
+    config.refuse_flag(
+        "mamba_proj_bias",
+        true,
+        "adds projection biases meshplan's Mamba-1 mixer does not price",
+        "published Jamba configs set it false",
+    );
+    config.refuse_flag(
+        "mamba_conv_bias",
+        false,
+        "drops the convolution's bias, which meshplan's Mamba-1 mixer has",
+        "published Jamba configs set it true",
+    );
+    config.refuse_flag(
+        "mamba_inner_layernorms",
+        false,
+        "drops the norms over dt, B and C, which Jamba's mixer in transformers always runs",
+        "published Jamba configs set it true",
+    );
     let mut period = |key: &str, default: i64| {
         let value = config.int(&[key]).unwrap_or(default);
         if value <= 0 {

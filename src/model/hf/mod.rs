@@ -86,6 +86,14 @@ impl<'a> Config<'a> {
     }
 
     /// Every key must be mapped or known to be harmless.
+    /// Records a problem when the flag `key` is set to `refused`: a layout meshplan does not
+    /// price.
+    fn refuse_flag(&mut self, key: &str, refused: bool, message: &str, hint: &str) {
+        if self.flag(key) == Some(refused) {
+            self.problem(key, refused, message, hint);
+        }
+    }
+
     fn check_keys(&mut self) {
         for (key, value) in self.map {
             if !keys::HARMLESS.contains(&key.as_str()) && !keys::MAPPED.contains(&key.as_str()) {
