@@ -22,7 +22,7 @@ use crate::units::{Bytes, Flops, FlopsPerSec, Seconds};
 const TILE: f64 = 128.0;
 /// A grouped GEMM's efficiency relative to a plain GEMM of one group's shape, for the forward
 /// product and the input gradient: fitted over the routed-expert kernels of five MoE models
-/// measured with `torch._grouped_mm` on H100 and H200 (40 kernels per product and GPU,
+/// measured with `torch._grouped_mm` on H100 and H200 (44 kernels per product and GPU,
 /// `grouped_split` in `measurements/`; median |error| 4.2 % forward and 8.4 % input gradient on
 /// H100, 3.4 % and 7.6 % on H200). Per-group scheduling and ragged tiles cost this much.
 const GROUPED_FORWARD_EFFICIENCY: f64 = 0.94;
