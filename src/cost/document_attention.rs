@@ -27,26 +27,33 @@ pub(crate) fn ramp(run: &Run) -> (f64, f64) {
     (efficiency.attention_forward_half_seq / keys, efficiency.attention_backward_half_seq / keys)
 }
 
+/// The mean sequence's attention time over one document filling it, for a kernel whose half-rate
+/// keys over the sequence's keys are `ramp` (one phase of [`ramp`]): over the plan's variable
+/// micro-batches' slots if it has them, whose attention is their own, else over the data's
+/// sequences. `None` without data. The one place that choice is made.
+pub(crate) fn mean_attention_ratio(run: &Run, ramp: f64) -> Option<f64> {
+    let data = run.data()?;
+    Some(match run.dynamic_batches().as_deref().and_then(|made| made.get()) {
+        Some(batches) => batches.mean_ratio(ramp),
+        None => data.loads.mean_ratio(ramp),
+    })
+}
+
 /// How the mean sequence of the run's data scales attention (and, for variable micro-batches,
 /// the rest of a micro-batch), if it has data and it differs from one document filling each
 /// sequence.
 pub fn attention_scale(run: &Run) -> Option<AttentionScale> {
-    let data = run.data()?;
     let (forward, backward) = ramp(run);
     // Variable micro-batches: the plan's fixed slots at their mean, attention and the rest.
-    if let Some(batches) = run.dynamic_batches().as_deref().and_then(|made| made.get()) {
-        let scale = AttentionScale {
-            forward: batches.mean_ratio(forward),
-            backward: batches.mean_ratio(backward),
-            tokens: batches.computed_fraction,
-        };
-        return (scale != FULL).then_some(scale);
-    }
-    let loads = &data.loads;
+    let tokens = run
+        .dynamic_batches()
+        .as_deref()
+        .and_then(|made| made.get())
+        .map_or(1.0, |batches| batches.computed_fraction);
     let scale = AttentionScale {
-        forward: loads.mean_ratio(forward),
-        backward: loads.mean_ratio(backward),
-        tokens: 1.0,
+        forward: mean_attention_ratio(run, forward)?,
+        backward: mean_attention_ratio(run, backward)?,
+        tokens,
     };
     (scale != FULL).then_some(scale)
 }

@@ -20,7 +20,7 @@
 use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 
-use crate::cost::document_attention::ramp;
+use crate::cost::document_attention::{mean_attention_ratio, ramp};
 use crate::cost::dynamic_microbatches::dynamic_spread;
 use crate::cost::repacking::{PieceWork, repacked_spread};
 use crate::cost::work::Work;
@@ -120,23 +120,18 @@ pub fn data_imbalance(run: &Run, critical: &Work) -> Option<DataImbalance> {
 /// as a combination `u a + v b` of its sample values, forward and backward: each phase's
 /// mean-sequence time over its mean ratio. `None` without data.
 pub(crate) fn attention_seconds_per_unit(run: &Run, critical: &Work) -> Option<[(f64, f64); 2]> {
-    let loads = &run.data()?.loads;
     let (y_forward, y_backward) = ramp(run);
     let micro_batch = run.training().micro_batch() as f64;
-    let dynamic = run.dynamic_batches();
     let phase = |time: Seconds, y: f64| {
         // Variable micro-batches' slots average their own attention, not the sample's.
-        let mean = match dynamic.as_ref().and_then(|batches| batches.get()) {
-            Some(batches) => batches.mean_ratio(y),
-            None => loads.mean_ratio(y),
-        };
+        let mean = mean_attention_ratio(run, y)?;
         let per_unit =
             if mean > 0.0 { time.value() / (mean * (1.0 + y) * micro_batch) } else { 0.0 };
-        (per_unit, per_unit * y)
+        Some((per_unit, per_unit * y))
     };
     Some([
-        phase(critical.forward_attention, y_forward),
-        phase(critical.backward_attention, y_backward),
+        phase(critical.forward_attention, y_forward)?,
+        phase(critical.backward_attention, y_backward)?,
     ])
 }
 
