@@ -220,13 +220,33 @@ impl Engine {
     }
 }
 
+/// The layer kinds of the run's model that no engine meshplan exports for builds, whatever the
+/// plan: lightning attention (`L`), Falcon-H1's parallel layers (`P`) and Mamba-1 (`S`). A search
+/// for an engine rejects every plan of such a model (`search --any-engine` prices them), and its
+/// export is refused, from this one check.
+fn model_refusals(run: &Run) -> Vec<Refusal> {
+    let model = run.model();
+    let parallel = crate::model::Sublayer::ParallelHybrid.index();
+    [
+        (model.hybrid_lightning_attention().is_some(), Refusal::LightningAttentionLayers),
+        (
+            model.hybrid().is_some_and(|hybrid| hybrid.counts()[parallel] > 0),
+            Refusal::ParallelHybridLayers,
+        ),
+        (model.hybrid_mamba1().is_some(), Refusal::Mamba1Layers),
+    ]
+    .into_iter()
+    .filter_map(|(present, refusal)| present.then_some(refusal))
+    .collect()
+}
+
 /// Every reason `engine` cannot run the plan of `run`, in a fixed order; empty when it can.
 pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     let caps = engine.capabilities();
     let plan = run.plan();
     let (tp, pp, cp, dp) = (plan.tp(), plan.pp(), plan.cp(), plan.dp());
-    let mut out = Vec::new();
-    if run.model().hybrid().is_some() && !caps.hybrid_layers {
+    let mut out = model_refusals(run);
+    if out.is_empty() && run.model().hybrid().is_some() && !caps.hybrid_layers {
         out.push(Refusal::HybridLayers { engine });
     }
     let schedule = plan.schedule();

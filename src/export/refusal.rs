@@ -51,13 +51,14 @@ pub enum Refusal {
     /// prices their plans for it.
     LinearAttentionLayers,
     /// Lightning attention layers (MiniMax-01, pattern `L`), which none of the exported engines
-    /// builds: an export's refusal only, so that estimate, simulate and search still price them.
+    /// builds: every plan of the model, for every engine (estimate, simulate and
+    /// `search --any-engine` still price them).
     LightningAttentionLayers,
     /// Falcon-H1's parallel layers (pattern `P`), which none of the exported engines builds
-    /// (Megatron-Bridge's own Falcon-H1 model does): an export's refusal only.
+    /// (Megatron-Bridge's own Falcon-H1 model does): every plan of the model, for every engine.
     ParallelHybridLayers,
-    /// Mamba-1 layers (Jamba, pattern `S`), which none of the exported engines builds: an
-    /// export's refusal only.
+    /// Mamba-1 layers (Jamba, pattern `S`), which none of the exported engines builds: every
+    /// plan of the model, for every engine.
     Mamba1Layers,
     /// The model has a hybrid layer pattern the engine does not build.
     HybridLayers {
@@ -197,13 +198,13 @@ impl fmt::Display for Refusal {
                 "meshplan does not write the flags of gated DeltaNet (G) layers yet; price the plan with estimate or search, and write those flags by hand",
             ),
             Refusal::LightningAttentionLayers => f.write_str(
-                "it builds no lightning attention (L) layer (MiniMax-01 trains on its own stack); estimate, simulate and search price the plan, but there is no engine configuration to write",
+                "it builds no lightning attention (L) layer (MiniMax-01 trains on its own stack); estimate and simulate price the plan and `search --any-engine` its alternatives, but there is no engine configuration to write",
             ),
             Refusal::ParallelHybridLayers => f.write_str(
-                "it builds no Falcon-H1 parallel (P) layer: Megatron-LM has none (Megatron-Bridge 0.5 and later builds them from a Hugging Face checkpoint with its own Falcon-H1 model); estimate, simulate and search price the plan, but there is no engine configuration to write",
+                "it builds no Falcon-H1 parallel (P) layer: Megatron-LM has none (Megatron-Bridge 0.5 and later builds them from a Hugging Face checkpoint with its own Falcon-H1 model); estimate and simulate price the plan and `search --any-engine` its alternatives, but there is no engine configuration to write",
             ),
             Refusal::Mamba1Layers => f.write_str(
-                "it builds no Mamba-1 (S) layer: Megatron-LM's hybrid models have Mamba-2 mixers only (Jamba trains on AI21's own stack); estimate, simulate and search price the plan, but there is no engine configuration to write",
+                "it builds no Mamba-1 (S) layer: Megatron-LM's hybrid models have Mamba-2 mixers only (Jamba trains on AI21's own stack); estimate and simulate price the plan and `search --any-engine` its alternatives, but there is no engine configuration to write",
             ),
             Refusal::HybridLayers { engine } => write!(
                 f,

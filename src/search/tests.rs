@@ -148,6 +148,27 @@ fn an_engine_target_only_returns_plans_that_engine_runs() {
 }
 
 #[test]
+fn a_model_no_engine_builds_has_no_plan_for_an_engine_and_plans_for_any() {
+    // Jamba's Mamba-1 layers: every engine's search rejects every plan for that reason (the
+    // export's refusal, from the same table), while a search for any engine ranks plans.
+    let mut jamba = spec(64, Some(Engine::Megatron));
+    jamba.base.model = presets::model("jamba-v0.1").unwrap();
+    jamba.base.training.global_batch = 64;
+    for engine in [Engine::Megatron, Engine::Torchtitan, Engine::Deepspeed] {
+        jamba.engine = Some(engine);
+        let report = search(&jamba, &|_, _| {}).unwrap();
+        assert!(report.plans.is_empty() && report.priced == 0, "{engine:?}");
+        let (count, example) = &report.rejections.counts[&RejectionKind::UnsupportedByEngine];
+        assert!(*count > 0);
+        assert!(example.to_string().contains("Mamba-1 (S)"), "{engine:?}: {example}");
+    }
+    jamba.engine = None;
+    let report = search(&jamba, &|_, _| {}).unwrap();
+    assert!(!report.plans.is_empty());
+    assert!(!report.rejections.counts.contains_key(&RejectionKind::UnsupportedByEngine));
+}
+
+#[test]
 fn points_hold_every_fitting_candidate_and_none_beats_the_best_plan() {
     let spec = spec(16, None);
     let report = search(&spec, &|_, _| {}).unwrap();
