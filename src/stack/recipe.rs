@@ -34,6 +34,8 @@ pub struct RecipeSettings {
     pub flex_backend: Option<FlexBackend>,
     /// Expert-parallel all-to-all overlap.
     pub expert_comm_overlap: Option<bool>,
+    /// Tensor-parallel communication overlap.
+    pub tp_comm_overlap: Option<bool>,
     /// Transformer Engine op-fuser grouped MLP.
     pub fused_grouped_mlp: Option<bool>,
     /// FP8 dot-product attention.
@@ -72,6 +74,13 @@ impl Recipe {
     /// Where its settings were read.
     pub fn source(&self) -> &str {
         &self.source
+    }
+    /// The name, as the file writes it, of its model that `model` matches; its first model when
+    /// none does.
+    pub fn model_named(&self, model: &str) -> &str {
+        let key = model_key(model);
+        let index = self.model_keys.iter().position(|k| *k == key).unwrap_or(0);
+        self.models.get(index).map_or("", String::as_str)
     }
 
     /// Whether it covers a run of this model, GPU preset, precision and GPU count.
@@ -273,6 +282,7 @@ fn check_settings(
         expert_dispatch: spec.expert_dispatch,
         flex_backend: spec.flex_backend,
         expert_comm_overlap: spec.expert_comm_overlap,
+        tp_comm_overlap: spec.tp_comm_overlap,
         fused_grouped_mlp: spec.fused_grouped_mlp,
         fp8_attention: spec.fp8_attention,
     }

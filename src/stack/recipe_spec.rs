@@ -57,6 +57,10 @@ pub struct RecipeSpec {
     /// Expert-parallel all-to-all overlapped with computation (`moe_a2a_overlap`).
     #[serde(default)]
     pub expert_comm_overlap: Option<bool>,
+    /// Tensor-parallel communication overlapped with the GEMMs (`comm_overlap.tp_comm_overlap`),
+    /// where the recipe decides it rather than the stack's default.
+    #[serde(default)]
+    pub tp_comm_overlap: Option<bool>,
     /// The routed experts' MLP through Transformer Engine's op fuser
     /// (`cutedsl_fused_grouped_mlp`).
     #[serde(default)]

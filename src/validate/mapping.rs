@@ -279,6 +279,7 @@ pub(super) fn map_row(
     let least_recompute = !from_recipe && recompute(row, defaults, &mut plan, &mut assumptions);
     recipe.other_settings(row, moe, &mut plan);
     let fused_grouped_mlp = moe && recipe.fused_grouped_mlp();
+    let recipe_tp_overlap = recipe.tp_comm_overlap(row, tp);
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
         assumptions.push(text);
     }
@@ -304,19 +305,21 @@ pub(super) fn map_row(
         } else {
             defaults.sequence_parallel
         });
-    plan.tp_comm_overlap = Some(
+    plan.tp_comm_overlap = Some(recipe_tp_overlap.unwrap_or(
         defaults.tp_comm_overlap
             || settings.contains("async tp")
             || settings.contains("tp-comm-overlap"),
-    );
+    ));
     plan.overlap_grad_reduce = Some(match row.zero_or_fsdp.to_ascii_lowercase() {
         z if z.contains("ddp-impl local") => false,
         z if z.contains("ddp-impl torch") => true,
         _ => defaults.overlap_grad_reduce || settings.contains("overlap-grad-reduce"),
     });
     if tp > 1 && stack.defaults().tp_comm_overlap {
+        let what = recipe_tp_overlap
+            .map_or("sequence parallel and TP communication overlap", |_| "sequence parallel");
         assumptions.push(format!(
-            "{}: sequence parallel and TP communication overlap by its defaults ({})",
+            "{}: {what} by its defaults ({})",
             stack.id(),
             stack.sources().get("defaults.tp_comm_overlap").map_or("", String::as_str)
         ));

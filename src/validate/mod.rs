@@ -21,6 +21,8 @@ mod measured;
 mod memory_counter;
 mod rank;
 mod recipe_use;
+#[cfg(test)]
+mod recipe_use_tests;
 mod row;
 mod row_settings;
 mod run_band;

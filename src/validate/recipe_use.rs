@@ -14,6 +14,8 @@ use crate::stack::{Recipe, Stack};
 /// The recipe covering a row, if any, and what was taken from it.
 pub(super) struct RecipeUse<'a> {
     recipe: Option<&'a Recipe>,
+    /// The row's model, as the row names it.
+    model: String,
     taken: Vec<String>,
     /// Why the recipe was not used at all.
     ruled_out: Option<String>,
@@ -47,7 +49,13 @@ impl<'a> RecipeUse<'a> {
                 "not used: {what} does not fit the row's {layers_per_stage} layers per pipeline rank, so the row ran another layout"
             )
         });
-        RecipeUse { recipe, taken: Vec::new(), ruled_out, dropped: Vec::new() }
+        RecipeUse {
+            recipe,
+            model: model.to_owned(),
+            taken: Vec::new(),
+            ruled_out,
+            dropped: Vec::new(),
+        }
     }
 
     /// The recipe, unless the row's layout rules it out.
@@ -150,6 +158,18 @@ impl<'a> RecipeUse<'a> {
         }
     }
 
+    /// Tensor-parallel communication overlap from the recipe, unless the row's settings name it
+    /// (`async tp`, `tp-comm-overlap`); `None`: the stack's default decides.
+    pub(super) fn tp_comm_overlap(&mut self, row: &CalibrationRow, tp: u64) -> Option<bool> {
+        let overlap = self.usable().and_then(|recipe| recipe.settings().tp_comm_overlap)?;
+        let text = row.other_settings.to_ascii_lowercase();
+        if tp == 1 || text.contains("async tp") || text.contains("tp-comm-overlap") {
+            return None;
+        }
+        self.taken.push(format!("TP communication overlap {}", if overlap { "on" } else { "off" }));
+        Some(overlap)
+    }
+
     /// Whether the recipe runs the routed experts' MLP through the Transformer Engine op fuser
     /// (`cutedsl_fused_grouped_mlp`): a kernel choice of the stack, not of the plan.
     pub(super) fn fused_grouped_mlp(&mut self) -> bool {
@@ -175,7 +195,7 @@ impl<'a> RecipeUse<'a> {
             None if self.taken.is_empty() => "nothing taken".to_owned(),
             None => self.taken.join(", "),
         };
-        let model = recipe.models().first().map_or("", String::as_str);
+        let model = recipe.model_named(&self.model);
         let mut text = format!("{stack} recipe for {model} on {gpu} {}: {what}", precision.name());
         if !self.dropped.is_empty() {
             text.push_str(&format!("; not taken: {}", self.dropped.join(", ")));
