@@ -89,6 +89,8 @@ struct Input {
     recompute_num_layers: Option<Count>,
     recompute_modules: Option<Vec<u8>>,
     offload_activation_layers: Option<Count>,
+    bf16_layers_at_start: Option<Count>,
+    bf16_layers_at_end: Option<Count>,
     overlap_grad_reduce: Option<bool>,
     overlap_param_gather: Option<bool>,
     tp_comm_overlap: Option<bool>,
@@ -203,6 +205,8 @@ fn spec(input: &Input) -> RunSpec {
                 modules.iter().take(8).map(|i| pick(&RecomputeModule::ALL, *i)).collect()
             }),
             offload_activation_layers: count(input.offload_activation_layers),
+            bf16_layers_at_start: count(input.bf16_layers_at_start),
+            bf16_layers_at_end: count(input.bf16_layers_at_end),
             overlap_grad_reduce: input.overlap_grad_reduce,
             overlap_param_gather: input.overlap_param_gather,
             tp_comm_overlap: input.tp_comm_overlap,

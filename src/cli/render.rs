@@ -110,7 +110,7 @@ pub fn run_header(inputs: &Inputs) -> String {
         training.global_batch(),
         training.micro_batch(),
         plan.num_microbatches(),
-        training.precision().name(),
+        precision_label(run),
     );
     let _ = writeln!(
         out,
@@ -133,6 +133,15 @@ pub fn run_header(inputs: &Inputs) -> String {
     out
 }
 
+/// The run's precision, with the layers it keeps in BF16 at either end when it keeps any.
+fn precision_label(run: &crate::Run) -> String {
+    let name = run.training().precision().name();
+    match run.plan().bf16_layers() {
+        (0, 0) => name.to_owned(),
+        (start, end) => format!("{name} (the first {start} and last {end} layers in bf16)"),
+    }
+}
+
 /// The run as (label, value) rows, for the header of an HTML report.
 pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
     let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
@@ -147,7 +156,7 @@ pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
                 training.global_batch(),
                 training.micro_batch(),
                 plan.num_microbatches(),
-                training.precision().name()
+                precision_label(run)
             ),
         ),
         (

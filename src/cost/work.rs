@@ -37,6 +37,20 @@ pub struct Tables {
     pub mtp: OpTotals,
     /// A hybrid model's layers by kind ([`Sublayer::index`]); `None` for other models.
     pub sublayers: Option<Box<[OpTotals; SUBLAYER_KINDS]>>,
+    /// The same layer tables priced in BF16, for the layers a low-precision plan keeps in BF16
+    /// ([`crate::plan::Plan::bf16_layers`]); `None` when it keeps none.
+    pub bf16: Option<Box<LayerTables>>,
+}
+
+/// A run's layer tables (the transformer layer, its dense-MLP layer, a hybrid model's kinds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerTables {
+    /// The transformer layer.
+    pub layer: OpTotals,
+    /// The dense-MLP layer of an MoE model.
+    pub dense_layer: Option<OpTotals>,
+    /// A hybrid model's layers by kind.
+    pub sublayers: Option<Box<[OpTotals; SUBLAYER_KINDS]>>,
 }
 
 /// One table a segment runs, how many times one micro-batch runs it, and whether it is a
@@ -56,19 +70,11 @@ impl Tables {
     /// of its documents costs it, and with variable micro-batches everything as their mean slot
     /// ([`crate::cost::document_attention::attention_scale`]).
     pub fn new(run: &Run) -> Tables {
-        let moe = run.model().moe().is_some();
-        let scale = crate::cost::document_attention::attention_scale(run);
-        let priced = |table: OpTable| match scale {
-            Some(scale) => {
-                table.totals.with_attention_scale(scale.forward, scale.backward, scale.tokens)
-            }
-            None => table.totals,
-        };
+        let LayerTables { layer, dense_layer, sublayers } = LayerTables::new(run);
+        let priced = |table: OpTable| scaled(run, table);
         Tables {
-            layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
-            // A hybrid model places its dense MLPs in its pattern: no dense transformer layer.
-            dense_layer: (moe && run.model().hybrid().is_none())
-                .then(|| priced(layer::transformer_layer(run, true, Rows::TotalsOnly))),
+            layer,
+            dense_layer,
             embedding: priced(layer::embedding(run, Rows::TotalsOnly)),
             head: priced(layer::head(run, Rows::TotalsOnly)),
             // A model without MTP modules runs the table zero times: it is not built.
@@ -77,48 +83,125 @@ impl Tables {
             } else {
                 priced(OpTable::new(Rows::TotalsOnly))
             },
-            sublayers: run.model().hybrid().map(|_| {
-                Box::new(Sublayer::ALL.map(|kind| priced(sublayer(run, kind, Rows::TotalsOnly))))
-            }),
+            sublayers,
+            bf16: (run.plan().bf16_layers() != (0, 0))
+                .then(|| Box::new(LayerTables::new(&run.in_bf16()))),
         }
     }
 
     /// Every table a segment runs, with how many times one micro-batch runs it (absent tables
     /// count zero times): a transformer's six parts, then a hybrid model's four layer kinds.
-    pub fn parts(
-        &self,
-        run: &Run,
-        segment: &Segment,
-    ) -> ArrayVec<Part<'_>, { 6 + SUBLAYER_KINDS }> {
+    pub fn parts(&self, run: &Run, segment: &Segment) -> ArrayVec<Part<'_>, { MAX_PARTS }> {
         let mtp = if segment.last { run.model().mtp_layers() as f64 } else { 0.0 };
-        // A hybrid segment's layers are all counted by kind: no transformer layer is left.
-        let transformer = match &self.sublayers {
-            Some(_) => {
-                segment.layers - segment.sublayers.iter().map(|&n| f64::from(n)).sum::<f64>()
-            }
-            None => segment.layers,
-        };
-        let (moe_layers, dense_layers, dense) = match &self.dense_layer {
-            Some(dense) => (transformer - segment.dense_layers, segment.dense_layers, dense),
-            None => (transformer, 0.0, &self.layer),
-        };
         let part = |table, count, layer| Part { table, count, layer };
         let mut parts = ArrayVec::new();
+        // The layers kept in BF16 are priced by the BF16 tables, the rest by the run's own.
+        let kept = &segment.bf16;
+        let rest = LayerCounts {
+            layers: segment.layers - kept.layers,
+            dense: segment.dense_layers - kept.dense,
+            sublayers: std::array::from_fn(|i| segment.sublayers[i] - kept.sublayers[i]),
+        };
+        let own = LayerTablesRef {
+            layer: &self.layer,
+            dense_layer: self.dense_layer.as_ref(),
+            sublayers: self.sublayers.as_deref(),
+        };
+        own.push_transformer(&rest, &mut parts);
         parts.extend([
-            part(&self.layer, moe_layers, true),
-            part(dense, dense_layers, true),
             part(&self.embedding, if segment.first { 1.0 } else { 0.0 }, false),
             part(&self.head, if segment.last { 1.0 + mtp } else { 0.0 }, false),
             part(&self.layer, mtp, false),
             part(&self.mtp, mtp, false),
         ]);
-        // Only a hybrid model has tables by kind: other models price the six parts alone.
-        if let Some(tables) = &self.sublayers {
-            for (table, &count) in tables.iter().zip(&segment.sublayers) {
-                parts.push(part(table, f64::from(count), true));
-            }
+        own.push_sublayers(&rest, &mut parts);
+        if let Some(bf16) = &self.bf16 {
+            let tables = LayerTablesRef {
+                layer: &bf16.layer,
+                dense_layer: bf16.dense_layer.as_ref(),
+                sublayers: bf16.sublayers.as_deref(),
+            };
+            tables.push_transformer(kept, &mut parts);
+            tables.push_sublayers(kept, &mut parts);
         }
         parts
+    }
+}
+
+/// The most parts a segment runs: the run's transformer layer, its dense-MLP layer, the
+/// embedding, the head, an MTP module's layer and projection and a hybrid model's kinds, then
+/// the same layer tables in BF16.
+pub const MAX_PARTS: usize = 6 + SUBLAYER_KINDS + 2 + SUBLAYER_KINDS;
+
+impl LayerTables {
+    /// The layer tables of a run, attention scaled by its documents as [`Tables::new`] does.
+    fn new(run: &Run) -> LayerTables {
+        let moe = run.model().moe().is_some();
+        let priced = |table: OpTable| scaled(run, table);
+        LayerTables {
+            layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
+            // A hybrid model places its dense MLPs in its pattern: no dense transformer layer.
+            dense_layer: (moe && run.model().hybrid().is_none())
+                .then(|| priced(layer::transformer_layer(run, true, Rows::TotalsOnly))),
+            sublayers: run.model().hybrid().map(|_| {
+                Box::new(Sublayer::ALL.map(|kind| priced(sublayer(run, kind, Rows::TotalsOnly))))
+            }),
+        }
+    }
+}
+
+/// A table's totals with the run's documents scaling its attention (and, for variable
+/// micro-batches, the rest of it): [`crate::cost::document_attention::attention_scale`].
+fn scaled(run: &Run, table: OpTable) -> OpTotals {
+    match crate::cost::document_attention::attention_scale(run) {
+        Some(scale) => {
+            table.totals.with_attention_scale(scale.forward, scale.backward, scale.tokens)
+        }
+        None => table.totals,
+    }
+}
+
+/// Layers of a segment by the table that prices them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct LayerCounts {
+    /// Transformer layers (every layer of a hybrid model, whose kinds are counted apart).
+    pub layers: f64,
+    /// Layers among them with a dense MLP in an MoE model.
+    pub dense: f64,
+    /// A hybrid model's layers by kind ([`Sublayer::index`]).
+    pub sublayers: SublayerCounts,
+}
+
+/// One set of layer tables, borrowed.
+struct LayerTablesRef<'a> {
+    layer: &'a OpTotals,
+    dense_layer: Option<&'a OpTotals>,
+    sublayers: Option<&'a [OpTotals; SUBLAYER_KINDS]>,
+}
+
+impl<'a> LayerTablesRef<'a> {
+    /// The transformer layer and the dense-MLP layer, run `counts` times.
+    fn push_transformer(&self, counts: &LayerCounts, parts: &mut ArrayVec<Part<'a>, MAX_PARTS>) {
+        // A hybrid segment's layers are all counted by kind: no transformer layer is left.
+        let transformer = match self.sublayers {
+            Some(_) => counts.layers - counts.sublayers.iter().map(|&n| f64::from(n)).sum::<f64>(),
+            None => counts.layers,
+        };
+        let (moe_layers, dense_layers, dense) = match self.dense_layer {
+            Some(dense) => (transformer - counts.dense, counts.dense, dense),
+            None => (transformer, 0.0, self.layer),
+        };
+        parts.push(Part { table: self.layer, count: moe_layers, layer: true });
+        parts.push(Part { table: dense, count: dense_layers, layer: true });
+    }
+
+    /// A hybrid model's kinds, run `counts` times (nothing for other models).
+    fn push_sublayers(&self, counts: &LayerCounts, parts: &mut ArrayVec<Part<'a>, MAX_PARTS>) {
+        if let Some(tables) = self.sublayers {
+            for (table, &count) in tables.iter().zip(&counts.sublayers) {
+                parts.push(Part { table, count: f64::from(count), layer: true });
+            }
+        }
     }
 }
 
@@ -131,6 +214,8 @@ pub struct Segment {
     pub dense_layers: f64,
     /// A hybrid model's layers among them by kind ([`Sublayer::index`]; all zero otherwise).
     pub sublayers: SublayerCounts,
+    /// Layers among them kept in BF16 under a low-precision recipe, by table.
+    pub bf16: LayerCounts,
     /// Layers among them that recompute their forward under full recompute.
     pub recomputed_layers: f64,
     /// Whether it holds the input embedding.
@@ -305,6 +390,11 @@ pub fn stage_segments(run: &Run) -> Vec<Segment> {
             layers: counts.layers as f64,
             dense_layers: counts.dense as f64,
             sublayers: counts.sublayers,
+            bf16: LayerCounts {
+                layers: counts.bf16_layers as f64,
+                dense: counts.bf16_dense as f64,
+                sublayers: counts.bf16_sublayers,
+            },
             recomputed_layers: recompute.min(counts.layers as f64),
             first: stage == 0,
             last: stage == last,
@@ -327,11 +417,17 @@ pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
         .map(|(position, &count)| {
             let dense = if moe { run.dense_layers_in(first_layer, count) } else { 0 };
             let sublayers = run.sublayers_in(first_layer, count);
+            let kept = run.bf16_layers_in(first_layer, count);
             first_layer += count;
             Segment {
                 layers: count as f64,
                 dense_layers: dense as f64,
                 sublayers,
+                bf16: LayerCounts {
+                    layers: kept.layers as f64,
+                    dense: kept.dense as f64,
+                    sublayers: kept.sublayers,
+                },
                 recomputed_layers: count as f64 * recompute_fraction,
                 first: position == 0,
                 last: position as u64 + 1 == positions,

@@ -68,6 +68,9 @@ pub struct Capabilities {
     pub adam_moments: &'static [AdamMoments],
     /// Whether it builds hybrid models (Mamba-2 layers and a layer pattern).
     pub hybrid_layers: bool,
+    /// Whether it keeps chosen layers at either end of the model in BF16 under a low-precision
+    /// recipe (`--bf16-layers-at-start` / `--bf16-layers-at-end`).
+    pub bf16_layers: bool,
     /// The widest window of global batches its data loader re-packs documents across to balance
     /// work (0: it packs documents as they arrive).
     pub balance_window: u64,
@@ -123,6 +126,10 @@ const MEGATRON: Capabilities = Capabilities {
     adam_moments: &[AdamMoments::Fp32, AdamMoments::Bf16],
     // `--hybrid-override-pattern` with the Mamba stack (megatron/core/ssm, pretrain_mamba.py).
     hybrid_layers: true,
+    // `--first-last-layers-bf16 --num-layers-at-start-in-bf16 --num-layers-at-end-in-bf16`
+    // (megatron/training/arguments.py@core_v0.15.0; Megatron-Core's fp8_utils / fp4_utils skip
+    // the quantization context by layer number).
+    bf16_layers: true,
     balance_window: 0,
     // `--hybrid-context-parallel --max-seqlen-per-dp-cp-rank`, core_v0.16.0 to core_v0.19.0
     // (docs/megatron-packing-schedulers.md).
@@ -169,6 +176,7 @@ const TORCHTITAN: Capabilities = Capabilities {
     adam_moments: &[AdamMoments::Fp32],
     // Its model registry has no Mamba or hybrid model (torchtitan/models).
     hybrid_layers: false,
+    bf16_layers: false,
     balance_window: 0,
     hybrid_cp: false,
     variable_micro_batches: false,
@@ -201,6 +209,7 @@ const DEEPSPEED: Capabilities = Capabilities {
     adam_moments: &[AdamMoments::Fp32],
     // It wraps a model the user writes; meshplan's DeepSpeed export names a GPT-style one.
     hybrid_layers: false,
+    bf16_layers: false,
     balance_window: 0,
     hybrid_cp: false,
     variable_micro_batches: false,
@@ -314,6 +323,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
             let with = "does not run with Megatron-FSDP; use --zero 0 or 1, or drop --hybrid-cp";
             out.push(Refusal::HybridCp { engine, with: Some(with) });
         }
+    }
+    if plan.bf16_layers() != (0, 0) && !caps.bf16_layers {
+        out.push(Refusal::Bf16Layers { engine });
     }
     if plan.balance_window() > caps.balance_window {
         out.push(Refusal::DocumentRepacking { window: plan.balance_window() });

@@ -271,6 +271,13 @@ pub fn arguments(run: &Run) -> String {
         // host memory (activations only, the defaults of the fields that have no flag).
         args.push(format!("--cpu-offloading-num-layers {}", plan.offload_activation_layers()));
     }
+    if plan.bf16_layers() != (0, 0) {
+        // Megatron-LM takes 1 for either count unless told; both are written.
+        let (start, end) = plan.bf16_layers();
+        args.push("--first-last-layers-bf16".into());
+        args.push(format!("--num-layers-at-start-in-bf16 {start}"));
+        args.push(format!("--num-layers-at-end-in-bf16 {end}"));
+    }
     if plan.overlap_grad_reduce() && plan.dp() * plan.cp() > 1 {
         args.push("--overlap-grad-reduce".into());
     }

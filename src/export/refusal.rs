@@ -118,6 +118,11 @@ pub enum Refusal {
     /// DynaPipe's variable-length micro-batches (`--variable-micro-batches`), which no engine's
     /// data loader forms.
     VariableMicroBatches,
+    /// Layers kept in BF16 at the ends of the model, which the engine cannot choose by number.
+    Bf16Layers {
+        /// The engine.
+        engine: Engine,
+    },
     /// Per-document context-parallel groups where the engine has none, or with what its hybrid
     /// context parallel refuses.
     HybridCp {
@@ -268,6 +273,11 @@ impl fmt::Display for Refusal {
                 Some(_) => f.write_str("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's"),
                 None => f.write_str("its activation checkpointing is per layer (full); selective recompute is not available; use --recompute full or none"),
             },
+            Refusal::Bf16Layers { engine } => write!(
+                f,
+                "{} has no setting that keeps layers at the ends of the model in BF16 under its low-precision recipe; drop --bf16-layers-at-start / --bf16-layers-at-end, or export for Megatron-LM",
+                engine.name()
+            ),
             Refusal::DocumentRepacking { window } => write!(
                 f,
                 "its data loader packs documents as they arrive; re-packing across global batches (WLB-LLM) is not in Megatron-LM, torchtitan or DeepSpeed; drop --balance-window {window}"

@@ -308,6 +308,16 @@ pub struct PlanSpec {
     /// activation_offload_layers). [default: 0]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
     pub offload_activation_layers: Option<i64>,
+    /// Transformer layers at the start of the model that run in BF16 under a low-precision
+    /// (FP8 / FP4) recipe (Megatron-LM --first-last-layers-bf16 --num-layers-at-start-in-bf16).
+    /// [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    pub bf16_layers_at_start: Option<i64>,
+    /// Transformer layers at the end of the model that run in BF16 under a low-precision recipe
+    /// (Megatron-LM --num-layers-at-end-in-bf16; NVIDIA's NVFP4 recipes keep the last layers in
+    /// BF16). [default: 0]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = PLAN)]
+    pub bf16_layers_at_end: Option<i64>,
     /// Overlap the data-parallel gradient reduction with the backward. [default: true]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
@@ -445,6 +455,7 @@ pub struct Plan {
     pub(crate) recompute_num_layers: u64,
     pub(crate) recompute_modules: RecomputeModules,
     pub(crate) offload_activation_layers: u64,
+    pub(crate) bf16_layers: (u64, u64),
     pub(crate) overlap_grad_reduce: bool,
     pub(crate) overlap_param_gather: bool,
     pub(crate) tp_comm_overlap: bool,
@@ -506,6 +517,8 @@ impl Plan {
             recompute_modules: (self.recompute == RecomputeKind::Selective)
                 .then(|| self.recompute_modules.to_vec()),
             offload_activation_layers: whole(self.offload_activation_layers),
+            bf16_layers_at_start: whole(self.bf16_layers.0),
+            bf16_layers_at_end: whole(self.bf16_layers.1),
             overlap_grad_reduce: Some(self.overlap_grad_reduce),
             overlap_param_gather: Some(self.overlap_param_gather),
             tp_comm_overlap: Some(self.tp_comm_overlap),
@@ -614,6 +627,11 @@ impl Plan {
     /// Transformer layers per pipeline rank whose activations are offloaded to host memory.
     pub fn offload_activation_layers(&self) -> u64 {
         self.offload_activation_layers
+    }
+    /// Transformer layers at the start and at the end of the model that run in BF16 under a
+    /// low-precision recipe ((0, 0) under BF16 or FP16).
+    pub fn bf16_layers(&self) -> (u64, u64) {
+        self.bf16_layers
     }
     /// Whether the DP gradient reduction overlaps the backward.
     pub fn overlap_grad_reduce(&self) -> bool {
@@ -743,9 +761,13 @@ impl Plan {
             RecomputeKind::Op => "per-op".to_owned(),
             RecomputeKind::Full => format!("full{}", self.recompute_num_layers),
         };
+        let bf16 = match self.bf16_layers {
+            (0, 0) => String::new(),
+            (start, end) => format!(" bf16-layers{start}+{end}"),
+        };
         match self.offload_activation_layers {
-            0 => format!("{sharding} {recompute}"),
-            n => format!("{sharding} {recompute} offload{n}"),
+            0 => format!("{sharding} {recompute}{bf16}"),
+            n => format!("{sharding} {recompute} offload{n}{bf16}"),
         }
     }
 }

@@ -56,6 +56,12 @@ pub struct StageLayers {
     /// A hybrid model's layers of each kind (all zero otherwise; they sum to `layers` when the
     /// model is hybrid).
     pub sublayers: crate::model::SublayerCounts,
+    /// Layers among them kept in BF16 under a low-precision recipe ([`Plan::bf16_layers`]).
+    pub bf16_layers: u64,
+    /// Dense-MLP layers among those.
+    pub bf16_dense: u64,
+    /// A hybrid model's kinds among those.
+    pub bf16_sublayers: crate::model::SublayerCounts,
 }
 
 /// A validated run.
@@ -226,6 +232,37 @@ impl Run {
         Ok(run)
     }
 
+    /// The same run training in BF16: what the layers a low-precision plan keeps in BF16
+    /// ([`Plan::bf16_layers`]) cost.
+    pub(crate) fn in_bf16(&self) -> Run {
+        let mut run = self.clone();
+        run.training.precision = crate::plan::Precision::Bf16;
+        run.plan.bf16_layers = (0, 0);
+        run
+    }
+
+    /// The layers kept in BF16 among the `count` layers from layer `first`: how many, how many
+    /// of them have a dense MLP in an MoE model, and a hybrid model's kinds among them.
+    pub fn bf16_layers_in(&self, first: u64, count: u64) -> StageLayers {
+        let (start, end) = self.plan.bf16_layers;
+        let layers = self.model.num_layers();
+        let moe = self.model.moe().is_some();
+        let mut out = StageLayers::default();
+        let last = first.saturating_add(count);
+        for (from, to) in [(0, start), (layers.saturating_sub(end), layers)] {
+            let (a, b) = (from.max(first), to.min(last));
+            if a >= b {
+                continue;
+            }
+            out.layers += b - a;
+            out.dense += if moe { self.dense_layers_in(a, b - a) } else { 0 };
+            for (total, add) in out.sublayers.iter_mut().zip(self.sublayers_in(a, b - a)) {
+                *total += add;
+            }
+        }
+        out
+    }
+
     /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
     pub fn tokens_per_microbatch(&self) -> f64 {
         (self.training.micro_batch * self.training.seq_len) as f64 / self.plan.cp as f64
@@ -274,6 +311,20 @@ impl Run {
                     break;
                 }
                 stages[position % pp as usize].dense += self.dense_layers_in(first, count);
+                first += count;
+            }
+        }
+        // Layers kept in BF16 lead and close the model: walk the chunks when there are any.
+        if self.plan.bf16_layers != (0, 0) {
+            let mut first = 0;
+            for (position, count) in self.path_layers(positions).into_iter().enumerate() {
+                let kept = self.bf16_layers_in(first, count);
+                let stage = &mut stages[position % pp as usize];
+                stage.bf16_layers += kept.layers;
+                stage.bf16_dense += kept.dense;
+                for (total, add) in stage.bf16_sublayers.iter_mut().zip(kept.sublayers) {
+                    *total += add;
+                }
                 first += count;
             }
         }

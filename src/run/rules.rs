@@ -2,7 +2,7 @@
 //! single-field bound, every divisibility and precondition, each problem recorded with its field,
 //! value and fix. [`validate_plan`] builds the validated [`Plan`] from them.
 
-use crate::hardware::Cluster;
+use crate::hardware::{Cluster, PrecisionClass};
 use crate::limits::{self, PARALLEL_SIZE, VIRTUAL_STAGES};
 use crate::model::Model;
 use crate::plan::{
@@ -388,6 +388,7 @@ pub(super) fn validate_plan(
             "add interconnect.host_bandwidth and host_efficiency to the GPU file, or drop the offload",
         );
     }
+    let bf16_layers = validate_bf16_layers(collector, spec, precision, model, layers_per_stage);
     let stage_ranks = (tp_ok && cp_ok && dp_known).then_some(tp * cp * dp);
     let experts = validate_experts(collector, spec, model, stage_ranks, tp, schedule);
     let balance_window = super::data::validate_balance_window(collector, spec.balance_window);
@@ -410,6 +411,7 @@ pub(super) fn validate_plan(
         recompute_num_layers,
         recompute_modules,
         offload_activation_layers,
+        bf16_layers,
         overlap_grad_reduce: spec.overlap_grad_reduce.unwrap_or(true),
         // Follows the gradient-reduce overlap unless set: Megatron-LM accepts the parameter
         // gather overlap only together with it.
@@ -716,6 +718,53 @@ fn validate_recompute_modules(
         }
     }
     modules
+}
+
+/// Layers kept in BF16 at each end of the model under a low-precision recipe: each at most the
+/// layers of a pipeline stage (Megatron-Core's `TransformerConfig` check), together at most the
+/// model's layers, and only where the recipe is not BF16 (or FP16) already.
+fn validate_bf16_layers(
+    collector: &mut Collector,
+    spec: &PlanSpec,
+    precision: Precision,
+    model: &Model,
+    layers_per_stage: u64,
+) -> (u64, u64) {
+    let mut count = |field: &str, value: Option<i64>| match value {
+        None | Some(0) => 0,
+        Some(_) if precision.gemm_class() == PrecisionClass::Bits16 => {
+            collector.add(
+                format!("plan.{field}"),
+                value.unwrap_or(0),
+                format!("keeps layers in BF16, but the run trains in {} already", precision.name()),
+                "drop it, or train in fp8 / mxfp8 / nvfp4",
+            );
+            0
+        }
+        Some(n) if n > 0 && (n as u64) <= layers_per_stage.max(1) => n as u64,
+        Some(n) => {
+            collector.add(
+                format!("plan.{field}"),
+                n,
+                format!("must be between 0 and the {layers_per_stage} layers of a pipeline stage"),
+                "keep fewer layers in BF16, or use fewer pipeline stages",
+            );
+            0
+        }
+    };
+    let start = count("bf16_layers_at_start", spec.bf16_layers_at_start);
+    let end = count("bf16_layers_at_end", spec.bf16_layers_at_end);
+    let layers = model.num_layers();
+    if start + end > layers {
+        collector.add(
+            "plan.bf16_layers_at_end",
+            end,
+            format!("with {start} at the start, exceeds the model's {layers} layers"),
+            "keep fewer layers in BF16",
+        );
+        return (0, 0);
+    }
+    (start, end)
 }
 
 /// Layers per pipeline rank whose activations go to host memory: fewer than the rank's layers

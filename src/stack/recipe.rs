@@ -36,6 +36,8 @@ pub struct RecipeSettings {
     pub expert_comm_overlap: Option<bool>,
     /// Tensor-parallel communication overlap.
     pub tp_comm_overlap: Option<bool>,
+    /// Layers at the end of the model kept in BF16.
+    pub bf16_layers_at_end: Option<u64>,
     /// Transformer Engine op-fuser grouped MLP.
     pub fused_grouped_mlp: Option<bool>,
     /// FP8 dot-product attention.
@@ -262,6 +264,17 @@ fn check_settings(
     let recompute_num_layers =
         positive("recompute_num_layers", spec.recompute_num_layers, problems);
     let offload = positive("offload_activation_layers", spec.offload_activation_layers, problems);
+    let low_precision_only = spec.precisions.as_ref().is_some_and(|list| {
+        list.iter().all(|p| p.gemm_class() != crate::hardware::PrecisionClass::Bits16)
+    });
+    if spec.bf16_layers_at_end.is_some() && !low_precision_only {
+        problems.add(
+            field("bf16_layers_at_end"),
+            spec.bf16_layers_at_end.unwrap_or_default(),
+            "keeps layers in BF16 under a low-precision recipe only",
+            "list only FP8 / FP4 precisions in `precisions`",
+        );
+    }
     if spec.flex_backend.is_some() && spec.expert_dispatch != Some(ExpertDispatch::Deduplicated) {
         problems.add(
             field("flex_backend"),
@@ -283,6 +296,7 @@ fn check_settings(
         flex_backend: spec.flex_backend,
         expert_comm_overlap: spec.expert_comm_overlap,
         tp_comm_overlap: spec.tp_comm_overlap,
+        bf16_layers_at_end: positive("bf16_layers_at_end", spec.bf16_layers_at_end, problems),
         fused_grouped_mlp: spec.fused_grouped_mlp,
         fp8_attention: spec.fp8_attention,
     }
@@ -404,6 +418,8 @@ mod tests {
         specs[0].gpus = vec!["GB200 NVL72".into()];
         specs[1].expert_dispatch = None;
         specs[1].offload_activation_layers = Some(0);
+        // BF16 layers under a recipe that may be BF16 itself (no precisions listed).
+        specs[1].bf16_layers_at_end = Some(14);
         let mut problems = Collector::default();
         check_recipes(&specs, &mut problems);
         let text = problems.finish().unwrap_err().to_string();
@@ -412,6 +428,7 @@ mod tests {
             "stack.recipe[0].gpus",
             "stack.recipe[1].flex_backend",
             "stack.recipe[1].offload_activation_layers",
+            "stack.recipe[1].bf16_layers_at_end",
         ] {
             assert!(text.contains(field), "{field} missing from {text}");
         }

@@ -57,6 +57,11 @@ pub struct RecipeSpec {
     /// Expert-parallel all-to-all overlapped with computation (`moe_a2a_overlap`).
     #[serde(default)]
     pub expert_comm_overlap: Option<bool>,
+    /// Transformer layers at the end of the model kept in BF16 under the low-precision recipe
+    /// (`mixed_precision.first_last_layers_bf16` with `num_layers_at_end_in_bf16`); the layers at
+    /// the start are not set by any recipe read so far.
+    #[serde(default)]
+    pub bf16_layers_at_end: Option<i64>,
     /// Tensor-parallel communication overlapped with the GEMMs (`comm_overlap.tp_comm_overlap`),
     /// where the recipe decides it rather than the stack's default.
     #[serde(default)]

@@ -158,6 +158,19 @@ impl<'a> RecipeUse<'a> {
         }
     }
 
+    /// The layers the recipe keeps in BF16 at the end of the model, unless the row's settings
+    /// name BF16 layers.
+    pub(super) fn bf16_layers(&mut self, row: &CalibrationRow, plan: &mut PlanSpec) {
+        let Some(n) = self.usable().and_then(|recipe| recipe.settings().bf16_layers_at_end) else {
+            return;
+        };
+        if row.other_settings.to_ascii_lowercase().contains("bf16-layers") {
+            return;
+        }
+        plan.bf16_layers_at_end = Some(n as i64);
+        self.taken.push(format!("the last {n} layers in BF16"));
+    }
+
     /// Tensor-parallel communication overlap from the recipe, unless the row's settings name it
     /// (`async tp`, `tp-comm-overlap`); `None`: the stack's default decides.
     pub(super) fn tp_comm_overlap(&mut self, row: &CalibrationRow, tp: u64) -> Option<bool> {

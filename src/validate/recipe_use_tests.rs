@@ -61,3 +61,36 @@ fn nvfp4_llama_recipes_run_without_tp_communication_overlap() {
         (nvfp4.predicted_tokens_per_sec_per_gpu, stated.predicted_tokens_per_sec_per_gpu);
     assert!(off.unwrap() < on.unwrap(), "{off:?} vs {on:?}");
 }
+
+/// Nemotron 3 Super's NVFP4 recipe keeps its last 14 layers in BF16 (and its MXFP8 one none).
+#[test]
+fn nemotron_3_super_under_nvfp4_keeps_its_last_14_layers_in_bf16() {
+    let stacks = StackCatalog::builtin().unwrap();
+    let row = |precision: &str| CalibrationRow {
+        row_id: "1".into(),
+        source_id: "megatron_bridge_perf".into(),
+        software_or_release: "NeMo 26.06 container (Megatron-Bridge + Megatron-Core)".into(),
+        model: "Nemotron_3_Super".into(),
+        arch_type: "hybrid-mamba-moe".into(),
+        seq_length: "8192".into(),
+        gpu_type: "GB200 (DGX-GB200 NVL72)".into(),
+        num_gpus: "64".into(),
+        tp: "2".into(),
+        pp: "1".into(),
+        cp: "1".into(),
+        ep: "64".into(),
+        micro_batch_size: "1".into(),
+        global_batch_size: "512".into(),
+        precision: precision.into(),
+        tokens_per_sec_per_gpu: "7000".into(),
+        ..CalibrationRow::default()
+    };
+    let evaluate = |row: &CalibrationRow| evaluate_row(row, &Calibration::new(), &stacks);
+    let nvfp4 = evaluate(&row("NVFP4"));
+    assert_eq!(nvfp4.skipped_reason, None);
+    let text = nvfp4.assumptions.join("\n");
+    assert!(text.contains("the last 14 layers in BF16"), "{text}");
+    assert!(text.contains("TP communication overlap off"), "{text}");
+    let mxfp8 = evaluate(&row("MXFP8"));
+    assert!(!mxfp8.assumptions.join("\n").contains("layers in BF16"));
+}

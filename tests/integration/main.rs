@@ -1,10 +1,11 @@
 //! The integration tests, one test binary (one link, one run): the `meshplan` binary end to end
-//! (`cli`, `hostile_input`: the inputs of issue 13), the library's public API (`activation_offload`, `experts_and_context`, `exports`, `kernel_measurements`,
+//! (`cli`, `hostile_input`: the inputs of issue 13), the library's public API (`activation_offload`, `bf16_layers`, `experts_and_context`, `exports`, `kernel_measurements`,
 //! `mesh_attention`, `properties`, `validation`), plan files and pins (`plan_files`), the report of a run with document lengths (`data_report`), the checked-in schemas and the repository's hygiene (`tidy`).
 //! `support` holds what they share. Snapshots live in `snapshots/`, named
 //! `integration__<module>__<name>.snap`; proptest's regressions file sits beside `properties.rs`.
 
 mod activation_offload;
+mod bf16_layers;
 mod cli;
 mod command_line_words;
 mod data_lengths;
