@@ -4,6 +4,7 @@
 
 use arrayvec::ArrayVec;
 
+use crate::cost::document_attention::AttentionScale;
 use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows};
 use crate::cost::sublayer::sublayer;
 use crate::model::{SUBLAYER_KINDS, Sublayer, SublayerCounts};
@@ -70,8 +71,9 @@ impl Tables {
     /// of its documents costs it, and with variable micro-batches everything as their mean slot
     /// ([`crate::cost::document_attention::attention_scale`]).
     pub fn new(run: &Run) -> Tables {
-        let LayerTables { layer, dense_layer, sublayers } = LayerTables::new(run);
-        let priced = |table: OpTable| scaled(run, table);
+        let scale = crate::cost::document_attention::attention_scale(run);
+        let LayerTables { layer, dense_layer, sublayers } = LayerTables::new(run, scale);
+        let priced = |table: OpTable| scaled(scale, table);
         Tables {
             layer,
             dense_layer,
@@ -85,12 +87,13 @@ impl Tables {
             },
             sublayers,
             bf16: (run.plan().bf16_layers() != (0, 0))
-                .then(|| Box::new(LayerTables::new(&run.in_bf16()))),
+                .then(|| Box::new(LayerTables::new(&run.in_bf16(), scale))),
         }
     }
 
     /// Every table a segment runs, with how many times one micro-batch runs it (absent tables
-    /// count zero times): a transformer's six parts, then a hybrid model's four layer kinds.
+    /// count zero times): a transformer's six parts, then a hybrid model's layer kinds, then the
+    /// layers kept in BF16 by the BF16 tables.
     pub fn parts(&self, run: &Run, segment: &Segment) -> ArrayVec<Part<'_>, { MAX_PARTS }> {
         let mtp = if segment.last { run.model().mtp_layers() as f64 } else { 0.0 };
         let part = |table, count, layer| Part { table, count, layer };
@@ -134,10 +137,11 @@ impl Tables {
 pub const MAX_PARTS: usize = 6 + SUBLAYER_KINDS + 2 + SUBLAYER_KINDS;
 
 impl LayerTables {
-    /// The layer tables of a run, attention scaled by its documents as [`Tables::new`] does.
-    fn new(run: &Run) -> LayerTables {
+    /// The layer tables of a run, attention scaled by its documents (`scale`) as
+    /// [`Tables::new`] does.
+    fn new(run: &Run, scale: Option<AttentionScale>) -> LayerTables {
         let moe = run.model().moe().is_some();
-        let priced = |table: OpTable| scaled(run, table);
+        let priced = |table: OpTable| scaled(scale, table);
         LayerTables {
             layer: priced(layer::transformer_layer(run, !moe, Rows::TotalsOnly)),
             // A hybrid model places its dense MLPs in its pattern: no dense transformer layer.
@@ -152,8 +156,8 @@ impl LayerTables {
 
 /// A table's totals with the run's documents scaling its attention (and, for variable
 /// micro-batches, the rest of it): [`crate::cost::document_attention::attention_scale`].
-fn scaled(run: &Run, table: OpTable) -> OpTotals {
-    match crate::cost::document_attention::attention_scale(run) {
+fn scaled(scale: Option<AttentionScale>, table: OpTable) -> OpTotals {
+    match scale {
         Some(scale) => {
             table.totals.with_attention_scale(scale.forward, scale.backward, scale.tokens)
         }
