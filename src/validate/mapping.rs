@@ -280,7 +280,7 @@ pub(super) fn map_row(
     recipe.other_settings(row, moe, &mut plan);
     let fused_grouped_mlp = moe && recipe.fused_grouped_mlp();
     let recipe_tp_overlap = recipe.tp_comm_overlap(row, tp);
-    recipe.bf16_layers(row, &mut plan);
+    recipe.bf16_layers(row, layers_per_stage, &mut plan);
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
         assumptions.push(text);
     }

@@ -159,12 +159,19 @@ impl<'a> RecipeUse<'a> {
     }
 
     /// The layers the recipe keeps in BF16 at the end of the model, unless the row's settings
-    /// name BF16 layers.
-    pub(super) fn bf16_layers(&mut self, row: &CalibrationRow, plan: &mut PlanSpec) {
+    /// name BF16 layers; not taken (and said so) where they exceed the row's layers per pipeline
+    /// stage, which Megatron-Core refuses.
+    pub(super) fn bf16_layers(&mut self, row: &CalibrationRow, stage: u64, plan: &mut PlanSpec) {
         let Some(n) = self.usable().and_then(|recipe| recipe.settings().bf16_layers_at_end) else {
             return;
         };
         if row.other_settings.to_ascii_lowercase().contains("bf16-layers") {
+            return;
+        }
+        if n > stage {
+            self.dropped.push(format!(
+                "the last {n} layers in BF16 (more than the row's {stage} layers per pipeline stage)"
+            ));
             return;
         }
         plan.bf16_layers_at_end = Some(n as i64);

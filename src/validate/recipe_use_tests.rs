@@ -93,4 +93,13 @@ fn nemotron_3_super_under_nvfp4_keeps_its_last_14_layers_in_bf16() {
     assert!(text.contains("TP communication overlap off"), "{text}");
     let mxfp8 = evaluate(&row("MXFP8"));
     assert!(!mxfp8.assumptions.join("\n").contains("layers in BF16"));
+    // Eight pipeline stages hold 11 of the 88 layers each: the recipe's 14 do not fit one, so
+    // they are not taken, and the row is still priced.
+    let piped = evaluate(&CalibrationRow { pp: "8".into(), ep: "8".into(), ..row("NVFP4") });
+    assert_eq!(piped.skipped_reason, None);
+    let text = piped.assumptions.join("\n");
+    assert!(
+        text.contains("not taken: the last 14 layers in BF16 (more than the row's 11"),
+        "{text}"
+    );
 }
