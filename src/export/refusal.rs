@@ -196,6 +196,20 @@ fn sharding_flag(sharding: Sharding) -> &'static str {
     }
 }
 
+impl Refusal {
+    /// Whether it refuses the model itself, whatever the plan: layer kinds the engine does not
+    /// build.
+    pub fn concerns_model(&self) -> bool {
+        matches!(
+            self,
+            Refusal::LightningAttentionLayers
+                | Refusal::ParallelHybridLayers
+                | Refusal::Mamba1Layers
+                | Refusal::HybridLayers { .. }
+        )
+    }
+}
+
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {

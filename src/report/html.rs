@@ -90,9 +90,14 @@ fn header(out: &mut String, report: &Report) {
     out.push_str("</table>\n");
     match (&report.plan, &report.search) {
         (Some(plan), _) => key_numbers(out, plan),
-        (None, Some(_)) => {
-            out.push_str("<p class=\"warning\">No plan fits: see the rejections below.</p>\n")
-        }
+        (None, Some(search)) => match &search.model_refused {
+            Some(why) => {
+                let _ = writeln!(out, "<p class=\"warning\">{}</p>", escape(why));
+            }
+            None => {
+                out.push_str("<p class=\"warning\">No plan fits: see the rejections below.</p>\n")
+            }
+        },
         (None, None) => {}
     }
     out.push_str("</header>\n");

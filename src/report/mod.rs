@@ -144,6 +144,8 @@ pub struct SearchView {
     pub usable: Bytes,
     /// Rejected candidates by reason.
     pub rejections: Vec<RejectionRow>,
+    /// Why no plan of the model runs on the target engine, when that is why none was found.
+    pub model_refused: Option<String>,
 }
 
 impl SearchView {
@@ -171,6 +173,9 @@ impl SearchView {
             .collect();
         SearchView {
             top,
+            model_refused: report.model_refused().map(|(engine, refusal)| {
+                format!("No plan of this model runs on {}: {refusal}.", engine.name())
+            }),
             considered: report.considered,
             priced: report.priced,
             simulated: report.simulated,

@@ -128,6 +128,22 @@ pub struct SearchReport {
 }
 
 impl SearchReport {
+    /// The target engine's refusal of the model itself, when it left the search nothing to
+    /// price: every candidate that passed the plan rules was refused for the model's layer kinds
+    /// ([`crate::export::Refusal::concerns_model`]).
+    pub fn model_refused(&self) -> Option<(Engine, crate::export::Refusal)> {
+        if self.priced > 0 || !self.plans.is_empty() {
+            return None;
+        }
+        match self.rejections.counts.get(&RejectionKind::UnsupportedByEngine) {
+            Some((_, Rejection::UnsupportedByEngine(unsupported))) => {
+                let first = *unsupported.refusals.first()?;
+                first.concerns_model().then_some((unsupported.engine, first))
+            }
+            _ => None,
+        }
+    }
+
     /// The candidate of one of this report's points.
     pub fn candidate(&self, point: &PricedPoint) -> Candidate {
         point.place().candidate(&self.blocks)

@@ -736,6 +736,24 @@ fn compare_report_has_both_plans_side_by_side() {
 }
 
 #[test]
+fn a_search_for_an_engine_that_builds_no_such_model_says_so_first() {
+    // Jamba's Mamba-1 layers: Megatron-LM builds none, so no plan of the model is for it.
+    let base = "search --model jamba-v0.1 --gpus 64 --seq-len 8192 --global-batch 256";
+    let out = run(&words(base));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert!(
+        out.stdout
+            .contains("No plan of this model runs on megatron: it builds no Mamba-1 (S) layer"),
+        "{}",
+        out.stdout
+    );
+    assert!(!out.stdout.contains("No plan fits"));
+    // A search for any engine ranks its plans.
+    let out = run(&words(&format!("{base} --any-engine --top 1")));
+    assert!(out.stdout.contains("| 1 |"), "{}", out.stdout);
+}
+
+#[test]
 fn a_search_that_finds_no_plan_still_reports_why() {
     let page = report(
         &["search", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8"],
