@@ -460,8 +460,8 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
             "The space is empty: no tp x cp x pp x dp factorization of the GPUs fits the heads, the \
              global batch and the pinned choices (check --gpus, --global-batch and the plan flags).\n",
         );
-    } else if let Some((engine, refusal)) = report.model_refused() {
-        out.push_str(&format!("No plan of this model runs on {}: {refusal}.\n", engine.name()));
+    } else if let Some(why) = report.model_refused() {
+        out.push_str(&format!("{why}\n"));
     } else if report.plans.is_empty() {
         out.push_str("No plan fits: see the rejections below.\n");
     } else {

@@ -173,9 +173,7 @@ impl SearchView {
             .collect();
         SearchView {
             top,
-            model_refused: report.model_refused().map(|(engine, refusal)| {
-                format!("No plan of this model runs on {}: {refusal}.", engine.name())
-            }),
+            model_refused: report.model_refused(),
             considered: report.considered,
             priced: report.priced,
             simulated: report.simulated,

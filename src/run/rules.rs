@@ -732,10 +732,10 @@ fn validate_bf16_layers(
 ) -> (u64, u64) {
     let mut count = |field: &str, value: Option<i64>| match value {
         None | Some(0) => 0,
-        Some(_) if precision.gemm_class() == PrecisionClass::Bits16 => {
+        Some(n) if precision.gemm_class() == PrecisionClass::Bits16 => {
             collector.add(
                 format!("plan.{field}"),
-                value.unwrap_or(0),
+                n,
                 format!("keeps layers in BF16, but the run trains in {} already", precision.name()),
                 "drop it, or train in fp8 / mxfp8 / nvfp4",
             );

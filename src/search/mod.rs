@@ -128,17 +128,21 @@ pub struct SearchReport {
 }
 
 impl SearchReport {
-    /// The target engine's refusal of the model itself, when it left the search nothing to
-    /// price: every candidate that passed the plan rules was refused for the model's layer kinds
+    /// The target engine's refusal of the model itself, as the sentence the text and the HTML
+    /// report lead with, when it left the search nothing to price: every candidate that passed
+    /// the plan rules was refused for the model's layer kinds
     /// ([`crate::export::Refusal::concerns_model`]).
-    pub fn model_refused(&self) -> Option<(Engine, crate::export::Refusal)> {
+    pub fn model_refused(&self) -> Option<String> {
         if self.priced > 0 || !self.plans.is_empty() {
             return None;
         }
         match self.rejections.counts.get(&RejectionKind::UnsupportedByEngine) {
             Some((_, Rejection::UnsupportedByEngine(unsupported))) => {
                 let first = *unsupported.refusals.first()?;
-                first.concerns_model().then_some((unsupported.engine, first))
+                let engine = unsupported.engine.name();
+                first
+                    .concerns_model()
+                    .then(|| format!("No plan of this model runs on {engine}: {first}."))
             }
             _ => None,
         }
