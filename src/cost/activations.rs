@@ -355,7 +355,7 @@ pub fn layer_weight_gradient_input_bytes(run: &Run) -> Bytes {
 
 /// What one micro-batch's layers store, keep and rebuild on one GPU: the per-layer byte counts
 /// of a run, computed once and shared by every segment.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ActivationBytes {
     /// The plan's recomputation.
     recompute: RecomputeKind,
@@ -384,6 +384,10 @@ pub struct ActivationBytes {
     /// A hybrid model's layers by kind, with the plan's selective recompute (`None` for other
     /// models).
     sublayers: Option<[Bytes; SUBLAYER_KINDS]>,
+    /// The same counts for the layers the plan keeps in BF16 under a low-precision recipe, whose
+    /// GEMM inputs are stored in BF16 ([`crate::plan::Plan::bf16_layers`]; `None` when it keeps
+    /// none).
+    bf16: Option<Box<ActivationBytes>>,
 }
 
 impl ActivationBytes {
@@ -463,6 +467,8 @@ impl ActivationBytes {
             recompute_working,
             logits: logits_bytes(run),
             sublayers,
+            bf16: (plan.bf16_layers() != (0, 0))
+                .then(|| Box::new(ActivationBytes::new(&run.in_bf16()))),
         }
     }
 
@@ -482,11 +488,24 @@ impl ActivationBytes {
     }
 
     /// What one micro-batch's transformer layers of a segment store, and the part of it the
-    /// offloaded layers move to host memory. Under full recompute the offloaded layers are
+    /// offloaded layers move to host memory; layers kept in BF16 store their GEMM inputs in BF16. Under full recompute the offloaded layers are
     /// among those that keep their activations (a recomputed layer keeps only its input, which
     /// stays): a share of the segment's layers up to all that are not recomputed, so recompute
     /// and offload split the layers between them, as MEMO splits a layer's tokens.
     fn layers_kept_and_offloaded(&self, segment: &Segment) -> (Bytes, Bytes) {
+        match &self.bf16 {
+            Some(bf16) if segment.bf16.layers > 0.0 => {
+                let (rest, kept) = segment.split_bf16();
+                let (rest_stored, rest_offloaded) = self.own_kept_and_offloaded(&rest);
+                let (kept_stored, kept_offloaded) = bf16.own_kept_and_offloaded(&kept);
+                (rest_stored + kept_stored, rest_offloaded + kept_offloaded)
+            }
+            _ => self.own_kept_and_offloaded(segment),
+        }
+    }
+
+    /// [`Self::layers_kept_and_offloaded`] for a segment of this precision's layers only.
+    fn own_kept_and_offloaded(&self, segment: &Segment) -> (Bytes, Bytes) {
         let in_layers = self.stored_in_layers(segment);
         if self.offload_share <= 0.0 {
             return (in_layers, Bytes::ZERO);

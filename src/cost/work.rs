@@ -99,12 +99,8 @@ impl Tables {
         let part = |table, count, layer| Part { table, count, layer };
         let mut parts = ArrayVec::new();
         // The layers kept in BF16 are priced by the BF16 tables, the rest by the run's own.
-        let kept = &segment.bf16;
-        let rest = LayerCounts {
-            layers: segment.layers - kept.layers,
-            dense: segment.dense_layers - kept.dense,
-            sublayers: std::array::from_fn(|i| segment.sublayers[i] - kept.sublayers[i]),
-        };
+        let (rest, kept) = segment.split_bf16();
+        let (rest, kept) = (rest.counts(), kept.counts());
         let own = LayerTablesRef {
             layer: &self.layer,
             dense_layer: self.dense_layer.as_ref(),
@@ -124,8 +120,8 @@ impl Tables {
                 dense_layer: bf16.dense_layer.as_ref(),
                 sublayers: bf16.sublayers.as_deref(),
             };
-            tables.push_transformer(kept, &mut parts);
-            tables.push_sublayers(kept, &mut parts);
+            tables.push_transformer(&kept, &mut parts);
+            tables.push_sublayers(&kept, &mut parts);
         }
         parts
     }
@@ -226,6 +222,39 @@ pub struct Segment {
     pub first: bool,
     /// Whether it holds the final norm, logits and loss.
     pub last: bool,
+}
+
+impl Segment {
+    /// The layers priced in the run's own precision and those kept in BF16, as two segments:
+    /// the embedding and the head stay with the first, and a full recompute's layers are shared
+    /// between them in proportion to their layers.
+    pub fn split_bf16(&self) -> (Segment, Segment) {
+        let kept = self.bf16;
+        let share = if self.layers > 0.0 { kept.layers / self.layers } else { 0.0 };
+        let rest = Segment {
+            layers: self.layers - kept.layers,
+            dense_layers: self.dense_layers - kept.dense,
+            sublayers: std::array::from_fn(|i| self.sublayers[i] - kept.sublayers[i]),
+            bf16: LayerCounts::default(),
+            recomputed_layers: self.recomputed_layers * (1.0 - share),
+            ..*self
+        };
+        let bf16 = Segment {
+            layers: kept.layers,
+            dense_layers: kept.dense,
+            sublayers: kept.sublayers,
+            bf16: LayerCounts::default(),
+            recomputed_layers: self.recomputed_layers * share,
+            first: false,
+            last: false,
+        };
+        (rest, bf16)
+    }
+
+    /// Its layers by the table that prices them.
+    fn counts(&self) -> LayerCounts {
+        LayerCounts { layers: self.layers, dense: self.dense_layers, sublayers: self.sublayers }
+    }
 }
 
 /// One micro-batch's work through a segment, by phase.

@@ -3,6 +3,7 @@
 //! BF16 tables, on the pipeline stage that holds it, and only Megatron-LM's export takes them.
 
 use meshplan::closed_form;
+use meshplan::cost::activations::stored_activation_bytes;
 use meshplan::cost::work::stage_segments;
 use meshplan::export::{Engine, export};
 use meshplan::hardware::ClusterSpec;
@@ -47,6 +48,26 @@ fn each_layer_kept_in_bf16_costs_a_bf16_layer_instead_of_an_fp8_one() {
         let n = (kept.0 + kept.1) as f64;
         let expected = fp8 + n / 32.0 * (bf16 - fp8);
         let actual = step(&llama(Precision::Fp8Current, 1, kept));
+        assert!((actual / expected - 1.0).abs() < 1e-9, "{kept:?}: {actual} vs {expected}");
+    }
+}
+
+#[test]
+fn each_layer_kept_in_bf16_stores_its_gemm_inputs_in_bf16() {
+    // Without recompute or a pipeline a micro-batch stores every layer's activations: keeping n
+    // of 32 layers in BF16 moves them n / 32 of the way from all-FP8 (one-byte GEMM inputs) to
+    // all-BF16 (two-byte ones).
+    let stored = |spec: &RunSpec| {
+        let run = Run::from_spec(spec).unwrap();
+        stored_activation_bytes(&run, &stage_segments(&run)[0]).value()
+    };
+    let fp8 = stored(&llama(Precision::Fp8Current, 1, (0, 0)));
+    let bf16 = stored(&llama(Precision::Bf16, 1, (0, 0)));
+    assert!(bf16 > fp8 * 1.1, "BF16 GEMM inputs are wider: {bf16} vs {fp8}");
+    for kept in [(1, 1), (0, 4), (8, 8)] {
+        let n = (kept.0 + kept.1) as f64;
+        let expected = fp8 + n / 32.0 * (bf16 - fp8);
+        let actual = stored(&llama(Precision::Fp8Current, 1, kept));
         assert!((actual / expected - 1.0).abs() < 1e-9, "{kept:?}: {actual} vs {expected}");
     }
 }
