@@ -9,7 +9,7 @@ use crate::cost::layer::{self, OpTable, OpTotals, Phase, PhaseTimes, Rerun, Rows
 use crate::cost::sublayer::sublayer;
 use crate::model::{SUBLAYER_KINDS, Sublayer, SublayerCounts};
 use crate::plan::RecomputeKind;
-use crate::run::Run;
+use crate::run::{LayerMix, Run};
 use crate::units::{Bytes, Seconds};
 
 /// Fraction of a compute window that can hide communication: collective kernels take SMs and
@@ -170,6 +170,12 @@ pub struct LayerCounts {
     pub dense: f64,
     /// A hybrid model's layers by kind ([`Sublayer::index`]).
     pub sublayers: SublayerCounts,
+}
+
+impl From<LayerMix> for LayerCounts {
+    fn from(mix: LayerMix) -> LayerCounts {
+        LayerCounts { layers: mix.layers as f64, dense: mix.dense as f64, sublayers: mix.sublayers }
+    }
 }
 
 /// One set of layer tables, borrowed.
@@ -420,15 +426,11 @@ pub fn stage_segments(run: &Run) -> Vec<Segment> {
         .iter()
         .enumerate()
         .map(|(stage, counts)| Segment {
-            layers: counts.layers as f64,
-            dense_layers: counts.dense as f64,
-            sublayers: counts.sublayers,
-            bf16: LayerCounts {
-                layers: counts.bf16_layers as f64,
-                dense: counts.bf16_dense as f64,
-                sublayers: counts.bf16_sublayers,
-            },
-            recomputed_layers: recompute.min(counts.layers as f64),
+            layers: counts.all.layers as f64,
+            dense_layers: counts.all.dense as f64,
+            sublayers: counts.all.sublayers,
+            bf16: counts.bf16.into(),
+            recomputed_layers: recompute.min(counts.all.layers as f64),
             first: stage == 0,
             last: stage == last,
         })
@@ -442,25 +444,19 @@ pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
     let layers = run.path_layers(positions);
     let stage_layers = layers.iter().sum::<u64>() as f64 / plan.pp() as f64;
     let recompute_fraction = (plan.recompute_num_layers() as f64 / stage_layers).min(1.0);
-    let moe = run.model().moe().is_some();
     let mut first_layer = 0;
     layers
         .iter()
         .enumerate()
         .map(|(position, &count)| {
-            let dense = if moe { run.dense_layers_in(first_layer, count) } else { 0 };
-            let sublayers = run.sublayers_in(first_layer, count);
+            let mix = run.layers_in(first_layer, count);
             let kept = run.bf16_layers_in(first_layer, count);
             first_layer += count;
             Segment {
                 layers: count as f64,
-                dense_layers: dense as f64,
-                sublayers,
-                bf16: LayerCounts {
-                    layers: kept.layers as f64,
-                    dense: kept.dense as f64,
-                    sublayers: kept.sublayers,
-                },
+                dense_layers: mix.dense as f64,
+                sublayers: mix.sublayers,
+                bf16: kept.into(),
                 recomputed_layers: count as f64 * recompute_fraction,
                 first: position == 0,
                 last: position as u64 + 1 == positions,

@@ -46,22 +46,37 @@ pub struct RunSpec {
     pub data: Option<DataSpec>,
 }
 
-/// The layers one GPU of a pipeline stage holds ([`Run::stage_layer_counts`]).
+/// Layers counted by the table that prices them: all of them, those with a dense MLP in an MoE
+/// model, and a hybrid model's kinds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StageLayers {
-    /// Transformer layers over all its virtual chunks.
+pub struct LayerMix {
+    /// Transformer layers (every layer of a hybrid model).
     pub layers: u64,
     /// Layers among them with a dense MLP in an MoE model (0 for dense models).
     pub dense: u64,
     /// A hybrid model's layers of each kind (all zero otherwise; they sum to `layers` when the
     /// model is hybrid).
     pub sublayers: crate::model::SublayerCounts,
-    /// Layers among them kept in BF16 under a low-precision recipe ([`Plan::bf16_layers`]).
-    pub bf16_layers: u64,
-    /// Dense-MLP layers among those.
-    pub bf16_dense: u64,
-    /// A hybrid model's kinds among those.
-    pub bf16_sublayers: crate::model::SublayerCounts,
+}
+
+impl LayerMix {
+    /// Adds `other`'s layers to these.
+    pub fn add(&mut self, other: LayerMix) {
+        self.layers += other.layers;
+        self.dense += other.dense;
+        for (total, add) in self.sublayers.iter_mut().zip(other.sublayers) {
+            *total += add;
+        }
+    }
+}
+
+/// The layers one GPU of a pipeline stage holds ([`Run::stage_layer_counts`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StageLayers {
+    /// Every layer, over all its virtual chunks.
+    pub all: LayerMix,
+    /// Those among them kept in BF16 under a low-precision recipe ([`Plan::bf16_layers`]).
+    pub bf16: LayerMix,
 }
 
 /// A validated run.
@@ -243,24 +258,28 @@ impl Run {
 
     /// The layers kept in BF16 among the `count` layers from layer `first`: how many, how many
     /// of them have a dense MLP in an MoE model, and a hybrid model's kinds among them.
-    pub fn bf16_layers_in(&self, first: u64, count: u64) -> StageLayers {
+    pub fn bf16_layers_in(&self, first: u64, count: u64) -> LayerMix {
         let (start, end) = self.plan.bf16_layers;
         let layers = self.model.num_layers();
-        let moe = self.model.moe().is_some();
-        let mut out = StageLayers::default();
+        let mut out = LayerMix::default();
         let last = first.saturating_add(count);
         for (from, to) in [(0, start), (layers.saturating_sub(end), layers)] {
             let (a, b) = (from.max(first), to.min(last));
-            if a >= b {
-                continue;
-            }
-            out.layers += b - a;
-            out.dense += if moe { self.dense_layers_in(a, b - a) } else { 0 };
-            for (total, add) in out.sublayers.iter_mut().zip(self.sublayers_in(a, b - a)) {
-                *total += add;
+            if a < b {
+                out.add(self.layers_in(a, b - a));
             }
         }
         out
+    }
+
+    /// The `count` layers from layer `first`: how many have a dense MLP in an MoE model, and a
+    /// hybrid model's kinds among them.
+    pub fn layers_in(&self, first: u64, count: u64) -> LayerMix {
+        LayerMix {
+            layers: count,
+            dense: if self.model.moe().is_some() { self.dense_layers_in(first, count) } else { 0 },
+            sublayers: self.sublayers_in(first, count),
+        }
     }
 
     /// Tokens of one micro-batch on one GPU: micro batch x sequence, split across CP ranks.
@@ -270,7 +289,7 @@ impl Run {
 
     /// Transformer layers held by one GPU of pipeline stage `stage` (over all its virtual chunks).
     pub fn stage_layers(&self, stage: u64) -> u64 {
-        self.stage_layer_counts()[stage as usize].layers
+        self.stage_layer_counts()[stage as usize].all.layers
     }
 
     /// The transformer layers, and the dense-MLP layers among them, that one GPU of each pipeline
@@ -279,7 +298,10 @@ impl Run {
         let (pp, vp) = (self.plan.pp, self.plan.vp);
         let positions = (pp * vp).max(1);
         let layers = self.model.num_layers();
-        let stage = |layers| StageLayers { layers, ..StageLayers::default() };
+        let stage = |layers| StageLayers {
+            all: LayerMix { layers, ..LayerMix::default() },
+            ..StageLayers::default()
+        };
         // The even splits in closed form (an estimate of a deep interleaved pipeline walked its
         // hundreds of chunks here); the balanced split from its chunks.
         let mut stages: Vec<StageLayers> = match self.plan.pipeline_split {
@@ -295,48 +317,25 @@ impl Run {
             PipelineSplit::Balanced => {
                 let mut stages = vec![StageLayers::default(); pp as usize];
                 for (position, count) in self.path_layers(positions).into_iter().enumerate() {
-                    stages[position % pp as usize].layers += count;
+                    stages[position % pp as usize].all.layers += count;
                 }
                 stages
             }
         };
-        // An MoE model's dense-MLP layers lead the model: walk the chunks that hold them.
-        if let Some(moe) = self.model.moe()
-            && moe.dense_layers > 0
-        {
-            let path = self.path_layers(positions);
+        // One walk along the chunks counts what the layer numbers decide: an MoE model's
+        // dense-MLP layers (which lead the model, so their walk stops after them), a hybrid
+        // model's kinds and the layers kept in BF16 (which lead and close it).
+        let dense_layers = self.model.moe().map_or(0, |moe| moe.dense_layers);
+        let whole_walk = self.plan.bf16_layers != (0, 0) || self.model.hybrid().is_some();
+        if whole_walk || dense_layers > 0 {
             let mut first = 0;
-            for (position, count) in path.into_iter().enumerate() {
-                if first >= moe.dense_layers {
+            for (position, count) in self.path_layers(positions).into_iter().enumerate() {
+                if !whole_walk && first >= dense_layers {
                     break;
                 }
-                stages[position % pp as usize].dense += self.dense_layers_in(first, count);
-                first += count;
-            }
-        }
-        // Layers kept in BF16 lead and close the model: walk the chunks when there are any.
-        if self.plan.bf16_layers != (0, 0) {
-            let mut first = 0;
-            for (position, count) in self.path_layers(positions).into_iter().enumerate() {
-                let kept = self.bf16_layers_in(first, count);
                 let stage = &mut stages[position % pp as usize];
-                stage.bf16_layers += kept.layers;
-                stage.bf16_dense += kept.dense;
-                for (total, add) in stage.bf16_sublayers.iter_mut().zip(kept.sublayers) {
-                    *total += add;
-                }
-                first += count;
-            }
-        }
-        // A hybrid model's kinds follow its pattern: walk every chunk.
-        if let Some(hybrid) = self.model.hybrid() {
-            let mut first = 0;
-            for (position, count) in self.path_layers(positions).into_iter().enumerate() {
-                let counts = hybrid.counts_in(first, count);
-                let stage = &mut stages[position % pp as usize];
-                for (total, add) in stage.sublayers.iter_mut().zip(counts) {
-                    *total += add;
-                }
+                stage.all.add(LayerMix { layers: 0, ..self.layers_in(first, count) });
+                stage.bf16.add(self.bf16_layers_in(first, count));
                 first += count;
             }
         }
@@ -511,14 +510,8 @@ mod tests {
         let mut first = 0;
         for (position, count) in run.path_layers(pp * run.plan().vp()).into_iter().enumerate() {
             let stage = &mut stages[position % pp as usize];
-            stage.layers += count;
-            if run.model().moe().is_some() {
-                stage.dense += run.dense_layers_in(first, count);
-            }
-            let counts = run.sublayers_in(first, count);
-            for (total, add) in stage.sublayers.iter_mut().zip(counts) {
-                *total += add;
-            }
+            stage.all.add(run.layers_in(first, count));
+            stage.bf16.add(run.bf16_layers_in(first, count));
             first += count;
         }
         stages
@@ -567,19 +560,19 @@ mod tests {
                         walked(&run),
                         "{model} {split:?} {pp}x{vp}"
                     );
-                    let total: u64 = run.stage_layer_counts().iter().map(|s| s.layers).sum();
+                    let total: u64 = run.stage_layer_counts().iter().map(|s| s.all.layers).sum();
                     assert!(total <= layers, "{model} {split:?} {pp}x{vp}: {total}");
                     // A hybrid stage's layers are all counted by kind, the model's M, * and -.
                     if run.model().hybrid().is_some() {
                         for stage in run.stage_layer_counts() {
-                            let sum: u64 = stage.sublayers.iter().map(|&n| u64::from(n)).sum();
-                            assert_eq!(sum, stage.layers);
+                            let sum: u64 = stage.all.sublayers.iter().map(|&n| u64::from(n)).sum();
+                            assert_eq!(sum, stage.all.layers);
                         }
                         let kinds = run.stage_layer_counts().iter().fold(
                             [0; crate::model::SUBLAYER_KINDS],
                             |mut sum, s| {
                                 (0..crate::model::SUBLAYER_KINDS)
-                                    .for_each(|k| sum[k] += s.sublayers[k]);
+                                    .for_each(|k| sum[k] += s.all.sublayers[k]);
                                 sum
                             },
                         );
