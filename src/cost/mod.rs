@@ -39,3 +39,5 @@ mod context_parallel_tests;
 mod eager_ops_tests;
 #[cfg(test)]
 mod selective_and_offload_tests;
+#[cfg(test)]
+mod tp_overlap_tests;

@@ -18,7 +18,7 @@ use crate::units::{Bytes, Seconds};
 pub const OVERLAP_EFFICIENCY: f64 = 1.0 / 1.15;
 /// Fraction of TP communication hidden by `--tp-comm-overlap` (Transformer Engine userbuffers
 /// pipeline the all-gather / reduce-scatter with GEMM chunks; the first and last chunks stay
-/// exposed).
+/// exposed), when the GEMMs last long enough to hide it.
 pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 
 /// The op tables of one run: a transformer layer, the embedding and the head.
@@ -309,8 +309,21 @@ impl Work {
     }
 }
 
-fn exposed_tp(run: &Run, time: Seconds) -> Seconds {
-    if run.plan().tp_comm_overlap() { time * (1.0 - TP_COMM_OVERLAP_HIDDEN) } else { time }
+/// TP communication left exposed: all of it, or with `--tp-comm-overlap` what the GEMMs it is
+/// pipelined with cannot hide: at most [`TP_COMM_OVERLAP_HIDDEN`] of it, and no more than those
+/// GEMMs' time at [`OVERLAP_EFFICIENCY`] (a chunk's transfer runs beside the next chunk's GEMM).
+fn exposed_tp(run: &Run, time: Seconds, gemms: Seconds) -> Seconds {
+    if run.plan().tp_comm_overlap() {
+        time - (time * TP_COMM_OVERLAP_HIDDEN).min(gemms * OVERLAP_EFFICIENCY)
+    } else {
+        time
+    }
+}
+
+/// [`exposed_tp`] of one phase of a table: its forward GEMMs, or its backward's input- and
+/// weight-gradient GEMMs, hide its collectives.
+fn exposed_tp_of(run: &Run, times: &PhaseTimes) -> Seconds {
+    exposed_tp(run, times.tp, times.gemm + times.weight_gradient)
 }
 
 /// Ring attention overlaps each key/value transfer with the attention block it feeds (and
@@ -373,7 +386,9 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
                     r.ep
                 }
             };
-            (rerun(&|r| r.compute), rerun(&|r| r.tp), rerun(&ep), rerun(&|r| r.attention))
+            // A rerun counts its GEMMs with its element-wise kernels: both bound the overlap.
+            let tp = |r: &Rerun| exposed_tp(run, r.tp, r.compute - r.attention);
+            (rerun(&|r| r.compute), rerun(&tp), rerun(&ep), rerun(&|r| r.attention))
         }
         // Half the matmuls and every element-wise op (the attention and recurrent kernels' outputs
         // are stored); collective outputs are among what the policy stores, so no communication
@@ -386,12 +401,12 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
         ),
         RecomputeKind::Full => (
             layers_only(&|t| t.compute) * share,
-            layers_only(&|t| t.tp) * share,
+            layers_only(&|t| exposed_tp_of(run, t)) * share,
             layers_only(&|t| exposed_ep(run, t)) * share,
             layers_only(&|t| t.attention) * share,
         ),
     };
-    let tp = |phase: Phase| exposed_tp(run, sum(phase, &|t| t.tp));
+    let tp = |phase: Phase| sum(phase, &|t| exposed_tp_of(run, t));
     let local_share = 1.0 / run.plan().cp_ring().max(1) as f64;
     let ep = |phase: Phase| sum(phase, &|t| exposed_ep(run, t));
     Work {
@@ -402,7 +417,7 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
         backward: sum(Phase::Backward, &|t| t.compute),
         weight_gradient: sum(Phase::Backward, &|t| t.weight_gradient),
         recompute,
-        backward_tp: tp(Phase::Backward) + exposed_tp(run, recompute_tp),
+        backward_tp: tp(Phase::Backward) + recompute_tp,
         backward_cp: sum(Phase::Backward, &|t| exposed_cp(t, local_share)),
         backward_ep: ep(Phase::Backward) + recompute_ep,
         forward_attention: sum(Phase::Forward, &|t| t.attention) + recompute_attention,
