@@ -85,11 +85,15 @@ impl Recipe {
         self.models.get(index).map_or("", String::as_str)
     }
 
+    /// Whether it covers runs of this model on this GPU preset (at some precision and GPU count).
+    pub fn covers_model_on(&self, model: &str, gpu: &str) -> bool {
+        self.model_keys.contains(&model_key(model))
+            && self.gpus.iter().any(|g| g.eq_ignore_ascii_case(gpu.trim()))
+    }
+
     /// Whether it covers a run of this model, GPU preset, precision and GPU count.
     pub fn covers(&self, model: &str, gpu: &str, precision: Precision, num_gpus: u64) -> bool {
-        let key = model_key(model);
-        self.model_keys.contains(&key)
-            && self.gpus.iter().any(|g| g.eq_ignore_ascii_case(gpu.trim()))
+        self.covers_model_on(model, gpu)
             && self.precisions.as_ref().is_none_or(|list| list.contains(&precision))
             && self.num_gpus.as_ref().is_none_or(|list| list.contains(&num_gpus))
     }

@@ -18,17 +18,18 @@ use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
 use super::recipe_use::RecipeUse;
 use super::row::{CalibrationRow, count, positive};
+use super::row_precision::precision;
 use super::row_settings::{experts_plan, recompute, sharding, stated_recompute};
 use super::stated_kernel::stated_attention;
 use super::structure;
 use crate::estimate::estimate_simulated_with;
 use crate::hardware::{ClusterSpec, Generation};
 use crate::model::{MlpKind, ModelSpec, NormKind, PositionEmbedding};
-use crate::plan::{PipelineSplit, PlanSpec, Precision, RecomputeKind, TrainingSpec};
+use crate::plan::{PipelineSplit, PlanSpec, RecomputeKind, TrainingSpec};
 use crate::presets::{self, StackCatalog};
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
-use crate::stack::{AttentionKernel, Stack, StackDefaults};
+use crate::stack::{AttentionKernel, Stack};
 
 /// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor. Fitted by
 /// `calibrate.rs`, applied here to the GPU a row maps to.
@@ -489,55 +490,10 @@ fn model_spec(row: &CalibrationRow, assumptions: &mut Vec<String>) -> Result<Mod
     })
 }
 
-fn precision(
-    row: &CalibrationRow,
-    stack: &Stack,
-    defaults: &StackDefaults,
-    gpu: &str,
-    assumptions: &mut Vec<String>,
-) -> Result<Precision, String> {
-    let text = row.precision.trim().to_ascii_lowercase();
-    let blackwell = gpu.starts_with('b') || gpu.starts_with("gb");
-    let precision = if text.is_empty() {
-        assumptions.push(format!(
-            "precision {} ({} default)",
-            defaults.precision.name(),
-            stack.id()
-        ));
-        defaults.precision
-    } else if text.contains("nvfp4") {
-        Precision::Nvfp4
-    } else if text.contains("block-scaled") || text.contains("blockwise") {
-        // Before MXFP8: a block-scaled row may name MXFP8 for its Blackwell runs only.
-        if blackwell { Precision::Mxfp8 } else { Precision::Fp8Blockwise }
-    } else if text.contains("mxfp8") || text.contains("fp8-mx") {
-        Precision::Mxfp8
-    } else if text.contains("fp8-cs") || text.contains("current scaling") || text.contains("float8")
-    {
-        Precision::Fp8Current
-    } else if text.contains("fp8") && text.contains("te hybrid") {
-        Precision::Fp8Delayed
-    } else if text.contains("fp8") {
-        let fp8 = defaults.fp8.ok_or_else(|| {
-            format!("precision `{}` names no FP8 recipe and {} has none", row.precision, stack.id())
-        })?;
-        if text == "fp8" {
-            assumptions.push(format!("FP8 recipe {} ({} default)", fp8.name(), stack.id()));
-        }
-        fp8
-    } else if text.contains("fp16") {
-        Precision::Fp16
-    } else if text.contains("bf16") || text.starts_with("amp") {
-        Precision::Bf16
-    } else {
-        return Err(format!("precision `{}` (full fp32 training) is not modelled", row.precision));
-    };
-    Ok(precision)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::Precision;
 
     fn stacks() -> StackCatalog {
         StackCatalog::builtin().unwrap()

@@ -24,6 +24,7 @@ mod recipe_use;
 #[cfg(test)]
 mod recipe_use_tests;
 mod row;
+mod row_precision;
 mod row_settings;
 mod run_band;
 mod stated_kernel;
