@@ -488,10 +488,11 @@ impl ActivationBytes {
     }
 
     /// What one micro-batch's transformer layers of a segment store, and the part of it the
-    /// offloaded layers move to host memory; layers kept in BF16 store their GEMM inputs in BF16. Under full recompute the offloaded layers are
-    /// among those that keep their activations (a recomputed layer keeps only its input, which
-    /// stays): a share of the segment's layers up to all that are not recomputed, so recompute
-    /// and offload split the layers between them, as MEMO splits a layer's tokens.
+    /// offloaded layers move to host memory; layers kept in BF16 store their GEMM inputs in BF16.
+    /// Under full recompute the offloaded layers are among those that keep their activations (a
+    /// recomputed layer keeps only its input, which stays): a share of the segment's layers up to
+    /// all that are not recomputed, so recompute and offload split the layers between them, as
+    /// MEMO splits a layer's tokens.
     fn layers_kept_and_offloaded(&self, segment: &Segment) -> (Bytes, Bytes) {
         match &self.bf16 {
             Some(bf16) if segment.bf16.layers > 0.0 => {
