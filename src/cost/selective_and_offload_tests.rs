@@ -107,7 +107,7 @@ fn moe_modules_free_the_routed_rows_and_the_whole_block_includes_its_activation(
     assert_eq!(recompute(&both), recompute(&moe));
     // The activation's rerun is the expert activation kernel's forward.
     let tables = Tables::new(&act);
-    let rerun = tables.layer.selective_rerun(act.plan().recompute_modules());
+    let rerun = tables.layers.layer.selective_rerun(act.plan().recompute_modules());
     assert_eq!(rerun.compute, forward_time(&act, false, &["expert-activation"]));
 }
 

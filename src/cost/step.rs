@@ -257,7 +257,7 @@ mod tests {
         // The attention core alone < half the matmuls and the norms < the whole forward.
         assert!(selective < op && op < full, "{selective:?} {op:?} {full:?}");
         let run = run(PlanSpec { recompute: Some(RecomputeKind::Op), ..PlanSpec::default() }, 8, 8);
-        let layer = &crate::cost::work::Tables::new(&run).layer.forward;
+        let layer = &crate::cost::work::Tables::new(&run).layers.layer.forward;
         let gemms = layer.compute - layer.attention - layer.memory;
         let per_layer = gemms * 0.5 + layer.memory;
         let layers = run.model().num_layers() as f64;

@@ -421,7 +421,7 @@ mod tests {
         }
         // Segments of the hybrid price 2 attention and 2 MLP tables, nothing else.
         let tables = Tables::new(&run);
-        assert!(tables.sublayers.is_some());
+        assert!(tables.layers.sublayers.is_some());
     }
 
     #[test]
@@ -662,7 +662,7 @@ mod tests {
         let with = |data: Option<crate::data::DataSpec>| {
             let spec = test_spec("llama3.1-8b", 16, 8192, 64, 1, plan.clone());
             let run = Run::from_spec(&crate::run::RunSpec { model: nano.clone(), data, ..spec });
-            Tables::new(&run.unwrap()).sublayers.unwrap()
+            Tables::new(&run.unwrap()).layers.sublayers.unwrap()
         };
         let documents =
             crate::data::DataSpec { lengths: Some(vec![1024; 64]), ..Default::default() };

@@ -21,14 +21,11 @@ pub const OVERLAP_EFFICIENCY: f64 = 1.0 / 1.15;
 /// exposed), when the GEMMs last long enough to hide it.
 pub const TP_COMM_OVERLAP_HIDDEN: f64 = 0.8;
 
-/// The op tables of one run: a transformer layer, the embedding and the head.
+/// The op tables of one run: its layer tables, the embedding and the head.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Tables {
-    /// One transformer layer: an MoE layer when the model has experts.
-    pub layer: OpTotals,
-    /// One dense-MLP layer of an MoE model (its leading dense layers); `None` for dense models,
-    /// whose `layer` is already dense, and for hybrid models, whose pattern places dense MLPs.
-    pub dense_layer: Option<OpTotals>,
+    /// The run's layer tables, in its own precision.
+    pub layers: LayerTables,
     /// The input embedding (first stage).
     pub embedding: OpTotals,
     /// Final norm, logits and loss (last stage).
@@ -36,8 +33,6 @@ pub struct Tables {
     /// What a multi-token-prediction module adds to its transformer layer and head: the norms
     /// and the `2h -> h` projection.
     pub mtp: OpTotals,
-    /// A hybrid model's layers by kind ([`Sublayer::index`]); `None` for other models.
-    pub sublayers: Option<Box<[OpTotals; SUBLAYER_KINDS]>>,
     /// The same layer tables priced in BF16, for the layers a low-precision plan keeps in BF16
     /// ([`crate::plan::Plan::bf16_layers`]); `None` when it keeps none.
     pub bf16: Option<Box<LayerTables>>,
@@ -46,11 +41,12 @@ pub struct Tables {
 /// A run's layer tables (the transformer layer, its dense-MLP layer, a hybrid model's kinds).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LayerTables {
-    /// The transformer layer.
+    /// One transformer layer: an MoE layer when the model has experts.
     pub layer: OpTotals,
-    /// The dense-MLP layer of an MoE model.
+    /// One dense-MLP layer of an MoE model (its leading dense layers); `None` for dense models,
+    /// whose `layer` is already dense, and for hybrid models, whose pattern places dense MLPs.
     pub dense_layer: Option<OpTotals>,
-    /// A hybrid model's layers by kind.
+    /// A hybrid model's layers by kind ([`Sublayer::index`]); `None` for other models.
     pub sublayers: Option<Box<[OpTotals; SUBLAYER_KINDS]>>,
 }
 
@@ -72,11 +68,9 @@ impl Tables {
     /// ([`crate::cost::document_attention::attention_scale`]).
     pub fn new(run: &Run) -> Tables {
         let scale = crate::cost::document_attention::attention_scale(run);
-        let LayerTables { layer, dense_layer, sublayers } = LayerTables::new(run, scale);
         let priced = |table: OpTable| scaled(scale, table);
         Tables {
-            layer,
-            dense_layer,
+            layers: LayerTables::new(run, scale),
             embedding: priced(layer::embedding(run, Rows::TotalsOnly)),
             head: priced(layer::head(run, Rows::TotalsOnly)),
             // A model without MTP modules runs the table zero times: it is not built.
@@ -85,7 +79,6 @@ impl Tables {
             } else {
                 priced(OpTable::new(Rows::TotalsOnly))
             },
-            sublayers,
             bf16: (run.plan().bf16_layers() != (0, 0))
                 .then(|| Box::new(LayerTables::new(&run.in_bf16(), scale))),
         }
@@ -101,27 +94,17 @@ impl Tables {
         // The layers kept in BF16 are priced by the BF16 tables, the rest by the run's own.
         let (rest, kept) = segment.split_bf16();
         let (rest, kept) = (rest.counts(), kept.counts());
-        let own = LayerTablesRef {
-            layer: &self.layer,
-            dense_layer: self.dense_layer.as_ref(),
-            sublayers: self.sublayers.as_deref(),
-        };
-        own.push_transformer(&rest, &mut parts);
+        self.layers.push_transformer(&rest, &mut parts);
         parts.extend([
             part(&self.embedding, if segment.first { 1.0 } else { 0.0 }, false),
             part(&self.head, if segment.last { 1.0 + mtp } else { 0.0 }, false),
-            part(&self.layer, mtp, false),
+            part(&self.layers.layer, mtp, false),
             part(&self.mtp, mtp, false),
         ]);
-        own.push_sublayers(&rest, &mut parts);
+        self.layers.push_sublayers(&rest, &mut parts);
         if let Some(bf16) = &self.bf16 {
-            let tables = LayerTablesRef {
-                layer: &bf16.layer,
-                dense_layer: bf16.dense_layer.as_ref(),
-                sublayers: bf16.sublayers.as_deref(),
-            };
-            tables.push_transformer(&kept, &mut parts);
-            tables.push_sublayers(&kept, &mut parts);
+            bf16.push_transformer(&kept, &mut parts);
+            bf16.push_sublayers(&kept, &mut parts);
         }
         parts
     }
@@ -178,32 +161,33 @@ impl From<LayerMix> for LayerCounts {
     }
 }
 
-/// One set of layer tables, borrowed.
-struct LayerTablesRef<'a> {
-    layer: &'a OpTotals,
-    dense_layer: Option<&'a OpTotals>,
-    sublayers: Option<&'a [OpTotals; SUBLAYER_KINDS]>,
-}
-
-impl<'a> LayerTablesRef<'a> {
+impl LayerTables {
     /// The transformer layer and the dense-MLP layer, run `counts` times.
-    fn push_transformer(&self, counts: &LayerCounts, parts: &mut ArrayVec<Part<'a>, MAX_PARTS>) {
+    fn push_transformer<'a>(
+        &'a self,
+        counts: &LayerCounts,
+        parts: &mut ArrayVec<Part<'a>, MAX_PARTS>,
+    ) {
         // A hybrid segment's layers are all counted by kind: no transformer layer is left.
-        let transformer = match self.sublayers {
+        let transformer = match &self.sublayers {
             Some(_) => counts.layers - counts.sublayers.iter().map(|&n| f64::from(n)).sum::<f64>(),
             None => counts.layers,
         };
-        let (moe_layers, dense_layers, dense) = match self.dense_layer {
+        let (moe_layers, dense_layers, dense) = match &self.dense_layer {
             Some(dense) => (transformer - counts.dense, counts.dense, dense),
-            None => (transformer, 0.0, self.layer),
+            None => (transformer, 0.0, &self.layer),
         };
-        parts.push(Part { table: self.layer, count: moe_layers, layer: true });
+        parts.push(Part { table: &self.layer, count: moe_layers, layer: true });
         parts.push(Part { table: dense, count: dense_layers, layer: true });
     }
 
     /// A hybrid model's kinds, run `counts` times (nothing for other models).
-    fn push_sublayers(&self, counts: &LayerCounts, parts: &mut ArrayVec<Part<'a>, MAX_PARTS>) {
-        if let Some(tables) = self.sublayers {
+    fn push_sublayers<'a>(
+        &'a self,
+        counts: &LayerCounts,
+        parts: &mut ArrayVec<Part<'a>, MAX_PARTS>,
+    ) {
+        if let Some(tables) = &self.sublayers {
             for (table, &count) in tables.iter().zip(&counts.sublayers) {
                 parts.push(Part { table, count: f64::from(count), layer: true });
             }
