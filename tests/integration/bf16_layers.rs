@@ -6,10 +6,11 @@ use meshplan::closed_form;
 use meshplan::cost::activations::stored_activation_bytes;
 use meshplan::cost::work::stage_segments;
 use meshplan::export::{Engine, export};
-use meshplan::hardware::ClusterSpec;
-use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
+use meshplan::plan::{PlanSpec, Precision};
 use meshplan::presets;
 use meshplan::{Run, RunSpec};
+
+use crate::support::{spec, training};
 
 /// Llama 3.1 8B (32 layers) on 8 H100 at `precision`, keeping `(start, end)` layers in BF16.
 fn llama(precision: Precision, pp: i64, (start, end): (i64, i64)) -> RunSpec {
@@ -19,57 +20,51 @@ fn llama(precision: Precision, pp: i64, (start, end): (i64, i64)) -> RunSpec {
         bf16_layers_at_end: Some(end),
         ..PlanSpec::default()
     };
-    RunSpec {
-        model: presets::model("llama3.1-8b").unwrap(),
-        cluster: ClusterSpec { gpu: presets::gpu("h100-sxm").unwrap(), num_gpus: 8 },
-        training: TrainingSpec {
-            seq_len: 4096,
-            global_batch: 64,
-            micro_batch: Some(1),
-            precision: Some(precision),
-        },
+    spec(
+        presets::model("llama3.1-8b").unwrap(),
+        "h100-sxm",
+        8,
+        training(4096, 64, 1, Some(precision)),
         plan,
-        data: None,
-    }
+    )
 }
 
 fn step(spec: &RunSpec) -> f64 {
     closed_form(&Run::from_spec(spec).unwrap()).time.step_time().value()
 }
 
-#[test]
-fn each_layer_kept_in_bf16_costs_a_bf16_layer_instead_of_an_fp8_one() {
-    // Without a pipeline the step is the sum of its layers: keeping n of 32 in BF16 moves it
-    // n / 32 of the way from the all-FP8 step to the all-BF16 one, whichever end they are at.
-    let fp8 = step(&llama(Precision::Fp8Current, 1, (0, 0)));
-    let bf16 = step(&llama(Precision::Bf16, 1, (0, 0)));
-    assert!(bf16 > fp8 * 1.2, "BF16 GEMMs are slower: {bf16} vs {fp8}");
-    for kept in [(1, 1), (0, 4), (3, 0), (8, 8)] {
+/// Checks that keeping n of Llama 3.1 8B's 32 layers in BF16 moves `measure` n / 32 of the way
+/// from the all-FP8 run to the all-BF16 one, for each `(start, end)` of `kept` (no pipeline, so
+/// every layer counts alike), and returns the all-FP8 and all-BF16 values.
+fn interpolates(measure: impl Fn(&RunSpec) -> f64, kept: &[(i64, i64)]) -> (f64, f64) {
+    let fp8 = measure(&llama(Precision::Fp8Current, 1, (0, 0)));
+    let bf16 = measure(&llama(Precision::Bf16, 1, (0, 0)));
+    for &kept in kept {
         let n = (kept.0 + kept.1) as f64;
         let expected = fp8 + n / 32.0 * (bf16 - fp8);
-        let actual = step(&llama(Precision::Fp8Current, 1, kept));
+        let actual = measure(&llama(Precision::Fp8Current, 1, kept));
         assert!((actual / expected - 1.0).abs() < 1e-9, "{kept:?}: {actual} vs {expected}");
     }
+    (fp8, bf16)
+}
+
+#[test]
+fn each_layer_kept_in_bf16_costs_a_bf16_layer_instead_of_an_fp8_one() {
+    // Without a pipeline the step is the sum of its layers, whichever end they are at.
+    let (fp8, bf16) = interpolates(step, &[(1, 1), (0, 4), (3, 0), (8, 8)]);
+    assert!(bf16 > fp8 * 1.2, "BF16 GEMMs are slower: {bf16} vs {fp8}");
 }
 
 #[test]
 fn each_layer_kept_in_bf16_stores_its_gemm_inputs_in_bf16() {
-    // Without recompute or a pipeline a micro-batch stores every layer's activations: keeping n
-    // of 32 layers in BF16 moves them n / 32 of the way from all-FP8 (one-byte GEMM inputs) to
-    // all-BF16 (two-byte ones).
+    // Without recompute or a pipeline a micro-batch stores every layer's activations: all-FP8
+    // keeps one-byte GEMM inputs, all-BF16 two-byte ones.
     let stored = |spec: &RunSpec| {
         let run = Run::from_spec(spec).unwrap();
         stored_activation_bytes(&run, &stage_segments(&run)[0]).value()
     };
-    let fp8 = stored(&llama(Precision::Fp8Current, 1, (0, 0)));
-    let bf16 = stored(&llama(Precision::Bf16, 1, (0, 0)));
+    let (fp8, bf16) = interpolates(stored, &[(1, 1), (0, 4), (8, 8)]);
     assert!(bf16 > fp8 * 1.1, "BF16 GEMM inputs are wider: {bf16} vs {fp8}");
-    for kept in [(1, 1), (0, 4), (8, 8)] {
-        let n = (kept.0 + kept.1) as f64;
-        let expected = fp8 + n / 32.0 * (bf16 - fp8);
-        let actual = stored(&llama(Precision::Fp8Current, 1, kept));
-        assert!((actual / expected - 1.0).abs() < 1e-9, "{kept:?}: {actual} vs {expected}");
-    }
 }
 
 #[test]
