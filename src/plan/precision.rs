@@ -73,6 +73,12 @@ impl Precision {
         }
     }
 
+    /// Whether the recipe quantizes its weight GEMMs below 16 bits (FP8 or FP4), so that layers
+    /// can be kept out of it in BF16.
+    pub fn is_low_precision(self) -> bool {
+        self.gemm_class() != PrecisionClass::Bits16
+    }
+
     /// Whether the recipe needs the tensor cores' MX block scaling (Blackwell and later).
     pub fn needs_block_scaling(self) -> bool {
         matches!(self, Precision::Mxfp8 | Precision::Nvfp4)

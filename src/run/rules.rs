@@ -2,7 +2,7 @@
 //! single-field bound, every divisibility and precondition, each problem recorded with its field,
 //! value and fix. [`validate_plan`] builds the validated [`Plan`] from them.
 
-use crate::hardware::{Cluster, PrecisionClass};
+use crate::hardware::Cluster;
 use crate::limits::{self, PARALLEL_SIZE, VIRTUAL_STAGES};
 use crate::model::Model;
 use crate::plan::{
@@ -732,7 +732,7 @@ fn validate_bf16_layers(
 ) -> (u64, u64) {
     let mut count = |field: &str, value: Option<i64>| match value {
         None | Some(0) => 0,
-        Some(n) if precision.gemm_class() == PrecisionClass::Bits16 => {
+        Some(n) if !precision.is_low_precision() => {
             collector.add(
                 format!("plan.{field}"),
                 n,

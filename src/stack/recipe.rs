@@ -268,9 +268,8 @@ fn check_settings(
     let recompute_num_layers =
         positive("recompute_num_layers", spec.recompute_num_layers, problems);
     let offload = positive("offload_activation_layers", spec.offload_activation_layers, problems);
-    let low_precision_only = spec.precisions.as_ref().is_some_and(|list| {
-        list.iter().all(|p| p.gemm_class() != crate::hardware::PrecisionClass::Bits16)
-    });
+    let low_precision_only =
+        spec.precisions.as_ref().is_some_and(|list| list.iter().all(|p| p.is_low_precision()));
     if spec.bf16_layers_at_end.is_some() && !low_precision_only {
         problems.add(
             field("bf16_layers_at_end"),
