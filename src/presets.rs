@@ -433,8 +433,29 @@ mod tests {
         assert!(at("nemo-26.04.01", "GPT OSS 120B", "h100-sxm", Precision::Mxfp8).is_none());
         assert!(at("nemo-26.02", "Kimi_K2", "gb300", Precision::Mxfp8).is_none());
         assert!(at("nemo-26.02.01", "Kimi_K2", "gb300", Precision::Mxfp8).is_some());
-        // No B300 column, no recipe for the generic stack.
-        assert!(at("nemo-26.04", "Qwen3_30B_a3B", "b300", Precision::Mxfp8).is_none());
+        // B300 rows: QWEN3_235B_A22B B300 FP8_MX 26.02 is "no CG; EP a2a overlap" (all-to-all);
+        // GPT_OSS_120B B300 BF16 26.04 "CG transformer_engine [attn, moe_router, moe_preprocess];
+        // flex/hybridep"; KIMI_K2 has no B300 row.
+        let qwen = at("nemo-26.02", "Qwen3_235B_a22B", "b300", Precision::Mxfp8).unwrap();
+        assert_eq!(qwen.cuda_graphs, Some(CudaGraphImpl::None));
+        assert_eq!(qwen.expert_dispatch, Some(ExpertDispatch::AllToAll));
+        assert_eq!(qwen.expert_comm_overlap, Some(true));
+        let oss = at("nemo-26.04", "GPT OSS 120B", "b300", Precision::Bf16).unwrap();
+        assert_eq!(oss.cuda_graphs, Some(CudaGraphImpl::TransformerEngine));
+        assert_eq!(
+            oss.cuda_graph_scope,
+            [CudaGraphModule::Attn, CudaGraphModule::MoeRouter, CudaGraphModule::MoePreprocess]
+        );
+        assert_eq!(oss.flex_backend, Some(FlexBackend::Hybridep));
+        assert!(at("nemo-26.06", "Kimi_K2", "b300", Precision::Mxfp8).is_none());
+        // QWEN3_235B_A22B B200 26.02.01 (footnote 1): the base config names DeepEP, the run uses
+        // the all-to-all dispatcher.
+        let b200 = at("nemo-26.02.01", "Qwen3_235B_a22B", "b200", Precision::Mxfp8).unwrap();
+        assert_eq!(
+            (b200.expert_dispatch, b200.flex_backend),
+            (Some(ExpertDispatch::AllToAll), None)
+        );
+        // No recipe for the generic stack.
         assert!(at("generic", "LLAMA3_70B", "gb200", Precision::Bf16).is_none());
     }
 
