@@ -1,6 +1,7 @@
 //! The kernel cost model against kernel times measured on an H100 SXM and an H200
 //! (`measurements/*-kernels.json`, taken with `scripts/measure_kernels.py`): GEMMs by shape in
-//! bf16 and fp8, routed-expert grouped GEMMs, and fused attention by sequence length. A preset's
+//! bf16 and fp8, routed-expert grouped GEMMs, and fused attention by sequence length; and the
+//! Blackwell presets' attention against NVIDIA's published cuDNN measurements. A preset's
 //! efficiencies without its calibration factor are the kernel-level figures, so the model must
 //! reproduce the measured times with no fitted factor.
 
@@ -219,6 +220,56 @@ fn fused_attention_matches_the_measured_times_by_sequence_length() {
             let (median, max) = (errors.abs_quantile(0.5), errors.abs_quantile(1.0));
             assert!(median < 0.05, "{} {phase}: median |error| {median:.3}", gpu.name());
             assert!(max < 0.2, "{} {phase}: max |error| {max:.3}", gpu.name());
+        }
+    }
+}
+
+/// cuDNN's fused attention on Blackwell as NVIDIA measured it (NVIDIA/cudnn-frontend
+/// `benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_{B200,GB300}.csv`,
+/// backend `pyt_cudnn`: causal BF16, one sequence, 128 query and 8 key/value heads of 128), as
+/// `(sequence length, forward TFLOP/s, backward TFLOP/s)` counted as meshplan counts them (the
+/// backward at 2.5 forwards). The B200 file ran cuDNN 9.10, the GB300 one cuDNN 9.13.
+const B200_CUDNN: [(f64, f64, f64); 4] = [
+    (4096.0, 855.678, 701.265),
+    (8192.0, 1171.278, 942.509),
+    (16384.0, 1332.415, 1074.776),
+    (32768.0, 1419.0, 1108.688),
+];
+/// See [`B200_CUDNN`].
+const GB300_CUDNN: [(f64, f64, f64); 4] = [
+    (4096.0, 1144.867, 892.572),
+    (8192.0, 1495.674, 1130.076),
+    (16384.0, 1702.463, 1267.827),
+    (32768.0, 1795.879, 1319.161),
+];
+
+/// Each Blackwell preset's attention, without its calibration factor, against NVIDIA's cuDNN
+/// measurement of its silicon: GB200 and B300 take B200's and GB300's fractions of peak, so their
+/// measured rates are scaled by the ratio of the peaks.
+#[test]
+fn blackwell_attention_matches_nvidias_cudnn_benchmark() {
+    let cases = [
+        ("b200", B200_CUDNN, 1.0),
+        ("gb200", B200_CUDNN, 2500.0 / 2250.0),
+        ("gb300", GB300_CUDNN, 1.0),
+        ("b300", GB300_CUDNN, 2250.0 / 2500.0),
+    ];
+    for (preset, measured, peak_ratio) in cases {
+        let mut spec = presets::gpu(preset).unwrap();
+        spec.efficiency.calibration = None;
+        let gpu = Gpu::from_spec(&spec).unwrap();
+        for (seq, forward, backward) in measured {
+            // 128 heads of 128, causal: 4 s^2 d h / 2.
+            let flops = 4.0 * seq * seq * 128.0 * 128.0 / 2.0;
+            let f = attention_forward_time(&gpu, Flops::new(flops), seq, 128.0, 1.0);
+            let b = attention_backward_time(&gpu, Flops::new(flops), seq, 128.0, 1.0);
+            let f_measured = flops / (forward * peak_ratio * 1e12);
+            let b_measured = 2.5 * flops / (backward * peak_ratio * 1e12);
+            for (phase, e) in
+                [("forward", error(f, f_measured)), ("backward", error(b, b_measured))]
+            {
+                assert!(e.abs() < 0.04, "{preset} {phase} at {seq}: error {e:+.3}");
+            }
         }
     }
 }
