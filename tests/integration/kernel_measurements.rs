@@ -224,23 +224,24 @@ fn fused_attention_matches_the_measured_times_by_sequence_length() {
     }
 }
 
-/// cuDNN's fused attention on Blackwell as NVIDIA measured it (NVIDIA/cudnn-frontend
-/// `benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_{B200,GB300}.csv`,
-/// backend `pyt_cudnn`: causal BF16, one sequence, 128 query and 8 key/value heads of 128), as
-/// `(sequence length, forward TFLOP/s, backward TFLOP/s)` counted as meshplan counts them (the
-/// backward at 2.5 forwards). The B200 file ran cuDNN 9.10, the GB300 one cuDNN 9.13.
+/// cuDNN's fused attention on Blackwell as NVIDIA measured it through the cuDNN frontend graph
+/// API, the way Transformer Engine calls it (NVIDIA/cudnn-frontend
+/// `benchmark/sdpa_benchmark_training/artifacts/sdpa_fp8_benchmark_results_NVIDIA_{B200,GB300}.csv`,
+/// the bf16 rows; cuDNN 9.13.1 in the PyTorch 25.09 container): causal, one sequence, 128 query
+/// and 8 key/value heads of 128, as `(sequence length, forward TFLOP/s, backward TFLOP/s)`
+/// counted as meshplan counts them (the backward at 2.5 forwards).
 const B200_CUDNN: [(f64, f64, f64); 4] = [
-    (4096.0, 855.678, 701.265),
-    (8192.0, 1171.278, 942.509),
-    (16384.0, 1332.415, 1074.776),
-    (32768.0, 1419.0, 1108.688),
+    (4096.0, 1141.140, 832.907),
+    (8192.0, 1384.231, 994.850),
+    (16384.0, 1475.253, 1151.690),
+    (32768.0, 1514.764, 1180.250),
 ];
 /// See [`B200_CUDNN`].
 const GB300_CUDNN: [(f64, f64, f64); 4] = [
-    (4096.0, 1144.867, 892.572),
-    (8192.0, 1495.674, 1130.076),
-    (16384.0, 1702.463, 1267.827),
-    (32768.0, 1795.879, 1319.161),
+    (4096.0, 1445.205, 941.941),
+    (8192.0, 1716.056, 1150.498),
+    (16384.0, 1835.897, 1290.765),
+    (32768.0, 1883.525, 1350.128),
 ];
 
 /// Each Blackwell preset's attention, without its calibration factor, against NVIDIA's cuDNN
