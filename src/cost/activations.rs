@@ -514,7 +514,7 @@ impl ActivationBytes {
         if self.recompute != RecomputeKind::Full {
             return (in_layers, in_layers * self.offload_share);
         }
-        let layers = segment.layers;
+        let layers = segment.all.layers;
         let full = layers - segment.recomputed_layers.min(layers);
         (in_layers, self.unrecomputed_layer(segment) * (self.offload_share * layers).min(full))
     }
@@ -522,12 +522,12 @@ impl ActivationBytes {
     /// What one layer of a segment stores without recompute, on average over its layers (a
     /// hybrid segment's kinds, an MoE segment's dense and MoE layers).
     fn unrecomputed_layer(&self, segment: &Segment) -> Bytes {
-        let layers = segment.layers;
+        let layers = segment.all.layers;
         if let Some(kinds) = &self.sublayers {
             return self.sublayer_bytes(segment, kinds) / layers.max(1.0);
         }
         if self.moe {
-            let dense = segment.dense_layers.min(layers);
+            let dense = segment.all.dense.min(layers);
             (self.dense_layer * dense + self.moe_layer * (layers - dense)) / layers.max(1.0)
         } else {
             self.dense_layer
@@ -536,12 +536,12 @@ impl ActivationBytes {
 
     /// What a hybrid segment's layers store without recompute, kind by kind.
     fn sublayer_bytes(&self, segment: &Segment, kinds: &[Bytes]) -> Bytes {
-        segment.sublayers.iter().zip(kinds).map(|(&n, &bytes)| bytes * f64::from(n)).sum()
+        segment.all.sublayers.iter().zip(kinds).map(|(&n, &bytes)| bytes * f64::from(n)).sum()
     }
 
     /// What one micro-batch's transformer layers of a segment store.
     fn stored_in_layers(&self, segment: &Segment) -> Bytes {
-        let layers = segment.layers;
+        let layers = segment.all.layers;
         match (&self.sublayers, self.recompute) {
             (_, RecomputeKind::Full) => {
                 let recomputed = segment.recomputed_layers.min(layers);
@@ -553,7 +553,7 @@ impl ActivationBytes {
                 self.unrecomputed_layer(segment) * layers
             }
             (None, RecomputeKind::Op) => {
-                let dense = if self.moe { segment.dense_layers.min(layers) } else { layers };
+                let dense = if self.moe { segment.all.dense.min(layers) } else { layers };
                 self.op_dense_layer * dense + self.op_moe_layer * (layers - dense)
             }
         }

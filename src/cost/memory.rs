@@ -201,9 +201,9 @@ pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) ->
     let h = model.hidden_size() as f64;
     let moe = layer.moe_layer;
     let (moe_layers, dense_layers) = if model.moe().is_some() {
-        (segment.layers - segment.dense_layers, segment.dense_layers)
+        (segment.all.layers - segment.all.dense, segment.all.dense)
     } else {
-        (0.0, segment.layers)
+        (0.0, segment.all.layers)
     };
     // A hybrid model's layers are all counted by kind below.
     let (moe_layers, dense_layers) =
@@ -213,7 +213,7 @@ pub fn segment_params_with(run: &Run, layer: &LayerParams, segment: &Segment) ->
         expert: moe_layers * moe.expert,
     };
     if model.hybrid().is_some() {
-        for (count, kind) in segment.sublayers.iter().zip(&layer.sublayers) {
+        for (count, kind) in segment.all.sublayers.iter().zip(&layer.sublayers) {
             params.dense += f64::from(*count) * kind.dense;
             params.expert += f64::from(*count) * kind.expert;
         }
@@ -267,7 +267,7 @@ pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
         .iter()
         .zip(0..)
         .map(|(segment, stage)| {
-            let states = model_state_memory(run, segment_params(run, segment), segment.layers);
+            let states = model_state_memory(run, segment_params(run, segment), segment.all.layers);
             let stored = activations.stored(segment);
             let tokens = TokenPeaks::of(run, run.plan().balance_window(), stage);
             let breakdown = stage_peak(run, stage, tokens, states, stored, &activations);
@@ -434,7 +434,7 @@ pub fn model_states_peak(run: &Run) -> Bytes {
     stage_segments(run)
         .iter()
         .map(|segment| {
-            let states = model_state_memory(run, segment_params(run, segment), segment.layers);
+            let states = model_state_memory(run, segment_params(run, segment), segment.all.layers);
             with_fragmentation(states).fit_need()
         })
         .fold(Bytes::ZERO, Bytes::max)
@@ -483,7 +483,7 @@ mod tests {
             let run = run(plan, 64);
             let segment = stage_segments(&run)[0];
             let params = segment_params(&run, &segment);
-            let states = model_state_memory(&run, params, segment.layers).optimizer_states;
+            let states = model_state_memory(&run, params, segment.all.layers).optimizer_states;
             (optimizer_bytes_per_param(&run), states.value(), params.total())
         };
         let (fp32, fp32_states, params) = with(crate::plan::AdamMoments::Fp32);

@@ -408,7 +408,7 @@ impl<'a> PricedRun<'a> {
                             (states, stored)
                         }
                         _ => (
-                            self.model_states(params, segment.layers),
+                            self.model_states(params, segment.all.layers),
                             activations.stored(&segment),
                         ),
                     };

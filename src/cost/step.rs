@@ -100,7 +100,7 @@ fn pipeline_comm(priced: &PricedRun) -> Seconds {
 /// Data-parallel communication not hidden under the first stage's compute.
 fn data_parallel_comm(priced: &PricedRun, first: &Work) -> Seconds {
     let plan = priced.run().plan();
-    let layers = priced.stages().first().map_or(0.0, |stage| stage.segment.layers);
+    let layers = priced.stages().first().map_or(0.0, |stage| stage.segment.all.layers);
     let DataParallelCollectives { all_reduce, reduce_scatter, all_gather, replica_reduce } =
         priced.first_stage_collectives();
     let m = plan.num_microbatches() as f64;

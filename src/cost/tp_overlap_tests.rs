@@ -25,8 +25,8 @@ fn forward(nvlink: &str, overlap: bool) -> (Seconds, Seconds, Seconds) {
     // The layers alone: the embedding and the head have collectives and GEMMs of their own.
     let segment = Segment { first: false, last: false, ..stage_segments(&run)[0] };
     let work = segment_work(&run, &tables, segment);
-    let gemm = tables.layers.layer.forward.gemm * segment.layers;
-    let tp = tables.layers.layer.forward.tp * segment.layers;
+    let gemm = tables.layers.layer.forward.gemm * segment.all.layers;
+    let tp = tables.layers.layer.forward.tp * segment.all.layers;
     (work.forward_tp, tp, gemm)
 }
 

@@ -93,7 +93,7 @@ impl Tables {
         let mut parts = ArrayVec::new();
         // The layers kept in BF16 are priced by the BF16 tables, the rest by the run's own.
         let (rest, kept) = segment.split_bf16();
-        let (rest, kept) = (rest.counts(), kept.counts());
+        let (rest, kept) = (rest.all, kept.all);
         self.layers.push_transformer(&rest, &mut parts);
         parts.extend([
             part(&self.embedding, if segment.first { 1.0 } else { 0.0 }, false),
@@ -155,6 +155,17 @@ pub struct LayerCounts {
     pub sublayers: SublayerCounts,
 }
 
+impl LayerCounts {
+    /// These layers without `part`'s (a subset of them).
+    fn without(&self, part: &LayerCounts) -> LayerCounts {
+        LayerCounts {
+            layers: self.layers - part.layers,
+            dense: self.dense - part.dense,
+            sublayers: std::array::from_fn(|i| self.sublayers[i] - part.sublayers[i]),
+        }
+    }
+}
+
 impl From<LayerMix> for LayerCounts {
     fn from(mix: LayerMix) -> LayerCounts {
         LayerCounts { layers: mix.layers as f64, dense: mix.dense as f64, sublayers: mix.sublayers }
@@ -198,12 +209,9 @@ impl LayerTables {
 /// A run of consecutive layers priced together.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Segment {
-    /// Transformer layers in it.
-    pub layers: f64,
-    /// Layers among them with a dense MLP in an MoE model (0 for dense models).
-    pub dense_layers: f64,
-    /// A hybrid model's layers among them by kind ([`Sublayer::index`]; all zero otherwise).
-    pub sublayers: SublayerCounts,
+    /// Its layers by the table that prices them: every transformer layer, those among them with
+    /// a dense MLP in an MoE model (0 for dense models), and a hybrid model's layers by kind.
+    pub all: LayerCounts,
     /// Layers among them kept in BF16 under a low-precision recipe, by table.
     pub bf16: LayerCounts,
     /// Layers among them that recompute their forward under full recompute.
@@ -220,30 +228,21 @@ impl Segment {
     /// between them in proportion to their layers.
     pub fn split_bf16(&self) -> (Segment, Segment) {
         let kept = self.bf16;
-        let share = if self.layers > 0.0 { kept.layers / self.layers } else { 0.0 };
+        let share = if self.all.layers > 0.0 { kept.layers / self.all.layers } else { 0.0 };
         let rest = Segment {
-            layers: self.layers - kept.layers,
-            dense_layers: self.dense_layers - kept.dense,
-            sublayers: std::array::from_fn(|i| self.sublayers[i] - kept.sublayers[i]),
+            all: self.all.without(&kept),
             bf16: LayerCounts::default(),
             recomputed_layers: self.recomputed_layers * (1.0 - share),
             ..*self
         };
         let bf16 = Segment {
-            layers: kept.layers,
-            dense_layers: kept.dense,
-            sublayers: kept.sublayers,
+            all: kept,
             bf16: LayerCounts::default(),
             recomputed_layers: self.recomputed_layers * share,
             first: false,
             last: false,
         };
         (rest, bf16)
-    }
-
-    /// Its layers by the table that prices them.
-    fn counts(&self) -> LayerCounts {
-        LayerCounts { layers: self.layers, dense: self.dense_layers, sublayers: self.sublayers }
     }
 }
 
@@ -346,8 +345,8 @@ pub fn segment_work(run: &Run, tables: &Tables, segment: Segment) -> Work {
     let layers_only = |f: &dyn Fn(&PhaseTimes) -> Seconds| -> Seconds {
         parts.iter().filter(|p| p.layer).map(|p| f(&p.table.forward) * p.count).sum()
     };
-    let share = if segment.layers > 0.0 {
-        segment.recomputed_layers.min(segment.layers) / segment.layers
+    let share = if segment.all.layers > 0.0 {
+        segment.recomputed_layers.min(segment.all.layers) / segment.all.layers
     } else {
         0.0
     };
@@ -425,9 +424,7 @@ pub fn stage_segments(run: &Run) -> Vec<Segment> {
         .iter()
         .enumerate()
         .map(|(stage, counts)| Segment {
-            layers: counts.all.layers as f64,
-            dense_layers: counts.all.dense as f64,
-            sublayers: counts.all.sublayers,
+            all: counts.all.into(),
             bf16: counts.bf16.into(),
             recomputed_layers: recompute.min(counts.all.layers as f64),
             first: stage == 0,
@@ -452,9 +449,7 @@ pub fn path_segments(run: &Run, positions: u64) -> Vec<Segment> {
             let kept = run.bf16_layers_in(first_layer, count);
             first_layer += count;
             Segment {
-                layers: count as f64,
-                dense_layers: mix.dense as f64,
-                sublayers: mix.sublayers,
+                all: mix.into(),
                 bf16: kept.into(),
                 recomputed_layers: count as f64 * recompute_fraction,
                 first: position == 0,

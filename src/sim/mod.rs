@@ -241,7 +241,7 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
     let path = priced.path();
     debug_assert_eq!(path.len(), program.positions as usize);
     let bytes = priced.activations();
-    let layers: Vec<f64> = path.iter().map(|p| p.segment.layers).collect();
+    let layers: Vec<f64> = path.iter().map(|p| p.segment.all.layers).collect();
     let held: Vec<Vec<u32>> = (0..program.ranks).map(|rank| program.positions_held(rank)).collect();
     // Re-packed micro-batches carry unequal tokens; every micro-batch is simulated at the token
     // peaks the closed form takes for its rank (`crate::cost::memory::stage_peak`).
@@ -256,11 +256,11 @@ pub fn simulate_from(priced: &PricedRun, options: SimOptions) -> Result<Simulati
             let TokenPeaks { held: held_tokens, largest } = tokens(position);
             let logits = if p.segment.last { bytes.logits * largest } else { Bytes::ZERO };
             engine::PositionCost {
-                layers: p.segment.layers,
+                layers: p.segment.all.layers,
                 work: p.work,
                 activations: priced.stored_activations(&p.segment) * held_tokens,
                 weight_gradient_inputs: bytes.weight_gradient_inputs_per_layer
-                    * (p.segment.layers * held_tokens),
+                    * (p.segment.all.layers * held_tokens),
                 backward_working: bytes.recompute_working * largest + logits,
                 logits,
             }
@@ -320,7 +320,7 @@ fn position_info(priced: &PricedRun, position: &PricedSegment) -> PositionInfo {
     let weight = parts.iter().map(|p| p.table.weight_gradient_flops * p.count).sum();
     let work = &position.work;
     PositionInfo {
-        layers: position.segment.layers,
+        layers: position.segment.all.layers,
         params: position.params.total(),
         forward_flops: flops(Phase::Forward),
         backward_flops: flops(Phase::Backward),
