@@ -11,8 +11,8 @@
 //! GEMM kernels are tiled.
 //!
 //! The curve was measured on an H100 SXM and an H200 (`scripts/measure_kernels.py`, figures in
-//! `measurements/`, method in `measurements/README.md`), and `tests/integration/kernel_measurements.rs`
-//! checks the model against every measured shape.
+//! `measurements/`, method in `measurements/README.md`), and
+//! `tests/integration/kernel_measurements.rs` checks the model against every measured shape.
 
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::plan::Precision;

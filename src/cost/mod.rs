@@ -40,4 +40,6 @@ mod eager_ops_tests;
 #[cfg(test)]
 mod selective_and_offload_tests;
 #[cfg(test)]
+mod sliding_window_tests;
+#[cfg(test)]
 mod tp_overlap_tests;

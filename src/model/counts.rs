@@ -23,6 +23,19 @@ pub struct AttentionGemm {
     pub reads_layer_input: bool,
 }
 
+/// Forward attention FLOPs per token of one layer, averaged over the layers, by how far its
+/// queries reach: the full-causal layers' part and the sliding-window layers' part.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct AttentionReach {
+    /// What the full-causal layers do.
+    pub full: f64,
+    /// What the sliding-window layers do (0 without a window).
+    pub windowed: f64,
+    /// The keys a windowed layer's query block reaches: the window, or the sequence when it is
+    /// shorter (the sequence without a window).
+    pub window: u64,
+}
+
 impl Model {
     /// Width of the query projection output (`heads x qk head dim`).
     pub fn query_width(&self) -> u64 {
@@ -526,12 +539,15 @@ impl Model {
             / self.num_layers() as f64
     }
 
-    /// Keys a query attends to on average on a full-causal layer (`s / 2`) and on a windowed
-    /// layer (`min(i + 1, w)` averaged over positions `i`).
-    fn mean_keys(&self, seq_len: u64) -> f64 {
+    /// Keys a query attends to on average, per layer averaged over the layers, split into the
+    /// full-causal layers' part (`s / 2` each) and the windowed layers' part (`min(i + 1, w)`
+    /// averaged over positions `i`).
+    fn mean_keys_by_reach(&self, seq_len: u64) -> AttentionReach {
         let s = seq_len as f64;
         let full = s / 2.0;
-        let Some(window) = self.sliding_window() else { return full };
+        let Some(window) = self.sliding_window() else {
+            return AttentionReach { full, windowed: 0.0, window: seq_len };
+        };
         let w = window.window as f64;
         let windowed = if w >= s { full } else { w - w * (w - 1.0) / (2.0 * s) };
         let full_share = if window.full_attention_every == 0 {
@@ -539,7 +555,27 @@ impl Model {
         } else {
             1.0 / window.full_attention_every as f64
         };
-        full_share * full + (1.0 - full_share) * windowed
+        AttentionReach {
+            full: full_share * full,
+            windowed: (1.0 - full_share) * windowed,
+            window: window.window.min(seq_len),
+        }
+    }
+
+    /// Forward FLOPs per token of one layer's causal attention, averaged over the layers, split
+    /// into what its full-causal layers and its sliding-window layers do: a windowed layer's
+    /// kernel sees only `window` keys per query block, so it is priced as a sequence of that
+    /// length.
+    pub fn layer_attention_flops_by_reach(&self, seq_len: u64) -> AttentionReach {
+        // QK^T costs 2 x keys x heads x qk_dim per token, PV 2 x keys x heads x v_dim.
+        let heads = self.num_attention_heads() as f64;
+        let dims = (self.qk_head_dim() + self.v_head_dim()) as f64;
+        let keys = self.mean_keys_by_reach(seq_len);
+        AttentionReach {
+            full: 2.0 * heads * dims * keys.full,
+            windowed: 2.0 * heads * dims * keys.windowed,
+            window: keys.window,
+        }
     }
 
     /// Forward FLOPs of one layer's causal attention over a document of `tokens` tokens that
@@ -551,10 +587,8 @@ impl Model {
     /// Forward FLOPs per token of one layer's causal attention (scores and weighted sum),
     /// averaged over the layers when some attend through a sliding window.
     pub fn layer_attention_flops_per_token(&self, seq_len: u64) -> f64 {
-        // QK^T costs 2 x keys x heads x qk_dim per token, PV 2 x keys x heads x v_dim.
-        let heads = self.num_attention_heads() as f64;
-        let dims = (self.qk_head_dim() + self.v_head_dim()) as f64;
-        2.0 * heads * dims * self.mean_keys(seq_len)
+        let reach = self.layer_attention_flops_by_reach(seq_len);
+        reach.full + reach.windowed
     }
 
     /// Forward FLOPs per token of the logit projection.

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::violation::{Collector, Violations};
 
-pub use counts::AttentionGemm;
+pub use counts::{AttentionGemm, AttentionReach};
 pub use hf::from_hf_config;
 pub use hybrid::{
     Hybrid, LinearAttention, LinearAttentionSpec, Mamba, MambaSpec, PARALLEL_HYBRID_PARTS,
