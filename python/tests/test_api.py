@@ -159,7 +159,11 @@ def test_ctrl_c_interrupts_a_long_search():
     import sys
     import time
 
+    # A runner that starts the suite in the background leaves SIGINT ignored, and a child
+    # inherits that; Python then installs no KeyboardInterrupt handler. The child restores it.
     script = (
+        "import signal\n"
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "import meshplan\n"
         "print('started', flush=True)\n"
         "while True:\n"
