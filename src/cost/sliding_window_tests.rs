@@ -37,7 +37,7 @@ fn a_windowed_layers_forward_runs_at_its_windows_rate_and_its_backward_at_the_se
     assert_eq!(reach.windowed, per_key * (128.0 - 128.0 * 127.0 / 8192.0) / 2.0);
     let tokens = 4096.0;
     let (full, windowed) = (Flops::new(reach.full * tokens), Flops::new(reach.windowed * tokens));
-    let (speed, _) = run.stack().attention_speed(gpu.generation());
+    let (speed, backward_speed) = run.stack().attention_speed(gpu.generation());
     let head_dim = model.qk_head_dim() as f64;
     let table = transformer_layer(&run, false, Rows::Keep);
     let (flops, forward) = attention(&table, Phase::Forward);
@@ -49,7 +49,6 @@ fn a_windowed_layers_forward_runs_at_its_windows_rate_and_its_backward_at_the_se
     let at_sequence = attention_forward_time(gpu, full + windowed, 4096.0, head_dim, speed);
     assert!(forward > at_sequence.value(), "{forward} vs {}", at_sequence.value());
     let (_, backward) = attention(&table, Phase::Backward);
-    let (_, backward_speed) = run.stack().attention_speed(gpu.generation());
     let expected = attention_backward_time(gpu, full + windowed, 4096.0, head_dim, backward_speed);
     assert!((backward / expected.value() - 1.0).abs() < 1e-12);
 }

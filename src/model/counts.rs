@@ -539,14 +539,20 @@ impl Model {
             / self.num_layers() as f64
     }
 
-    /// Keys a query attends to on average, per layer averaged over the layers, split into the
-    /// full-causal layers' part (`s / 2` each) and the windowed layers' part (`min(i + 1, w)`
-    /// averaged over positions `i`).
-    fn mean_keys_by_reach(&self, seq_len: u64) -> AttentionReach {
+    /// Forward FLOPs per token of one layer's causal attention, averaged over the layers, split
+    /// into what its full-causal layers do (`s / 2` keys a query on average) and what its
+    /// sliding-window layers do (`min(i + 1, w)` keys averaged over positions `i`): a windowed
+    /// layer's kernel sees only `window` keys per query block, so it is priced as a sequence of
+    /// that length.
+    pub fn layer_attention_flops_by_reach(&self, seq_len: u64) -> AttentionReach {
+        // QK^T costs 2 x keys x heads x qk_dim per token, PV 2 x keys x heads x v_dim.
+        let heads = self.num_attention_heads() as f64;
+        let dims = (self.qk_head_dim() + self.v_head_dim()) as f64;
+        let per_key = 2.0 * heads * dims;
         let s = seq_len as f64;
         let full = s / 2.0;
         let Some(window) = self.sliding_window() else {
-            return AttentionReach { full, windowed: 0.0, window: seq_len };
+            return AttentionReach { full: per_key * full, windowed: 0.0, window: seq_len };
         };
         let w = window.window as f64;
         let windowed = if w >= s { full } else { w - w * (w - 1.0) / (2.0 * s) };
@@ -556,25 +562,9 @@ impl Model {
             1.0 / window.full_attention_every as f64
         };
         AttentionReach {
-            full: full_share * full,
-            windowed: (1.0 - full_share) * windowed,
+            full: per_key * (full_share * full),
+            windowed: per_key * ((1.0 - full_share) * windowed),
             window: window.window.min(seq_len),
-        }
-    }
-
-    /// Forward FLOPs per token of one layer's causal attention, averaged over the layers, split
-    /// into what its full-causal layers and its sliding-window layers do: a windowed layer's
-    /// kernel sees only `window` keys per query block, so it is priced as a sequence of that
-    /// length.
-    pub fn layer_attention_flops_by_reach(&self, seq_len: u64) -> AttentionReach {
-        // QK^T costs 2 x keys x heads x qk_dim per token, PV 2 x keys x heads x v_dim.
-        let heads = self.num_attention_heads() as f64;
-        let dims = (self.qk_head_dim() + self.v_head_dim()) as f64;
-        let keys = self.mean_keys_by_reach(seq_len);
-        AttentionReach {
-            full: 2.0 * heads * dims * keys.full,
-            windowed: 2.0 * heads * dims * keys.windowed,
-            window: keys.window,
         }
     }
 
