@@ -27,3 +27,4 @@ mod support;
 mod tidy;
 mod validation;
 mod whole_run;
+mod wlb_pareto_lengths;
