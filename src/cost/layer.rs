@@ -119,6 +119,14 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Whether attention runs in MXFP8: the stack's recipe turns FP8 attention on
+    /// ([`crate::stack::Stack::fp8_attention`]) and this layer runs the MXFP8 recipe (not a BF16
+    /// layer of it). Under another FP8 recipe the kernel's speed was not measured, so attention is
+    /// priced as BF16.
+    pub(super) fn mxfp8_attention(&self) -> bool {
+        self.run.stack().fp8_attention() && self.precision == Precision::Mxfp8
+    }
+
     pub(super) fn gemm(&self, table: &mut OpTable, name: &'static str, n: f64, k: f64) {
         self.grouped_gemm(table, name, self.tokens, 1.0, n, k);
     }
@@ -260,6 +268,21 @@ pub fn transformer_layer(run: &Run, dense_mlp: bool, rows: Rows) -> OpTable {
             + (model.query_width() + 2 * model.kv_width() + model.up_width(mlp_width)) as f64 / tp,
     );
     table
+}
+
+/// The quantizations of MXFP8 attention: Transformer Engine's `DotProductAttention` casts the
+/// queries, keys and values before the forward, and the output and its gradient before the
+/// backward, each in the recipe's MXFP8 layout.
+fn mxfp8_attention_casts(ctx: &Ctx, table: &mut OpTable) {
+    let model = ctx.run.model();
+    let kv_width = attended_kv_width(ctx.run);
+    let gpu = ctx.run.cluster().gpu();
+    let cast = ctx.precision.cast_bytes_per_element(ctx.fp8_any_layout);
+    let per_token = |width: u64| cast * width as f64 / ctx.tp * ctx.tokens;
+    let forward = Bytes::new(per_token(model.query_width() + 2 * kv_width));
+    let backward = Bytes::new(2.0 * per_token(model.attention_output_width()));
+    table.push_memory(gpu, "attention-quantize", Phase::Forward, forward);
+    table.push_memory(gpu, "attention-quantize", Phase::Backward, backward);
 }
 
 /// Width of the keys (or values) the attention kernel reads, stores for its backward and context
@@ -552,9 +575,22 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
         return;
     }
     let (forward_speed, backward_speed) = run.stack().attention_speed(gpu.generation());
-    let forward = attention_forward_time(gpu, full, kernel_seq, head_dim, forward_speed)
-        + attention_forward_time(gpu, windowed, window_seq, head_dim, forward_speed);
-    let backward = attention_backward_time(gpu, flops, kernel_seq, head_dim, backward_speed);
+    // MXFP8 attention (a recipe's FP8 dot-product attention) at the GPU's measured speed against
+    // BF16 for this head dimension and length; sliding windows keep BF16's speed (NVIDIA's one
+    // windowed MXFP8 measurement, gpt-oss on GB200 and GB300, ran a backward that grew with the
+    // whole sequence: `measurements/README.md`).
+    let (fp8_forward, fp8_backward) = ctx
+        .mxfp8_attention()
+        .then(|| gpu.mxfp8_attention_speed(model.qk_head_dim(), kernel_seq))
+        .flatten()
+        .inspect(|_| mxfp8_attention_casts(ctx, table))
+        .unwrap_or((1.0, 1.0));
+    let forward =
+        attention_forward_time(gpu, full, kernel_seq, head_dim, forward_speed * fp8_forward)
+            + attention_forward_time(gpu, windowed, window_seq, head_dim, forward_speed);
+    let backward =
+        attention_backward_time(gpu, full, kernel_seq, head_dim, backward_speed * fp8_backward)
+            + attention_backward_time(gpu, windowed, kernel_seq, head_dim, backward_speed);
     table.push("attention", Phase::Forward, OpKind::Attention, flops, Bytes::ZERO, forward);
     table.push("attention", Phase::Backward, OpKind::Attention, flops * 2.0, Bytes::ZERO, backward);
     if plan.cp() > 1 {

@@ -38,6 +38,8 @@ mod context_parallel_tests;
 #[cfg(test)]
 mod eager_ops_tests;
 #[cfg(test)]
+mod fp8_attention_tests;
+#[cfg(test)]
 mod selective_and_offload_tests;
 #[cfg(test)]
 mod sliding_window_tests;

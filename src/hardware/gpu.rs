@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::Generation;
+use super::attention_ratios::{AttentionRatioSpec, AttentionRatios};
 
 use super::interconnect::InterconnectSpec;
 use crate::units::{
@@ -76,6 +77,12 @@ pub struct EfficiencySpec {
     /// Same for the attention backward (default 512).
     #[serde(default)]
     pub attention_backward_half_seq: Option<f64>,
+    /// MXFP8 fused attention's speed against BF16's at the same shape, per measured head
+    /// dimension and sequence length (cuDNN's kernels, as Transformer Engine runs them under an
+    /// MXFP8 recipe with FP8 dot-product attention on). A head dimension not listed is priced
+    /// at BF16's speed. Kernel ratios, not scaled by `calibration`.
+    #[serde(default)]
+    pub mxfp8_attention: Option<Vec<AttentionRatioSpec>>,
     /// Fraction of the 16-bit peak Mamba-2's chunked scan (mamba_ssm's Triton kernels) reaches
     /// (default [`DEFAULT_SCAN_EFFICIENCY`], derived on Hopper). A kernel figure, not scaled by
     /// `calibration`.
@@ -196,6 +203,7 @@ pub struct Gpu {
     peak_fp32: Option<FlopsPerSec>,
     block_scaled: bool,
     efficiency: Efficiency,
+    mxfp8_attention: AttentionRatios,
 }
 
 fn positive(collector: &mut Collector, field: &str, value: f64) -> f64 {
@@ -314,6 +322,11 @@ impl Gpu {
             ),
             scan: fraction(&mut collector, "scan", eff.scan.unwrap_or(DEFAULT_SCAN_EFFICIENCY)),
         };
+        let mxfp8_attention = AttentionRatios::from_spec(
+            "gpu.efficiency.mxfp8_attention",
+            eff.mxfp8_attention.as_deref().unwrap_or_default(),
+            &mut collector,
+        );
         if spec.sm_count <= 0 {
             collector.add(
                 "gpu.sm_count",
@@ -338,6 +351,7 @@ impl Gpu {
             peak_fp32: fp32.map(FlopsPerSec::new),
             block_scaled: spec.peak.block_scaled,
             efficiency,
+            mxfp8_attention,
         })
     }
 
@@ -396,6 +410,13 @@ impl Gpu {
     /// Achievable efficiencies.
     pub fn efficiency(&self) -> &Efficiency {
         &self.efficiency
+    }
+
+    /// MXFP8 fused attention's forward and backward speed against BF16's for queries of
+    /// `head_dim` over `seq` keys; `None` where this GPU's preset has no measurement at that head
+    /// dimension.
+    pub fn mxfp8_attention_speed(&self, head_dim: u64, seq: f64) -> Option<(f64, f64)> {
+        self.mxfp8_attention.speed(head_dim, seq)
     }
 
     /// The dense peak of a precision class.

@@ -6,11 +6,13 @@
 //! the datasheet peak a large GEMM, an attention kernel, a memory-bound kernel or a collective
 //! really reaches), documented with its source in the preset that sets it.
 
+mod attention_ratios;
 mod cluster;
 mod generation;
 mod gpu;
 mod interconnect;
 
+pub use attention_ratios::{AttentionRatioSpec, AttentionRatios};
 pub use cluster::{Cluster, ClusterSpec};
 pub use generation::Generation;
 pub use gpu::{Efficiency, EfficiencySpec, Gpu, GpuSpec, PeakSpec, PrecisionClass};

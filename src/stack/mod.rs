@@ -104,6 +104,8 @@ pub struct Stack {
     loss_logits: LossLogits,
     cp_kv_exchange: CpKvExchange,
     repeats_kv_heads: bool,
+    /// Attention runs in FP8 under an FP8 recipe ([`Stack::with_fp8_attention`]).
+    fp8_attention: bool,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -217,6 +219,7 @@ impl Stack {
             loss_logits: spec.memory.loss_logits.unwrap_or_default(),
             cp_kv_exchange: spec.overlap.cp_kv_exchange.unwrap_or_default(),
             repeats_kv_heads: spec.attention.repeat_kv_heads == Some(true),
+            fp8_attention: false,
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -300,6 +303,12 @@ impl Stack {
             .map_or((1.0, 1.0), |kernel| kernel.relative_speed(generation))
     }
 
+    /// Whether its attention runs in FP8 under an FP8 recipe (Megatron-Core's
+    /// `fp8_dot_product_attention`): set only by a recipe that turns it on.
+    pub fn fp8_attention(&self) -> bool {
+        self.fp8_attention
+    }
+
     /// Whether its attention on `generation` materializes the score matrix (no fused kernel).
     pub fn unfused_attention(&self, generation: Option<Generation>) -> bool {
         self.attention_kernel(generation) == Some(AttentionKernel::Unfused)
@@ -329,6 +338,14 @@ impl Stack {
         let mut stack = self.clone();
         stack.attention.insert(generation, kernel);
         stack
+    }
+
+    /// The stack as a recipe that turns on FP8 dot-product attention runs it (Megatron-Core's
+    /// `fp8_dot_product_attention`, set by Megatron-Bridge's 26.06 and later MoE performance
+    /// recipes): Transformer Engine's `DotProductAttention` quantizes the queries, keys and values
+    /// and runs cuDNN's attention in the run's FP8 recipe.
+    pub fn with_fp8_attention(&self) -> Stack {
+        Stack { fp8_attention: true, ..self.clone() }
     }
 
     /// The stack as a recipe that fuses the routed experts' MLP runs it: Megatron-Core's

@@ -46,6 +46,8 @@ pub(super) struct Mapped {
     least_recompute: bool,
     /// The row's recipe runs the routed experts' MLP through the Transformer Engine op fuser.
     fused_grouped_mlp: bool,
+    /// The row's recipe runs attention in FP8.
+    fp8_attention: bool,
     /// The row says its model ran under `torch.compile` (torchtitan@9dec370 `apply_compile`
     /// compiles each transformer block with `fullgraph=True`).
     compiled: bool,
@@ -55,15 +57,19 @@ pub(super) struct Mapped {
 
 impl Mapped {
     /// The software stack the row's run is priced with: the stack its text names, with the
-    /// kernels its recipe chose ([`Stack::with_fused_grouped_mlp`]) and, for a row that ran
-    /// under `torch.compile`, compiled ([`Stack::compiled`]).
+    /// kernels its recipe chose ([`Stack::with_fused_grouped_mlp`],
+    /// [`Stack::with_fp8_attention`]) and, for a row that ran under `torch.compile`, compiled
+    /// ([`Stack::compiled`]).
     pub(super) fn stack(&self, stack: &Arc<Stack>) -> Arc<Stack> {
         let compile = self.compiled && stack.eager_elementwise();
-        if !(self.fused_grouped_mlp || compile || self.attention.is_some()) {
+        if !(self.fused_grouped_mlp || self.fp8_attention || compile || self.attention.is_some()) {
             return Arc::clone(stack);
         }
         let mut priced =
             if self.fused_grouped_mlp { stack.with_fused_grouped_mlp() } else { (**stack).clone() };
+        if self.fp8_attention {
+            priced = priced.with_fp8_attention();
+        }
         if compile {
             priced = priced.compiled();
         }
@@ -280,6 +286,7 @@ pub(super) fn map_row(
     let least_recompute = !from_recipe && recompute(row, defaults, &mut plan, &mut assumptions);
     recipe.other_settings(row, moe, &mut plan);
     let fused_grouped_mlp = moe && recipe.fused_grouped_mlp();
+    let fp8_attention = recipe.fp8_attention();
     let recipe_tp_overlap = recipe.tp_comm_overlap(row, tp);
     recipe.bf16_layers(row, layers_per_stage, &mut plan);
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
@@ -357,6 +364,7 @@ pub(super) fn map_row(
         shape,
         least_recompute,
         fused_grouped_mlp,
+        fp8_attention,
         compiled,
         attention,
     })

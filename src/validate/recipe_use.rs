@@ -200,6 +200,16 @@ impl<'a> RecipeUse<'a> {
         fused == Some(true)
     }
 
+    /// Whether the recipe runs attention in FP8 (`fp8_dot_product_attention`): a kernel choice
+    /// of the stack, not of the plan.
+    pub(super) fn fp8_attention(&mut self) -> bool {
+        let fp8 = self.usable().and_then(|recipe| recipe.settings().fp8_attention);
+        if fp8 == Some(true) {
+            self.taken.push("FP8 dot-product attention".into());
+        }
+        fp8 == Some(true)
+    }
+
     /// The assumption naming the recipe and what was taken from it; `None` when nothing was
     /// taken or ruled out.
     pub(super) fn assumption(
@@ -261,5 +271,20 @@ mod tests {
         assert!(!fused && !text.contains("op-fuser"), "{text}");
         let (fused, _) = find("h100-sxm", Precision::Bf16);
         assert!(!fused);
+    }
+
+    #[test]
+    fn fp8_attention_is_taken_where_the_recipe_turns_it_on() {
+        let stack = presets::stack("nemo-26.06").unwrap();
+        let find = |model: &str, gpu: &str, precision: Precision| {
+            let mut recipe = RecipeUse::find(&stack, model, gpu, precision, 8, 48);
+            let fp8 = recipe.fp8_attention();
+            (fp8, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
+        };
+        // scripts/performance/configs/qwen3@v0.5.0: MXFP8 on GB300 sets fp8_dot_product_attention.
+        let (fp8, text) = find("Qwen3_30B_a3B", "gb300", Precision::Mxfp8);
+        assert!(fp8 && text.contains("FP8 dot-product attention"), "{text}");
+        let (fp8, text) = find("LLAMA3_70B", "gb300", Precision::Mxfp8);
+        assert!(!fp8 && !text.contains("FP8 dot-product attention"), "{text}");
     }
 }

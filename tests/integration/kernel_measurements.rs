@@ -274,3 +274,72 @@ fn blackwell_attention_matches_nvidias_cudnn_benchmark() {
         }
     }
 }
+
+/// NVIDIA's cuDNN SDPA training benchmark, cuDNN 9.24 (NVIDIA/cudnn-frontend
+/// `benchmark/sdpa_benchmark_training/results/{llama3.1,dsv3}/{gb200,gb300}/*_20260615_*.csv`):
+/// causal, batch 2, Llama 3.1's attention (64 query and 8 key/value heads of 128) and DeepSeek-V3's
+/// (128 heads, 192-wide queries and keys, 128-wide values). Per GPU, head dimension, pass and
+/// length: BF16 and MXFP8 TFLOP/s (backward non-deterministic).
+const MXFP8_CUDNN: [(&str, u64, &str, f64, f64, f64); 40] = [
+    ("gb200", 128, "fwd", 2048.0, 1069.0, 1324.0),
+    ("gb200", 128, "fwd", 4096.0, 1342.0, 1672.0),
+    ("gb200", 128, "fwd", 8192.0, 1527.0, 1898.0),
+    ("gb200", 128, "fwd", 16384.0, 1599.0, 2002.0),
+    ("gb200", 128, "fwd", 32768.0, 1528.0, 1934.0),
+    ("gb200", 128, "bwd", 2048.0, 873.0, 740.0),
+    ("gb200", 128, "bwd", 4096.0, 1155.0, 1036.0),
+    ("gb200", 128, "bwd", 8192.0, 1273.0, 1271.0),
+    ("gb200", 128, "bwd", 16384.0, 1389.0, 1421.0),
+    ("gb200", 128, "bwd", 32768.0, 1186.0, 1384.0),
+    ("gb200", 192, "fwd", 2048.0, 1088.0, 1555.0),
+    ("gb200", 192, "fwd", 4096.0, 1405.0, 2016.0),
+    ("gb200", 192, "fwd", 8192.0, 1578.0, 2236.0),
+    ("gb200", 192, "fwd", 16384.0, 1559.0, 2353.0),
+    ("gb200", 192, "fwd", 32768.0, 1607.0, 2192.0),
+    ("gb200", 192, "bwd", 2048.0, 853.0, 1063.0),
+    ("gb200", 192, "bwd", 4096.0, 1064.0, 1411.0),
+    ("gb200", 192, "bwd", 8192.0, 1053.0, 1588.0),
+    ("gb200", 192, "bwd", 16384.0, 1193.0, 1610.0),
+    ("gb200", 192, "bwd", 32768.0, 1092.0, 1566.0),
+    ("gb300", 128, "fwd", 2048.0, 1466.0, 1747.0),
+    ("gb300", 128, "fwd", 4096.0, 1799.0, 2258.0),
+    ("gb300", 128, "fwd", 8192.0, 1977.0, 2570.0),
+    ("gb300", 128, "fwd", 16384.0, 2053.0, 2757.0),
+    ("gb300", 128, "fwd", 32768.0, 2080.0, 2835.0),
+    ("gb300", 128, "bwd", 2048.0, 968.0, 807.0),
+    ("gb300", 128, "bwd", 4096.0, 1254.0, 1136.0),
+    ("gb300", 128, "bwd", 8192.0, 1447.0, 1392.0),
+    ("gb300", 128, "bwd", 16384.0, 1523.0, 1551.0),
+    ("gb300", 128, "bwd", 32768.0, 1467.0, 1609.0),
+    ("gb300", 192, "fwd", 2048.0, 1338.0, 2047.0),
+    ("gb300", 192, "fwd", 4096.0, 1659.0, 2523.0),
+    ("gb300", 192, "fwd", 8192.0, 1897.0, 2840.0),
+    ("gb300", 192, "fwd", 16384.0, 2036.0, 3019.0),
+    ("gb300", 192, "fwd", 32768.0, 2043.0, 3057.0),
+    ("gb300", 192, "bwd", 2048.0, 920.0, 1148.0),
+    ("gb300", 192, "bwd", 4096.0, 1150.0, 1540.0),
+    ("gb300", 192, "bwd", 8192.0, 1299.0, 1827.0),
+    ("gb300", 192, "bwd", 16384.0, 1305.0, 1976.0),
+    ("gb300", 192, "bwd", 32768.0, 1312.0, 1926.0),
+];
+
+/// Each Blackwell preset's MXFP8 attention ratios reproduce NVIDIA's measured MXFP8 over BF16
+/// rates at every measured length: B200 and B300 take GB200's and GB300's (same silicon).
+#[test]
+fn blackwell_mxfp8_attention_ratios_match_nvidias_cudnn_benchmark() {
+    for (preset, measured) in
+        [("b200", "gb200"), ("gb200", "gb200"), ("b300", "gb300"), ("gb300", "gb300")]
+    {
+        let gpu = Gpu::from_spec(&presets::gpu(preset).unwrap()).unwrap();
+        for (source, head_dim, pass, seq, bf16, mxfp8) in MXFP8_CUDNN {
+            if source != measured {
+                continue;
+            }
+            let (forward, backward) = gpu.mxfp8_attention_speed(head_dim, seq).unwrap();
+            let ratio = if pass == "fwd" { forward } else { backward };
+            let e = ratio / (mxfp8 / bf16) - 1.0;
+            assert!(e.abs() < 0.002, "{preset} head {head_dim} {pass} at {seq}: error {e:+.4}");
+        }
+        assert_eq!(gpu.mxfp8_attention_speed(64, 4096.0), None, "{preset}: head 64 not measured");
+    }
+}
