@@ -40,6 +40,8 @@ mod eager_ops_tests;
 #[cfg(test)]
 mod fp8_attention_tests;
 #[cfg(test)]
+mod layer_tests;
+#[cfg(test)]
 mod selective_and_offload_tests;
 #[cfg(test)]
 mod sliding_window_tests;
