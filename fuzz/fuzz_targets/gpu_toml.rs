@@ -1,8 +1,8 @@
 //! Feeds arbitrary bytes as a GPU TOML file (`toml::from_str::<GpuSpec>`) to `Gpu::from_spec` and
 //! `Cluster::from_spec` (at a few GPU counts); asserts no panic, and for a GPU that validates that
-//! memory, bandwidth and every peak are finite and positive and every efficiency a fraction in
-//! (0, 1], and for a cluster that its link bandwidths are finite and positive and latencies finite
-//! and non-negative.
+//! memory, bandwidth and every peak are finite and positive, every efficiency a fraction in
+//! (0, 1] and every MXFP8 attention ratio a speed in (0, 4], and for a cluster that its link
+//! bandwidths are finite and positive and latencies finite and non-negative.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -42,6 +42,16 @@ fuzz_target!(|data: &[u8]| {
             ("attention_backward_half_seq", eff.attention_backward_half_seq),
         ] {
             assert!(value.is_finite() && value >= 0.0, "{what} = {value}");
+        }
+        // A listed MXFP8 attention ratio is a finite speed in (0, 4] at any length.
+        for head_dim in [64, 128, 192] {
+            for seq in [0.0, 1.0, 3000.0, 4096.0, 1e12] {
+                if let Some((forward, backward)) = gpu.mxfp8_attention_speed(head_dim, seq) {
+                    for ratio in [forward, backward] {
+                        assert!(ratio > 0.0 && ratio <= 4.0, "MXFP8 attention ratio {ratio}");
+                    }
+                }
+            }
         }
     }
     for num_gpus in [1, 8, 72, 1 << 20, 0, -1] {

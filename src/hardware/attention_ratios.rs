@@ -144,8 +144,10 @@ fn head_dim_ratios(
             }
         }
     }
+    // A list past the bound is refused above; its entries are not echoed back.
     let increasing = spec.seq.windows(2).all(|pair| pair[0] < pair[1]);
-    if spec.seq.iter().any(|&length| length <= 0) || !increasing {
+    let positive = spec.seq.iter().all(|&length| length > 0);
+    if points <= MAX_POINTS && !(positive && increasing) {
         problems.add(
             format!("{at}.seq"),
             format!("{:?}", spec.seq),
@@ -198,6 +200,13 @@ mod tests {
         ];
         AttentionRatios::from_spec("gpu.efficiency.mxfp8_attention", &bad, &mut problems);
         let text = problems.finish().unwrap_err().to_string();
+        // A list past the bound is refused once, without its entries.
+        let long = spec((1..=65).rev().collect(), vec![1.0; 65], vec![1.0; 65]);
+        let mut problems = Collector::default();
+        AttentionRatios::from_spec("t", &[long], &mut problems);
+        let long_text = problems.finish().unwrap_err().to_string();
+        assert!(long_text.contains("must list 1 to 64 sequence lengths"), "{long_text}");
+        assert!(!long_text.contains("increasing"), "{long_text}");
         for expected in [
             "mxfp8_attention[0].seq",
             "mxfp8_attention[0].forward[1]",
