@@ -12,7 +12,7 @@ use meshplan::{Run, RunSpec, closed_form, presets};
 use proptest::prelude::*;
 use proptest::test_runner::RngSeed;
 
-use crate::support::{json, run, spec, training};
+use crate::support::{json, run, spec, training, wlb_llm_7b};
 
 fn llama_spec(gpus: i64, seq: i64, global_batch: i64, plan: PlanSpec) -> RunSpec {
     spec(
@@ -339,23 +339,8 @@ fn long_tailed() -> DataSpec {
 /// global batches (1.41, 1.22, 1.11, 1.08 on Meta's data, whose lengths are not published).
 #[test]
 fn re_packing_more_global_batches_together_evens_the_micro_batches() {
-    let degree = |window: i64| {
-        let mut spec = spec(
-            presets::model("llama2-7b").unwrap(),
-            "h100-sxm",
-            64,
-            training(131_072, 4, 1, None),
-            PlanSpec {
-                tp: Some(8),
-                cp: Some(2),
-                pp: Some(4),
-                balance_window: Some(window),
-                ..PlanSpec::default()
-            },
-        );
-        spec.data = Some(long_tailed());
-        closed_form(&Run::from_spec(&spec).unwrap()).data_balance.unwrap().microbatches
-    };
+    let degree =
+        |window: i64| wlb_llm_7b(131_072, window, long_tailed()).data_balance.unwrap().microbatches;
     let degrees: Vec<f64> = [0, 2, 4, 8].into_iter().map(degree).collect();
     assert!(degrees.windows(2).all(|pair| pair[1] < pair[0]), "{degrees:?}");
     assert!(degrees[0] > 1.15 && degrees[3] < 1.05, "{degrees:?}");
@@ -369,27 +354,11 @@ fn re_packing_more_global_batches_together_evens_the_micro_batches() {
 /// form; the simulated steps give 1.08x and 1.10x).
 #[test]
 fn re_packing_gains_more_at_a_longer_context() {
-    let speedup = |seq: i64, gpus: i64, tp: i64| {
-        let step = |window: i64| {
-            let mut spec = spec(
-                presets::model("llama2-7b").unwrap(),
-                "h100-sxm",
-                gpus,
-                training(seq, 4, 1, None),
-                PlanSpec {
-                    tp: Some(tp),
-                    cp: Some(2),
-                    pp: Some(4),
-                    balance_window: Some(window),
-                    ..PlanSpec::default()
-                },
-            );
-            spec.data = Some(long_tailed());
-            closed_form(&Run::from_spec(&spec).unwrap()).time.step_time().value()
-        };
+    let speedup = |seq: i64| {
+        let step = |window| wlb_llm_7b(seq, window, long_tailed()).time.step_time().value();
         step(0) / step(8)
     };
-    let (short, long) = (speedup(65_536, 32, 4), speedup(131_072, 64, 8));
+    let (short, long) = (speedup(65_536), speedup(131_072));
     assert!(short > 1.05 && long > short, "64K x{short}, 128K x{long}");
 }
 

@@ -4,10 +4,11 @@
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
+use meshplan::data::DataSpec;
 use meshplan::hardware::ClusterSpec;
 use meshplan::model::ModelSpec;
 use meshplan::plan::{PlanSpec, Precision, TrainingSpec};
-use meshplan::{Run, RunSpec, presets};
+use meshplan::{Estimate, Run, RunSpec, closed_form, presets};
 use serde_json::Value;
 
 // ---------------------------------------------------------------------------------------------
@@ -136,4 +137,22 @@ pub fn report(args: &[&str], charts: &[&str]) -> String {
         assert!(!page.contains(network), "the page refers to {network}");
     }
     page
+}
+
+/// The closed-form estimate of WLB-LLM's Llama 2 7B layout at context `seq` on `data` (Table 1:
+/// tp 8 at 128K and tp 4 at 64K, cp 2, pp 4, dp 1 on tp x 8 H100, a global batch of pp = 4
+/// micro-batches), re-packing `window` global batches together (0: packed as they arrive).
+pub fn wlb_llm_7b(seq: i64, window: i64, data: DataSpec) -> Estimate {
+    let tp = if seq > 65_536 { 8 } else { 4 };
+    let plan = PlanSpec {
+        tp: Some(tp),
+        cp: Some(2),
+        pp: Some(4),
+        balance_window: Some(window),
+        ..PlanSpec::default()
+    };
+    let model = presets::model("llama2-7b").unwrap();
+    let mut spec = spec(model, "h100-sxm", tp * 8, training(seq, 4, 1, None), plan);
+    spec.data = Some(data);
+    closed_form(&Run::from_spec(&spec).unwrap())
 }

@@ -9,11 +9,10 @@
 //! re-packing over 2, 4 and 8 global batches (1.22, 1.11, 1.08; WLB-LLM's own packer with outlier
 //! delay reaches 1.05 over 4 to 8).
 
+use meshplan::Estimate;
 use meshplan::data::{DataSpec, LengthBinSpec};
-use meshplan::plan::PlanSpec;
-use meshplan::{Estimate, Run, closed_form, presets};
 
-use crate::support::{spec, training};
+use crate::support::wlb_llm_7b;
 
 /// The context window of WLB-LLM's 7B-128K run.
 const WINDOW: i64 = 131_072;
@@ -68,26 +67,9 @@ fn three_quarters_short(low: f64, high: f64) -> Vec<LengthBinSpec> {
     bins
 }
 
-/// The closed-form estimate of WLB-LLM's 7B layout at context `seq` (Table 1: tp 8 at 128K and
-/// tp 4 at 64K, cp 2, pp 4, dp 1, a global batch of pp = 4 micro-batches) on `histogram`,
-/// re-packing `window` global batches together (0: packed as the documents arrive).
+/// WLB-LLM's 7B layout at context `seq` on `histogram`, re-packing `window` global batches.
 fn estimate(histogram: &[LengthBinSpec], seq: i64, window: i64) -> Estimate {
-    let tp = if seq > WINDOW / 2 { 8 } else { 4 };
-    let mut spec = spec(
-        presets::model("llama2-7b").unwrap(),
-        "h100-sxm",
-        tp * 8,
-        training(seq, 4, 1, None),
-        PlanSpec {
-            tp: Some(tp),
-            cp: Some(2),
-            pp: Some(4),
-            balance_window: Some(window),
-            ..PlanSpec::default()
-        },
-    );
-    spec.data = Some(DataSpec { histogram: Some(histogram.to_vec()), ..DataSpec::default() });
-    closed_form(&Run::from_spec(&spec).unwrap())
+    wlb_llm_7b(seq, window, DataSpec { histogram: Some(histogram.to_vec()), ..DataSpec::default() })
 }
 
 /// WLB-LLM's imbalance degree (largest micro-batch over the mean) at 128K.
