@@ -579,12 +579,14 @@ fn attention(ctx: &Ctx, table: &mut OpTable) {
     // BF16 for this head dimension and length; sliding windows keep BF16's speed (NVIDIA's one
     // windowed MXFP8 measurement, gpt-oss on GB200 and GB300, ran a backward that grew with the
     // whole sequence: `measurements/README.md`).
-    let (fp8_forward, fp8_backward) = ctx
+    let measured = ctx
         .mxfp8_attention()
         .then(|| gpu.mxfp8_attention_speed(model.qk_head_dim(), kernel_seq))
-        .flatten()
-        .inspect(|_| mxfp8_attention_casts(ctx, table))
-        .unwrap_or((1.0, 1.0));
+        .flatten();
+    if measured.is_some() {
+        mxfp8_attention_casts(ctx, table);
+    }
+    let (fp8_forward, fp8_backward) = measured.unwrap_or((1.0, 1.0));
     let forward =
         attention_forward_time(gpu, full, kernel_seq, head_dim, forward_speed * fp8_forward)
             + attention_forward_time(gpu, windowed, window_seq, head_dim, forward_speed);
