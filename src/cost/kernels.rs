@@ -16,6 +16,7 @@
 
 use crate::hardware::{Gpu, PrecisionClass};
 use crate::plan::Precision;
+use crate::stack::ExpertLaunches;
 use crate::units::{Bytes, Flops, FlopsPerSec, Seconds};
 
 /// Output tile edge of the GEMM kernels modelled (CUTLASS/cuBLAS default 128 x 128 tiles).
@@ -72,6 +73,26 @@ const ATTENTION_HEAD_DIM_OVERHEAD: f64 = 32.0;
 /// FLOPs of a fused attention backward relative to its forward (FlashAttention convention: the
 /// backward recomputes the scores, five matmuls against two).
 pub const ATTENTION_BACKWARD_FLOP_RATIO: f64 = 2.5;
+
+/// Host time to launch one kernel eagerly: 6.18 us per one-element kernel, launched in a loop
+/// by eager PyTorch on the H100 machine's host (`measurements/h100-sxm-kernels.json`, section
+/// `launch`, `add_1_element_eager`). A GPU kernel shorter than this waits on its launch.
+pub const EAGER_LAUNCH_SECONDS: f64 = 6.18e-6;
+/// The same kernel replayed inside a CUDA graph: 1.16 us (same section,
+/// `add_1_element_cuda_graph`).
+pub const GRAPHED_LAUNCH_SECONDS: f64 = 1.16e-6;
+
+/// The least time `launches` GEMMs, each launched on its own by the host as `how` says, take:
+/// the host issues them one after another, so however small each GEMM, the group lasts at least
+/// as long as its launches. Zero for one grouped kernel.
+pub fn launch_floor(how: ExpertLaunches, launches: f64) -> Seconds {
+    let each = match how {
+        ExpertLaunches::OneKernel => return Seconds::ZERO,
+        ExpertLaunches::PerExpertEager => EAGER_LAUNCH_SECONDS,
+        ExpertLaunches::PerExpertGraphed => GRAPHED_LAUNCH_SECONDS,
+    };
+    Seconds::new(each * launches.max(0.0))
+}
 
 /// The shape of a GEMM `C[m x n] = A[m x k] * B[k x n]`.
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -10,7 +10,7 @@ use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
     GemmRole, GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
-    grouped_gemm_time, recipe_gemm_speed,
+    grouped_gemm_time, launch_floor, recipe_gemm_speed,
 };
 use crate::cost::pytorch_ring::{self, RingShape};
 use crate::hardware::PrecisionClass;
@@ -154,8 +154,15 @@ impl<'a> Ctx<'a> {
             Bytes::new(((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0) * groups)
         };
         let speed = recipe_gemm_speed(gpu, self.precision);
+        // Routed experts run as one GEMM launch per expert wait on the host's launches when
+        // each expert's GEMM is shorter than its launch (`kernels::launch_floor`).
+        let floor = if groups > 1.0 {
+            launch_floor(self.run.stack().expert_launches(), groups)
+        } else {
+            Seconds::ZERO
+        };
         let time = |s: GemmShape, role| {
-            grouped_gemm_time(gpu, self.class, s, groups, role, input_bytes) / speed
+            (grouped_gemm_time(gpu, self.class, s, groups, role, input_bytes) / speed).max(floor)
         };
         let rows = [
             (Phase::Forward, OpKind::Gemm, forward, GemmRole::Forward),

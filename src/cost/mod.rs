@@ -38,6 +38,8 @@ mod context_parallel_tests;
 #[cfg(test)]
 mod eager_ops_tests;
 #[cfg(test)]
+mod expert_launch_tests;
+#[cfg(test)]
 mod fp8_attention_tests;
 #[cfg(test)]
 mod layer_tests;

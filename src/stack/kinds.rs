@@ -109,6 +109,45 @@ pub enum GemmPath {
     Cublas,
 }
 
+/// How a stack runs the routed experts' GEMMs of an MoE layer (`[gemm] grouped_moe`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum GroupedMoe {
+    /// Transformer Engine's `GroupedLinear`: one cuBLAS GEMM launched per local expert, spread
+    /// over Transformer Engine's compute streams (`multi_stream_cublas_gemm`,
+    /// `transformer_engine/common/gemm/cublaslt_gemm.cu@v2.12`; its CUTLASS grouped kernel is
+    /// Hopper-only and opt-in, `NVTE_USE_CUTLASS_GROUPED_GEMM`).
+    TeGrouped,
+    /// One grouped kernel for all local experts (CUTLASS grouped GEMM).
+    CutlassGrouped,
+    /// A loop over the local experts' own linear layers.
+    Sequential,
+    /// No routed experts.
+    None,
+}
+
+impl GroupedMoe {
+    /// Whether the host launches a GEMM per local expert (so a layer of many small experts
+    /// waits on its launches).
+    pub fn launches_per_expert(self) -> bool {
+        matches!(self, GroupedMoe::TeGrouped | GroupedMoe::Sequential)
+    }
+}
+
+/// How the host issues the routed experts' GEMMs of one MoE layer, as a run of the stack does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExpertLaunches {
+    /// One kernel for all local experts (a grouped kernel, or Transformer Engine's fused
+    /// grouped MLP): no launch per expert.
+    OneKernel,
+    /// One GEMM launch per local expert, issued eagerly by the host.
+    PerExpertEager,
+    /// One GEMM launch per local expert, replayed from a CUDA graph of the whole iteration.
+    PerExpertGraphed,
+}
+
 /// The data type of the data-parallel gradient reduction.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,

@@ -21,8 +21,9 @@ use std::collections::BTreeMap;
 
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
-    AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, FlexBackend, GemmPath,
-    GradReduce, GraphScope, LossLogits, PipelineMicrobatches, RecomputeDefault, StackFamily,
+    AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, ExpertLaunches, FlexBackend,
+    GemmPath, GradReduce, GraphScope, GroupedMoe, LossLogits, PipelineMicrobatches,
+    RecomputeDefault, StackFamily,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
 pub use recipe_spec::RecipeSpec;
@@ -106,6 +107,8 @@ pub struct Stack {
     repeats_kv_heads: bool,
     /// Attention runs in FP8 under an FP8 recipe ([`Stack::with_fp8_attention`]).
     fp8_attention: bool,
+    /// How the host issues the routed experts' GEMMs ([`Stack::expert_launches`]).
+    expert_launches: ExpertLaunches,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -203,6 +206,9 @@ impl Stack {
         let eager_elementwise = spec.fusions.norm == Some(false)
             && spec.fusions.compile != Some(true)
             && !fused_by_library;
+        let per_expert = spec.gemm.grouped_moe.is_some_and(GroupedMoe::launches_per_expert);
+        let expert_launches =
+            if per_expert { ExpertLaunches::PerExpertEager } else { ExpertLaunches::OneKernel };
         let eager = EagerOps {
             yarn_rope: spec.fusions.yarn_rope == Some(false),
             expert_bias: spec.fusions.expert_bias == Some(false),
@@ -220,6 +226,7 @@ impl Stack {
             cp_kv_exchange: spec.overlap.cp_kv_exchange.unwrap_or_default(),
             repeats_kv_heads: spec.attention.repeat_kv_heads == Some(true),
             fp8_attention: false,
+            expert_launches,
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -309,6 +316,13 @@ impl Stack {
         self.fp8_attention
     }
 
+    /// How the host issues the routed experts' GEMMs of an MoE layer: one launch per local
+    /// expert under Transformer Engine's `GroupedLinear` (eager, or replayed from a whole-
+    /// iteration CUDA graph), or one kernel.
+    pub fn expert_launches(&self) -> ExpertLaunches {
+        self.expert_launches
+    }
+
     /// Whether its attention on `generation` materializes the score matrix (no fused kernel).
     pub fn unfused_attention(&self, generation: Option<Generation>) -> bool {
         self.attention_kernel(generation) == Some(AttentionKernel::Unfused)
@@ -354,11 +368,24 @@ impl Stack {
     /// biases, the routing weights and a clamped activation (`ScaledClampedQGeGLU`) inside
     /// (Megatron-LM `megatron/core/transformer/moe/experts.py@core_v0.18.0`:
     /// `_is_fused_impl_supported`, `_make_fused_ops`), so neither the expert bias nor the clamp
-    /// runs eagerly.
+    /// runs eagerly, and each GEMM of the local experts is one grouped kernel, not a launch per
+    /// expert.
     pub fn with_fused_grouped_mlp(&self) -> Stack {
         let mut stack = self.clone();
         stack.eager.expert_bias = false;
         stack.eager.glu_clamp = false;
+        stack.expert_launches = ExpertLaunches::OneKernel;
+        stack
+    }
+
+    /// The stack as a recipe that captures the whole iteration in one CUDA graph runs it
+    /// (Megatron-Bridge's `cuda_graph_impl = "full_iteration"`, 0.5.0 on): the per-expert GEMM
+    /// launches are replayed from the graph instead of issued by the host.
+    pub fn with_full_iteration_graphs(&self) -> Stack {
+        let mut stack = self.clone();
+        if stack.expert_launches == ExpertLaunches::PerExpertEager {
+            stack.expert_launches = ExpertLaunches::PerExpertGraphed;
+        }
         stack
     }
 }

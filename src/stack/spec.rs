@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::kinds::{
-    AttentionKernel, CpKvExchange, GemmPath, GradReduce, GraphScope, LossLogits,
+    AttentionKernel, CpKvExchange, GemmPath, GradReduce, GraphScope, GroupedMoe, LossLogits,
     PipelineMicrobatches, RecomputeDefault, ShardingDefault, StackFamily,
 };
 use super::recipe_spec::RecipeSpec;
@@ -122,9 +122,9 @@ pub struct GemmSpec {
     /// The path of its FP8 linear layers, when different.
     #[serde(default)]
     pub fp8_path: Option<GemmPath>,
-    /// How it runs the routed experts' GEMMs (text, e.g. `te-grouped`).
+    /// How it runs the routed experts' GEMMs.
     #[serde(default)]
-    pub grouped_moe: Option<String>,
+    pub grouped_moe: Option<GroupedMoe>,
 }
 
 /// The `[precision]` table.

@@ -48,6 +48,8 @@ pub(super) struct Mapped {
     fused_grouped_mlp: bool,
     /// The row's recipe runs attention in FP8.
     fp8_attention: bool,
+    /// The row's recipe captures the whole iteration in one CUDA graph.
+    full_iteration_graphs: bool,
     /// The row says its model ran under `torch.compile` (torchtitan@9dec370 `apply_compile`
     /// compiles each transformer block with `fullgraph=True`).
     compiled: bool,
@@ -57,18 +59,26 @@ pub(super) struct Mapped {
 
 impl Mapped {
     /// The software stack the row's run is priced with: the stack its text names, with the
-    /// kernels its recipe chose ([`Stack::with_fused_grouped_mlp`],
-    /// [`Stack::with_fp8_attention`]) and, for a row that ran under `torch.compile`, compiled
-    /// ([`Stack::compiled`]).
+    /// kernels and launches its recipe chose ([`Stack::with_fused_grouped_mlp`],
+    /// [`Stack::with_fp8_attention`], [`Stack::with_full_iteration_graphs`]) and, for a row that
+    /// ran under `torch.compile`, compiled ([`Stack::compiled`]).
     pub(super) fn stack(&self, stack: &Arc<Stack>) -> Arc<Stack> {
         let compile = self.compiled && stack.eager_elementwise();
-        if !(self.fused_grouped_mlp || self.fp8_attention || compile || self.attention.is_some()) {
+        let changed = self.fused_grouped_mlp
+            || self.fp8_attention
+            || self.full_iteration_graphs
+            || compile
+            || self.attention.is_some();
+        if !changed {
             return Arc::clone(stack);
         }
         let mut priced =
             if self.fused_grouped_mlp { stack.with_fused_grouped_mlp() } else { (**stack).clone() };
         if self.fp8_attention {
             priced = priced.with_fp8_attention();
+        }
+        if self.full_iteration_graphs {
+            priced = priced.with_full_iteration_graphs();
         }
         if compile {
             priced = priced.compiled();
@@ -287,6 +297,7 @@ pub(super) fn map_row(
     recipe.other_settings(row, moe, &mut plan);
     let fused_grouped_mlp = moe && recipe.fused_grouped_mlp();
     let fp8_attention = recipe.fp8_attention();
+    let full_iteration_graphs = moe && recipe.full_iteration_graphs();
     let recipe_tp_overlap = recipe.tp_comm_overlap(row, tp);
     recipe.bf16_layers(row, layers_per_stage, &mut plan);
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
@@ -364,6 +375,7 @@ pub(super) fn map_row(
         shape,
         least_recompute,
         fused_grouped_mlp,
+        full_iteration_graphs,
         fp8_attention,
         compiled,
         attention,

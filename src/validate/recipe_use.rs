@@ -9,7 +9,7 @@
 use super::row::CalibrationRow;
 use crate::model::ModelSpec;
 use crate::plan::{FsdpMode, PlanSpec, Precision, RecomputeKind, RecomputeModule};
-use crate::stack::{Recipe, Stack};
+use crate::stack::{CudaGraphImpl, Recipe, Stack};
 
 /// The recipe covering a row, if any, and what was taken from it.
 pub(super) struct RecipeUse<'a> {
@@ -200,6 +200,17 @@ impl<'a> RecipeUse<'a> {
         fused == Some(true)
     }
 
+    /// Whether the recipe captures the whole iteration in one CUDA graph
+    /// (`cuda_graph_impl = "full_iteration"`): a launch choice of the stack, not of the plan.
+    pub(super) fn full_iteration_graphs(&mut self) -> bool {
+        let graphs = self.usable().and_then(|recipe| recipe.settings().cuda_graphs);
+        let full = graphs == Some(CudaGraphImpl::FullIteration);
+        if full {
+            self.taken.push("whole-iteration CUDA graph (kernel launches replayed)".into());
+        }
+        full
+    }
+
     /// Whether the recipe runs attention in FP8 (`fp8_dot_product_attention`): a kernel choice
     /// of the stack, not of the plan.
     pub(super) fn fp8_attention(&mut self) -> bool {
@@ -275,6 +286,22 @@ mod tests {
         assert!(!fused && !text.contains("op-fuser"), "{text}");
         let (fused, _) = find("h100-sxm", Precision::Bf16);
         assert!(!fused);
+    }
+
+    #[test]
+    fn whole_iteration_graphs_are_taken_where_the_recipe_captures_them() {
+        let stack = presets::stack("nemo-26.06").unwrap();
+        let find = |gpu: &str, precision: Precision| {
+            let mut recipe = RecipeUse::find(&stack, "Qwen3_30B_a3B", gpu, precision, 8, 48);
+            let full = recipe.full_iteration_graphs();
+            (full, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
+        };
+        // scripts/performance/configs/qwen@v0.5.0: MXFP8 on GB200 captures the whole iteration;
+        // BF16 there graphs only attention and the router (Transformer Engine graphs).
+        let (full, text) = find("gb200", Precision::Mxfp8);
+        assert!(full && text.contains("whole-iteration CUDA graph"), "{text}");
+        let (full, text) = find("gb200", Precision::Bf16);
+        assert!(!full && !text.contains("whole-iteration"), "{text}");
     }
 
     #[test]

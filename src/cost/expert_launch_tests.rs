@@ -1,0 +1,89 @@
+//! Tests of the launch floor on routed experts' GEMMs (`kernels::launch_floor`): a stack that
+//! launches one GEMM per local expert (Transformer Engine's `GroupedLinear`) cannot run a group of
+//! tiny experts faster than the host launches them; a whole-iteration CUDA graph replays the
+//! launches at the graphed cost, and one grouped kernel pays no floor.
+
+use std::sync::Arc;
+
+use crate::cost::kernels::{EAGER_LAUNCH_SECONDS, GRAPHED_LAUNCH_SECONDS, launch_floor};
+use crate::cost::layer::{OpTable, Phase, Rows, transformer_layer};
+use crate::plan::PlanSpec;
+use crate::presets;
+use crate::run::{Run, test_spec};
+use crate::stack::{ExpertLaunches, Stack};
+use crate::units::Seconds;
+
+/// Qwen3-30B-A3B's 128 experts at ep 8 (16 local experts) on 8 H100, one `seq`-token sequence
+/// per micro-batch, on `stack`.
+fn qwen3_30b(stack: Stack, seq: i64) -> Run {
+    let plan = PlanSpec { ep: Some(8), stack: Some(stack.id().to_owned()), ..PlanSpec::default() };
+    let spec = test_spec("qwen3-30b-a3b", 8, seq, 64, 1, plan);
+    Run::from_spec_with_stack(&spec, Arc::new(stack)).unwrap()
+}
+
+fn nemo() -> Stack {
+    presets::stack("nemo-26.04").unwrap()
+}
+
+/// The time of the `name` rows of one phase.
+fn time(table: &OpTable, name: &str, phase: Phase) -> Seconds {
+    table.ops.iter().filter(|op| op.name == name && op.phase == phase).map(|op| op.time).sum()
+}
+
+fn expert_times(run: &Run) -> [Seconds; 2] {
+    let table = transformer_layer(run, false, Rows::Keep);
+    [time(&table, "expert-fc1", Phase::Forward), time(&table, "expert-fc1", Phase::Backward)]
+}
+
+fn close(actual: Seconds, expected: f64) {
+    assert!((actual.value() / expected - 1.0).abs() < 1e-9, "{} vs {expected}", actual.value());
+}
+
+#[test]
+fn the_floor_is_one_measured_launch_per_expert() {
+    assert_eq!(launch_floor(ExpertLaunches::OneKernel, 16.0), Seconds::ZERO);
+    close(launch_floor(ExpertLaunches::PerExpertEager, 16.0), 16.0 * 6.18e-6);
+    close(launch_floor(ExpertLaunches::PerExpertGraphed, 16.0), 16.0 * 1.16e-6);
+}
+
+#[test]
+fn megatron_stacks_launch_a_gemm_per_expert_and_recipes_change_how() {
+    assert_eq!(nemo().expert_launches(), ExpertLaunches::PerExpertEager);
+    assert_eq!(
+        presets::stack("megatron-core-0.14-plus").unwrap().expert_launches(),
+        ExpertLaunches::PerExpertEager
+    );
+    // A stack that does not say how it runs its experts' GEMMs pays no floor.
+    assert_eq!(presets::stack("generic").unwrap().expert_launches(), ExpertLaunches::OneKernel);
+    let graphed = nemo().with_full_iteration_graphs();
+    assert_eq!(graphed.expert_launches(), ExpertLaunches::PerExpertGraphed);
+    assert_eq!(nemo().with_fused_grouped_mlp().expert_launches(), ExpertLaunches::OneKernel);
+    let fused_then_graphed = nemo().with_fused_grouped_mlp().with_full_iteration_graphs();
+    assert_eq!(fused_then_graphed.expert_launches(), ExpertLaunches::OneKernel);
+}
+
+#[test]
+fn tiny_experts_wait_on_their_launches() {
+    // 64 tokens x top-8 over 16 local experts: 32 rows per expert, GEMMs of a few us on H100.
+    let [eager_forward, eager_backward] = expert_times(&qwen3_30b(nemo(), 64));
+    close(eager_forward, 16.0 * EAGER_LAUNCH_SECONDS);
+    // Input and weight gradients, a launch each per expert; here the weights' traffic (the fp32
+    // weight gradients written) already outlasts those launches.
+    assert!(eager_backward >= Seconds::new(2.0 * 16.0 * EAGER_LAUNCH_SECONDS));
+    let [graphed_forward, _] = expert_times(&qwen3_30b(nemo().with_full_iteration_graphs(), 64));
+    assert!(graphed_forward < eager_forward);
+    assert!(graphed_forward >= Seconds::new(16.0 * GRAPHED_LAUNCH_SECONDS));
+    // One grouped kernel: the GPU's own time, which the eager launches exceed.
+    let [fused_forward, _] = expert_times(&qwen3_30b(nemo().with_fused_grouped_mlp(), 64));
+    assert!(fused_forward <= graphed_forward, "{fused_forward:?} vs {graphed_forward:?}");
+    assert!(fused_forward < eager_forward * 0.8, "{fused_forward:?} vs {eager_forward:?}");
+}
+
+#[test]
+fn large_experts_outlast_their_launches() {
+    // 8192 tokens: 4096 rows per expert, far longer than a launch; the floor does not bind.
+    let eager = expert_times(&qwen3_30b(nemo(), 8192));
+    let fused = expert_times(&qwen3_30b(nemo().with_fused_grouped_mlp(), 8192));
+    assert_eq!(eager, fused);
+    assert!(eager[0] > Seconds::new(5.0 * 16.0 * EAGER_LAUNCH_SECONDS), "{:?}", eager[0]);
+}
