@@ -1,13 +1,14 @@
-//! Tests of the launch floor on routed experts' GEMMs (`kernels::launch_floor`): a stack that
-//! launches one GEMM per local expert (Transformer Engine's `GroupedLinear`) cannot run a group of
-//! tiny experts faster than the host launches them; a whole-iteration CUDA graph replays the
-//! launches at the graphed cost, and one grouped kernel pays no floor.
+//! Tests of the launch floor on routed experts' GEMMs and casts (`kernels::launch_floor`): a
+//! stack that launches one GEMM per local expert (Transformer Engine's `GroupedLinear`) cannot
+//! run a group of tiny experts faster than the host launches them, nor quantize their inputs
+//! faster where the recipe quantizes one expert at a time; a whole-iteration CUDA graph replays
+//! the launches at the graphed cost, and one grouped kernel pays no floor.
 
 use std::sync::Arc;
 
 use crate::cost::kernels::{EAGER_LAUNCH_SECONDS, GRAPHED_LAUNCH_SECONDS, launch_floor};
 use crate::cost::layer::{OpTable, Phase, Rows, transformer_layer};
-use crate::plan::PlanSpec;
+use crate::plan::{PlanSpec, Precision};
 use crate::presets;
 use crate::run::{Run, test_spec};
 use crate::stack::{ExpertLaunches, Stack};
@@ -16,8 +17,13 @@ use crate::units::Seconds;
 /// Qwen3-30B-A3B's 128 experts at ep 8 (16 local experts) on 8 H100, one `seq`-token sequence
 /// per micro-batch, on `stack`.
 fn qwen3_30b(stack: Stack, seq: i64) -> Run {
+    qwen3_30b_in(stack, seq, None)
+}
+
+fn qwen3_30b_in(stack: Stack, seq: i64, precision: Option<Precision>) -> Run {
     let plan = PlanSpec { ep: Some(8), stack: Some(stack.id().to_owned()), ..PlanSpec::default() };
-    let spec = test_spec("qwen3-30b-a3b", 8, seq, 64, 1, plan);
+    let mut spec = test_spec("qwen3-30b-a3b", 8, seq, 64, 1, plan);
+    spec.training.precision = precision;
     Run::from_spec_with_stack(&spec, Arc::new(stack)).unwrap()
 }
 
@@ -86,4 +92,32 @@ fn large_experts_outlast_their_launches() {
     let fused = expert_times(&qwen3_30b(nemo().with_fused_grouped_mlp(), 8192));
     assert_eq!(eager, fused);
     assert!(eager[0] > Seconds::new(5.0 * 16.0 * EAGER_LAUNCH_SECONDS), "{:?}", eager[0]);
+}
+
+#[test]
+fn tensors_quantized_one_expert_at_a_time_wait_on_those_launches() {
+    assert!(Precision::Fp8Current.quantizes_per_expert());
+    assert!(
+        Precision::Mxfp8.quantizes_per_expert() && Precision::Fp8Blockwise.quantizes_per_expert()
+    );
+    assert!(
+        !Precision::Fp8Delayed.quantizes_per_expert() && !Precision::Nvfp4.quantizes_per_expert()
+    );
+    assert!(!Precision::Bf16.quantizes_per_expert());
+    let quantize = |precision| {
+        let run = qwen3_30b_in(nemo(), 64, Some(precision));
+        let table = transformer_layer(&run, false, Rows::Keep);
+        [
+            time(&table, "expert-quantize", Phase::Forward),
+            time(&table, "expert-quantize", Phase::Backward),
+        ]
+    };
+    // Current scaling: two tensors a phase, each quantized per expert (16 launches apiece).
+    for phase in quantize(Precision::Fp8Current) {
+        close(phase, 2.0 * 16.0 * EAGER_LAUNCH_SECONDS);
+    }
+    // Delayed scaling: one fused kernel for all the splits, priced by its bytes alone.
+    for phase in quantize(Precision::Fp8Delayed) {
+        assert!(phase < Seconds::new(2.0 * 16.0 * EAGER_LAUNCH_SECONDS), "{phase:?}");
+    }
 }

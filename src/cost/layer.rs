@@ -10,7 +10,7 @@ use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
     GemmRole, GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
-    grouped_gemm_time, launch_floor, recipe_gemm_speed,
+    grouped_gemm_time, launch_floor, memory_time, recipe_gemm_speed,
 };
 use crate::cost::pytorch_ring::{self, RingShape};
 use crate::hardware::PrecisionClass;
@@ -491,8 +491,17 @@ fn experts(ctx: &Ctx, table: &mut OpTable) {
     if cast > 0.0 {
         let forward = Bytes::new(cast * (width + ffn) * rows);
         let backward = Bytes::new(cast * (width + up) * rows);
-        table.push_memory(gpu, "expert-quantize", Phase::Forward, forward);
-        table.push_memory(gpu, "expert-quantize", Phase::Backward, backward);
+        // Two tensors a phase, each split per expert: quantized one expert at a time where the
+        // recipe has no fused split quantization (`quantizes_per_expert`).
+        let floor = if ctx.precision.quantizes_per_expert() {
+            launch_floor(run.stack().expert_launches(), 2.0 * local_experts)
+        } else {
+            Seconds::ZERO
+        };
+        for (phase, bytes) in [(Phase::Forward, forward), (Phase::Backward, backward)] {
+            let time = memory_time(gpu, bytes).max(floor);
+            table.push("expert-quantize", phase, OpKind::Memory, Flops::ZERO, bytes, time);
+        }
     }
 }
 

@@ -98,6 +98,15 @@ impl Precision {
         }
     }
 
+    /// Whether Transformer Engine quantizes a tensor split over the routed experts one expert at
+    /// a time under this recipe (a kernel launch per expert): `split_quantize` has a fused
+    /// kernel only for FP8 delayed scaling (`nvte_multi_cast_transpose`) and NVFP4, and none to
+    /// run for 16-bit recipes (`transformer_engine/pytorch/csrc/extensions/cast.cpp@v2.12`, also
+    /// @v2.16: `multi_tensor_quantize_impl`, `QuantizationMethod`).
+    pub fn quantizes_per_expert(self) -> bool {
+        matches!(self, Precision::Fp8Current | Precision::Fp8Blockwise | Precision::Mxfp8)
+    }
+
     /// Memory traffic, in bytes per element, of turning a 16-bit GEMM operand into this recipe's
     /// format: read the BF16 value and write the quantized copies the forward and backward GEMMs
     /// need, plus an extra read for recipes that find the scale first. Block-scaled recipes write
