@@ -82,9 +82,10 @@ pub const EAGER_LAUNCH_SECONDS: f64 = 6.18e-6;
 /// `add_1_element_cuda_graph`).
 pub const GRAPHED_LAUNCH_SECONDS: f64 = 1.16e-6;
 
-/// The least time `launches` GEMMs, each launched on its own by the host as `how` says, take:
-/// the host issues them one after another, so however small each GEMM, the group lasts at least
-/// as long as its launches. Zero for one grouped kernel.
+/// The least time `launches` kernels of the routed experts (their GEMMs, or their casts), each
+/// launched on its own by the host as `how` says, take: the host issues them one after another,
+/// so however small each kernel, the group lasts at least as long as its launches. Zero where
+/// the stack runs the experts as one grouped kernel.
 pub fn launch_floor(how: ExpertLaunches, launches: f64) -> Seconds {
     let each = match how {
         ExpertLaunches::OneKernel => return Seconds::ZERO,

@@ -154,8 +154,8 @@ impl<'a> Ctx<'a> {
             Bytes::new(((s.m * s.k + s.k * s.n) * input_bytes + s.m * s.n * 2.0) * groups)
         };
         let speed = recipe_gemm_speed(gpu, self.precision);
-        // Routed experts run as one GEMM launch per expert wait on the host's launches when
-        // each expert's GEMM is shorter than its launch (`kernels::launch_floor`).
+        // Routed experts run as one GEMM launch each: the group lasts at least its launches,
+        // which bind when each expert's GEMM is shorter than one (`kernels::launch_floor`).
         let floor = if groups > 1.0 {
             launch_floor(self.run.stack().expert_launches(), groups)
         } else {

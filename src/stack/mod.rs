@@ -379,8 +379,8 @@ impl Stack {
     }
 
     /// The stack as a recipe that captures the whole iteration in one CUDA graph runs it
-    /// (Megatron-Bridge's `cuda_graph_impl = "full_iteration"`, 0.5.0 on): the per-expert GEMM
-    /// launches are replayed from the graph instead of issued by the host.
+    /// (Megatron-Bridge's `cuda_graph_impl = "full_iteration"`, 0.5.0 on): the per-expert
+    /// launches (GEMMs and casts) are replayed from the graph instead of issued by the host.
     pub fn with_full_iteration_graphs(&self) -> Stack {
         let mut stack = self.clone();
         if stack.expert_launches == ExpertLaunches::PerExpertEager {
