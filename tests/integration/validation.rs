@@ -263,3 +263,25 @@ fn memory_rows_are_predicted_within_ten_percent_at_the_median() {
     let median = summary.memory_median_abs_error_pct.unwrap();
     assert!(median <= 10.0, "memory median |error| {median:.1} %");
 }
+
+#[test]
+fn held_out_figures_hold_what_is_reached() {
+    // Issue #12's targets (dense p90 15 %, MoE median 12 %) and issue #17's (hybrid median 10 %)
+    // are not met yet (README, Accuracy); this holds the held-out figures reached on 2026-12-05
+    // (dense 5.1 / 15.9 %, MoE 15.4 / 49.7 %, hybrid 35.7 / 61.9 %, tau-b 0.96), with a little
+    // room, so that a regression fails here.
+    let kinds = &report().accuracy.kinds;
+    let held_out = |name: &str| {
+        let kind = kinds.iter().find(|k| k.kind == name).unwrap();
+        (kind.held_out.median_abs_error_pct.unwrap(), kind.held_out.p90_abs_error_pct.unwrap())
+    };
+    let bounds = [("dense", 6.0, 17.0), ("moe", 16.5, 52.0), ("hybrid", 37.0, 64.0)];
+    for (name, median_bound, p90_bound) in bounds {
+        let (median, p90) = held_out(name);
+        assert!(median <= median_bound, "{name} held-out median |error| {median:.2}%");
+        assert!(p90 <= p90_bound, "{name} held-out p90 |error| {p90:.2}%");
+    }
+    // Issue #12's target for the rank agreement inside sweeps is 0.8.
+    let tau = report().accuracy.rank.weighted_tau_held_out.unwrap();
+    assert!(tau >= 0.9, "weighted held-out tau-b {tau:.3}");
+}
