@@ -121,3 +121,47 @@ fn tensors_quantized_one_expert_at_a_time_wait_on_those_launches() {
         assert!(phase < Seconds::new(2.0 * 16.0 * EAGER_LAUNCH_SECONDS), "{phase:?}");
     }
 }
+
+mod properties {
+    use proptest::prelude::*;
+    use proptest::test_runner::RngSeed;
+
+    use super::{Precision, nemo, qwen3_30b_in};
+    use crate::cost::layer::{Phase, Rows, transformer_layer};
+    use crate::run::Run;
+    use crate::units::Seconds;
+
+    /// Each phase's total time of one layer.
+    fn phases(run: &Run) -> [Seconds; 2] {
+        let table = transformer_layer(run, false, Rows::Keep);
+        let total = |phase| table.ops.iter().filter(|op| op.phase == phase).map(|op| op.time).sum();
+        [total(Phase::Forward), total(Phase::Backward)]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 48,
+            rng_seed: RngSeed::Fixed(45),
+            ..ProptestConfig::default()
+        })]
+
+        #[test]
+        fn eager_launches_never_beat_graphed_ones_nor_graphed_ones_one_kernel(
+            seq_log2 in 5u32..15,
+            precision in prop::sample::select(vec![
+                Precision::Bf16,
+                Precision::Fp8Current,
+                Precision::Fp8Delayed,
+            ]),
+        ) {
+            let seq = 1i64 << seq_log2;
+            let eager = phases(&qwen3_30b_in(nemo(), seq, Some(precision)));
+            let graphed = phases(&qwen3_30b_in(nemo().with_full_iteration_graphs(), seq, Some(precision)));
+            let one = phases(&qwen3_30b_in(nemo().with_fused_grouped_mlp(), seq, Some(precision)));
+            for phase in 0..2 {
+                prop_assert!(eager[phase] >= graphed[phase], "{:?} < {:?}", eager, graphed);
+                prop_assert!(graphed[phase] >= one[phase], "{:?} < {:?}", graphed, one);
+            }
+        }
+    }
+}
