@@ -10,7 +10,7 @@ use crate::cost::dispatch::{Dispatch, deduplicated_time};
 use crate::cost::kernels::{
     EAGER_ACTIVATION_BANDWIDTH, EAGER_NORM_BACKWARD_BANDWIDTH, EAGER_NORM_FORWARD_BANDWIDTH,
     GemmRole, GemmShape, attention_backward_time, attention_forward_time, eager_memory_time,
-    grouped_gemm_time, launch_floor, memory_time, recipe_gemm_speed,
+    grouped_gemm_time, launch_floor, recipe_gemm_speed,
 };
 use crate::cost::pytorch_ring::{self, RingShape};
 use crate::hardware::PrecisionClass;
@@ -498,10 +498,8 @@ fn experts(ctx: &Ctx, table: &mut OpTable) {
         } else {
             Seconds::ZERO
         };
-        for (phase, bytes) in [(Phase::Forward, forward), (Phase::Backward, backward)] {
-            let time = memory_time(gpu, bytes).max(floor);
-            table.push("expert-quantize", phase, OpKind::Memory, Flops::ZERO, bytes, time);
-        }
+        table.push_memory_at_least(gpu, "expert-quantize", Phase::Forward, forward, floor);
+        table.push_memory_at_least(gpu, "expert-quantize", Phase::Backward, backward, floor);
     }
 }
 

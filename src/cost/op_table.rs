@@ -335,7 +335,21 @@ impl OpTable {
         phase: Phase,
         bytes: Bytes,
     ) {
-        self.push(name, phase, OpKind::Memory, Flops::ZERO, bytes, memory_time(gpu, bytes));
+        self.push_memory_at_least(gpu, name, phase, bytes, Seconds::ZERO);
+    }
+
+    /// [`OpTable::push_memory`] for kernels that last no less than `floor` (their host launches,
+    /// `kernels::launch_floor`), however few bytes they move.
+    pub(crate) fn push_memory_at_least(
+        &mut self,
+        gpu: &Gpu,
+        name: &'static str,
+        phase: Phase,
+        bytes: Bytes,
+        floor: Seconds,
+    ) {
+        let time = memory_time(gpu, bytes).max(floor);
+        self.push(name, phase, OpKind::Memory, Flops::ZERO, bytes, time);
     }
 
     /// Total time of the rows of one phase and kind.
