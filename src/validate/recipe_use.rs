@@ -271,13 +271,24 @@ mod tests {
     use crate::plan::Precision;
     use crate::presets;
 
+    /// A run of `model` on `gpus` GPUs of `gpu` (`layers` a pipeline rank) in `precision` under
+    /// NeMo 26.06's recipes: what `setting` says of its recipe, and the assumption text then.
+    fn taken(
+        (model, gpus, layers): (&str, u64, u64),
+        gpu: &str,
+        precision: Precision,
+        setting: fn(&mut RecipeUse<'_>) -> bool,
+    ) -> (bool, String) {
+        let stack = presets::stack("nemo-26.06").unwrap();
+        let mut recipe = RecipeUse::find(&stack, model, gpu, precision, gpus, layers);
+        let set = setting(&mut recipe);
+        (set, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
+    }
+
     #[test]
     fn the_fused_grouped_mlp_is_taken_where_the_recipe_runs_it() {
-        let stack = presets::stack("nemo-26.06").unwrap();
         let find = |gpu: &str, precision: Precision| {
-            let mut recipe = RecipeUse::find(&stack, "GPT OSS 120B", gpu, precision, 64, 36);
-            let fused = recipe.fused_grouped_mlp();
-            (fused, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
+            taken(("GPT OSS 120B", 64, 36), gpu, precision, |r| r.fused_grouped_mlp())
         };
         // scripts/performance/configs/gpt_oss@v0.5.0: MXFP8 on GB200 runs the TE op fuser.
         let (fused, text) = find("gb200", Precision::Mxfp8);
@@ -290,11 +301,8 @@ mod tests {
 
     #[test]
     fn whole_iteration_graphs_are_taken_where_the_recipe_captures_them() {
-        let stack = presets::stack("nemo-26.06").unwrap();
         let find = |gpu: &str, precision: Precision| {
-            let mut recipe = RecipeUse::find(&stack, "Qwen3_30B_a3B", gpu, precision, 8, 48);
-            let full = recipe.full_iteration_graphs();
-            (full, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
+            taken(("Qwen3_30B_a3B", 8, 48), gpu, precision, |r| r.full_iteration_graphs())
         };
         // scripts/performance/configs/qwen@v0.5.0: MXFP8 on GB200 captures the whole iteration;
         // BF16 there graphs only attention and the router (Transformer Engine graphs).
@@ -306,16 +314,12 @@ mod tests {
 
     #[test]
     fn fp8_attention_is_taken_where_the_recipe_turns_it_on() {
-        let stack = presets::stack("nemo-26.06").unwrap();
-        let find = |model: &str, gpu: &str, precision: Precision| {
-            let mut recipe = RecipeUse::find(&stack, model, gpu, precision, 8, 48);
-            let fp8 = recipe.fp8_attention();
-            (fp8, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
-        };
+        let find =
+            |model: &str| taken((model, 8, 48), "gb300", Precision::Mxfp8, |r| r.fp8_attention());
         // scripts/performance/configs/qwen3@v0.5.0: MXFP8 on GB300 sets fp8_dot_product_attention.
-        let (fp8, text) = find("Qwen3_30B_a3B", "gb300", Precision::Mxfp8);
+        let (fp8, text) = find("Qwen3_30B_a3B");
         assert!(fp8 && text.contains("FP8 dot-product attention"), "{text}");
-        let (fp8, text) = find("LLAMA3_70B", "gb300", Precision::Mxfp8);
+        let (fp8, text) = find("LLAMA3_70B");
         assert!(!fp8 && !text.contains("FP8 dot-product attention"), "{text}");
     }
 }
