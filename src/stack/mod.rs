@@ -459,4 +459,18 @@ mod tests {
         assert!(problems.contains("stack.defaults.interleaved_stages_per_rank"), "{problems}");
         assert!(problems.contains("from 2"), "{problems}");
     }
+
+    #[test]
+    fn a_grouped_moe_outside_the_listed_choices_is_refused_naming_them() {
+        let spec = crate::presets::stack_spec("megatron-core-0.14-plus").unwrap();
+        assert_eq!(spec.gemm.grouped_moe, Some(GroupedMoe::TeGrouped));
+        let mut file = toml::Value::try_from(&spec).unwrap();
+        file["gemm"]["grouped_moe"] = toml::Value::String("grouped-kernel".into());
+        let text = toml::to_string(&file).unwrap();
+        let error = toml::from_str::<StackSpec>(&text).unwrap_err().to_string();
+        assert!(error.contains("grouped-kernel"), "{error}");
+        for choice in ["te-grouped", "cutlass-grouped", "sequential", "none"] {
+            assert!(error.contains(choice), "{choice} missing from {error}");
+        }
+    }
 }
