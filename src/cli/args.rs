@@ -328,8 +328,9 @@ pub struct RunArgs {
     pub lengths: Option<String>,
     /// How documents become sequences: pack (cut into --seq-len sequences, each document
     /// attending to itself), pad (one document per sequence; --variable-micro-batches pads each
-    /// only to the longest of its micro-batch) or whole (whole documents packed, the rest of a
-    /// sequence padded). [default: pack]
+    /// only to the longest of its micro-batch), whole (whole documents packed, the rest of a
+    /// sequence padded) or concat (cut into --seq-len sequences with no document mask: each
+    /// costs a full sequence, the engines' default pre-training loaders). [default: pack]
     #[arg(long, value_enum, value_name = "HOW", help_heading = "Training")]
     pub batching: Option<crate::data::Batching>,
 

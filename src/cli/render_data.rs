@@ -46,6 +46,11 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
             data.loads.pieces_per_sequence,
             data.loads.trained_fraction * 100.0
         ),
+        crate::data::Batching::Concat => format!(
+            "concatenated into {seq_len}-token sequences with no document mask ({:.1} document \
+             pieces each on average, each sequence attending as one full one)",
+            data.loads.pieces_per_sequence
+        ),
     };
     let sampled = match run.dynamic_batches() {
         Some(made) => match made.get() {

@@ -100,7 +100,7 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
     let mut rng = StdRng::seed_from_u64(data.seed());
     let seq_len = work.seq_len();
     let pieces = match data.batching() {
-        Batching::Pack | Batching::Whole => {
+        Batching::Pack | Batching::Whole | Batching::Concat => {
             (seq_len as f64 / distribution.mean_length().min(seq_len as f64) + 1.0)
                 .min(PIECES_PER_SEQUENCE as f64)
         }
@@ -121,7 +121,7 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                 pieces_total += 1;
                 values.push([1.0, 1.0]);
             }
-            Batching::Pack => {
+            Batching::Pack | Batching::Concat => {
                 let (mut room, mut a, mut b) = (seq_len, 0.0, 0.0);
                 let mut drawn = 0u64;
                 while room > 0 {
@@ -149,7 +149,9 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                     }
                 }
                 trained += seq_len;
-                values.push(if work.attends() { [a, b] } else { [1.0, 1.0] });
+                // Without a document mask a sequence attends as one document filling it.
+                let masked = data.batching() == Batching::Pack && work.attends();
+                values.push(if masked { [a, b] } else { [1.0, 1.0] });
             }
             Batching::Whole => {
                 let (mut room, mut a, mut b) = (seq_len, 0.0, 0.0);
@@ -300,6 +302,22 @@ mod tests {
         assert_eq!(loads.covariance, [0.0; 3]);
         assert_eq!(loads.mean_ratio(0.3), 1.0);
         assert_eq!(loads.trained_fraction, 1.0);
+    }
+
+    #[test]
+    fn documents_concatenated_without_a_mask_attend_as_full_sequences() {
+        // The same draws as packed (the pieces counted alike), but no mask: each sequence is
+        // one full one, and every token is trained.
+        let work = AttentionWork::new(&causal, 4096);
+        let packed = sample_sequences(&data(vec![1000, 3000], Batching::Pack), &work);
+        let concat = sample_sequences(&data(vec![1000, 3000], Batching::Concat), &work);
+        assert!(packed.mean[0] < 1.0, "{:?}", packed.mean);
+        assert_eq!(concat.mean, [1.0, 1.0]);
+        assert_eq!(concat.covariance, [0.0; 3]);
+        assert_eq!(concat.max, [1.0, 1.0]);
+        assert_eq!(concat.trained_fraction, 1.0);
+        assert_eq!(concat.pieces_per_sequence, packed.pieces_per_sequence);
+        assert_eq!(concat.sequences, packed.sequences);
     }
 
     #[test]

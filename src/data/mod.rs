@@ -45,9 +45,9 @@ use crate::violation::{Collector, Violations};
 #[serde(rename_all = "kebab-case")]
 pub enum Batching {
     /// Documents are concatenated and cut into sequences of `seq_len` tokens, each document
-    /// attending only to itself (a document mask: Megatron-LM's `--reset-attention-mask`,
-    /// Transformer Engine's THD layout): every token is trained on, and attention work follows the
-    /// squares of the document pieces.
+    /// attending only to itself (a document mask: Transformer Engine's THD layout over the
+    /// documents' `cu_seqlens`, which Megatron-LM reads from packed samples): every token is
+    /// trained on, and attention work follows the squares of the document pieces.
     #[default]
     Pack,
     /// One document per sequence, cut at `seq_len` and padded to it: every sequence costs a full
@@ -60,6 +60,13 @@ pub enum Batching {
     /// order); a document longer than `seq_len` is cut to it. Padding costs its linear work
     /// and no attention, and only the documents' tokens count as trained.
     Whole,
+    /// Documents are concatenated and cut into sequences of `seq_len` tokens with no document
+    /// mask: every token attends to every earlier token of its sequence, across documents, so
+    /// every sequence costs a full one whatever the lengths. What the engines' pre-training
+    /// loaders run by default: Megatron-LM's `GPTDataset` (whose `--reset-attention-mask` mask
+    /// Transformer Engine's causal attention does not read, Megatron-LM issue 2357) and
+    /// torchtitan's causal attention.
+    Concat,
 }
 
 impl Batching {
@@ -69,6 +76,28 @@ impl Batching {
             Batching::Pack => "pack",
             Batching::Pad => "pad",
             Batching::Whole => "whole",
+            Batching::Concat => "concat",
+        }
+    }
+
+    /// Whether the cost of a sequence follows its documents' lengths, so that a loader can
+    /// balance sequences by them (re-packing windows, hybrid CP's placement): documents packed
+    /// under a document mask. Not padded documents (every sequence one, costing a full one) nor
+    /// documents concatenated without a mask (every sequence a full one).
+    pub fn balances_by_length(self) -> bool {
+        match self {
+            Batching::Pack | Batching::Whole => true,
+            Batching::Pad | Batching::Concat => false,
+        }
+    }
+
+    /// How its sequences are made, in a phrase that follows "the data is batched `name`".
+    pub fn phrase(self) -> &'static str {
+        match self {
+            Batching::Pack => "documents packed into sequences under a document mask",
+            Batching::Pad => "one document per padded sequence",
+            Batching::Whole => "whole documents packed under a document mask, the rest padded",
+            Batching::Concat => "documents concatenated with no document mask",
         }
     }
 }

@@ -218,6 +218,11 @@ fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
         Batching::Whole => {
             format!("whole documents packed into {}-token sequences, padded", data.seq_len)
         }
+        Batching::Concat => format!(
+            "concatenated into {}-token sequences with no document mask (every sequence costs a \
+             full one)",
+            data.seq_len
+        ),
     };
     check_finite("lengths", [("the mean", data.mean_length), ("a share", data.long_token_share)])?;
     let caption = format!(

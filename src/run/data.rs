@@ -234,9 +234,9 @@ pub(crate) fn check_plan_against_data(
                 "plan.variable_micro_batches",
                 true,
                 format!(
-                    "sorts whole documents into micro-batches, but the data is batched `{}` \
-                     (documents packed into sequences)",
-                    other.name()
+                    "sorts whole documents into micro-batches, but the data is batched `{}` ({})",
+                    other.name(),
+                    other.phrase()
                 ),
                 "batch the data with `--batching pad` (one document per sequence, the global \
                  batch counting documents), or drop --variable-micro-batches",
@@ -263,15 +263,19 @@ pub(crate) fn check_plan_against_data(
         }
         return;
     }
-    if batching == Some(Batching::Pad) {
-        // Padded sequences of one document each all cost a full sequence: nothing to re-pack
-        // or place by length.
+    if let Some(batching) = batching.filter(|batching| !batching.balances_by_length()) {
+        // Padded sequences of one document each, and documents concatenated without a mask,
+        // all cost a full sequence: nothing to re-pack or place by length.
         if plan.balance_window > 0 {
             collector.add(
                 "plan.balance_window",
                 plan.balance_window,
-                "re-packs documents into packed micro-batches, but the data is batched `pad` \
-                 (one document per padded sequence)",
+                format!(
+                    "re-packs documents into packed micro-batches, but the data is batched `{}` \
+                     ({}): every sequence costs a full one",
+                    batching.name(),
+                    batching.phrase()
+                ),
                 "batch the data with `--batching pack`, or drop --balance-window",
             );
         }
@@ -279,8 +283,12 @@ pub(crate) fn check_plan_against_data(
             collector.add(
                 "plan.hybrid_cp",
                 true,
-                "places packed documents on context-parallel groups, but the data is batched \
-                 `pad` (one document per padded sequence)",
+                format!(
+                    "places packed documents on context-parallel groups, but the data is batched \
+                     `{}` ({}): every sequence costs a full one",
+                    batching.name(),
+                    batching.phrase()
+                ),
                 "batch the data with `--batching pack`, or drop --hybrid-cp",
             );
         }

@@ -240,10 +240,11 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
             .unwrap_or(RecomputeKind::Selective),
         // With document lengths, the re-packing windows the target engine's loader balances
         // (every one up to 8 global batches, WLB-LLM's widest, with no target).
-        // Documents one per padded sequence are not re-packed, nor placed by length.
+        // Documents one per padded sequence, or concatenated with no mask, are not re-packed,
+        // nor placed by length: every sequence costs a full one.
         max_balance_window: match (&spec.base.data, spec.engine) {
             (None, _) => 0,
-            (Some(data), _) if data.batching == Some(Batching::Pad) => 0,
+            (Some(data), _) if !data.batching.unwrap_or_default().balances_by_length() => 0,
             (Some(_), None) => MAX_SEARCHED_BALANCE_WINDOW,
             (Some(_), Some(engine)) => engine.capabilities().balance_window,
         },
@@ -251,7 +252,7 @@ fn shape(spec: &SearchSpec) -> Result<Shape, SearchError> {
         // with no target).
         hybrid_cp_schedulers: match (&spec.base.data, spec.engine) {
             (None, _) => &[],
-            (Some(data), _) if data.batching == Some(Batching::Pad) => &[],
+            (Some(data), _) if !data.batching.unwrap_or_default().balances_by_length() => &[],
             (Some(_), None) => &HybridCpScheduler::ALL,
             (Some(_), Some(engine)) if engine.capabilities().hybrid_cp => {
                 &[HybridCpScheduler::Megatron]

@@ -70,6 +70,35 @@ proptest! {
         prop_assert_eq!(a.throughput, b.throughput);
     }
 
+    /// Documents concatenated with no document mask (the engines' default pre-training
+    /// loaders) price exactly as no data, whatever their lengths: every sequence attends as one
+    /// full sequence.
+    #[test]
+    fn documents_concatenated_without_a_mask_price_exactly_as_no_data(
+        tp in 0u32..3, pp in 0u32..3, cp in 0u32..2, m in 1i64..4,
+        lengths in proptest::collection::vec(1i64..40_000, 1..12),
+    ) {
+        let (tp, pp, cp) = (1i64 << tp, 1i64 << pp, 1i64 << cp);
+        let plan = PlanSpec { tp: Some(tp), pp: Some(pp), cp: Some(cp), ..PlanSpec::default() };
+        let base = llama_spec(tp * pp * cp * 2, 4096, 2 * m, plan);
+        let plain = Run::from_spec(&base).unwrap();
+        let mut concat = with_lengths(base, lengths);
+        if let Some(data) = concat.data.as_mut() {
+            data.batching = Some(Batching::Concat);
+        }
+        let concat = Run::from_spec(&concat).unwrap();
+        let (a, b) = (closed_form(&plain), closed_form(&concat));
+        prop_assert_eq!(a.time, b.time);
+        prop_assert_eq!(a.throughput, b.throughput);
+        prop_assert_eq!(a.stages, b.stages);
+        prop_assert_eq!(b.data_balance.map(|d| (d.replicas, d.microbatches)), Some((1.0, 1.0)));
+        let options = SimOptions { timeline: false };
+        let (a, _) = estimate_simulated_with(&plain, options).unwrap();
+        let (b, _) = estimate_simulated_with(&concat, options).unwrap();
+        prop_assert_eq!(a.time, b.time);
+        prop_assert_eq!(a.throughput, b.throughput);
+    }
+
     /// With a spread of lengths every figure stays finite, the breakdown adds up and the data's
     /// imbalance is never negative.
     #[test]
@@ -432,6 +461,37 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
     assert_eq!(free.considered, arriving.considered + 4 * static_cp.considered);
     let megatron = search(Some(Engine::Megatron), None);
     assert!(windows(&megatron).iter().all(|&window| window == 0));
+    // Concatenated without a mask, every sequence costs a full one: nothing to re-pack or
+    // place, so the search considers what it does without data, and ranks alike.
+    let mut concat = long_tailed();
+    concat.batching = Some(Batching::Concat);
+    let mut base = spec(
+        presets::model("llama2-7b").unwrap(),
+        "h100-sxm",
+        64,
+        training(131_072, 4, 1, None),
+        PlanSpec::default(),
+    );
+    let searched = |base: RunSpec| {
+        let spec = SearchSpec {
+            base,
+            constraints: Constraints::default(),
+            memory_headroom: 0.05,
+            engine: None,
+            top: 3,
+        };
+        meshplan::search::search(&spec, &|_, _| {}).unwrap()
+    };
+    let plain = searched(base.clone());
+    base.data = Some(concat);
+    let concatenated = searched(base);
+    assert_eq!(concatenated.considered, plain.considered);
+    assert_eq!(windows(&concatenated), [0, 0, 0]);
+    let labels = |report: &SearchReport| -> Vec<String> {
+        report.plans.iter().map(|ranked| ranked.run.plan().label()).collect()
+    };
+    assert_eq!(labels(&concatenated), labels(&plain));
+    assert_eq!(best(&concatenated), best(&plain));
 }
 
 /// Re-packing balances work, not tokens: a micro-batch of short documents carries more tokens

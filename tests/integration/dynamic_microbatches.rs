@@ -141,6 +141,36 @@ fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
     ]);
     assert_eq!(output.code, 2);
     assert_eq!(output.stderr.matches("the data is batched `pad`").count(), 2, "{}", output.stderr);
+    // Nor documents concatenated with no mask, whose sequences all cost a full one; nor are
+    // they sorted into variable micro-batches.
+    let output = run(&[
+        "estimate",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "concat",
+        "--balance-window",
+        "2",
+        "--hybrid-cp",
+        "--variable-micro-batches",
+    ]);
+    assert_eq!(output.code, 2);
+    let batched = "the data is batched `concat` (documents concatenated with no document mask)";
+    assert_eq!(output.stderr.matches(batched).count(), 1, "{}", output.stderr);
+    assert!(output.stderr.contains("plan.variable_micro_batches = true"), "{}", output.stderr);
+    let output = run(&[
+        "estimate",
+        "--lengths",
+        "wikipedia",
+        "--batching",
+        "concat",
+        "--balance-window",
+        "2",
+        "--hybrid-cp",
+    ]);
+    assert_eq!(output.code, 2);
+    assert_eq!(output.stderr.matches(batched).count(), 2, "{}", output.stderr);
+    assert_eq!(output.stderr.matches("every sequence costs a full one").count(), 2);
     // Packed sequences and no lengths at all are refused too, each saying what to do.
     for batching in [&["--lengths", "wikipedia", "--batching", "pack"][..], &[]] {
         let output = run(&[&["estimate", "--variable-micro-batches"], batching].concat());
