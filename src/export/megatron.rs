@@ -3,6 +3,7 @@
 //! `--cpu-offloading-num-layers` are core_v0.16.0's), one flag per line, ready for a launch
 //! script.
 
+use crate::data::Batching;
 use crate::model::{MlpKind, NormKind, PositionEmbedding};
 use crate::plan::{
     AdamMoments, CpComm, ExpertDispatch, PipelineSplit, Precision, RecomputeKind, RecomputeModules,
@@ -228,6 +229,12 @@ pub fn arguments(run: &Run) -> String {
         args.push(format!("--max-seqlen-per-dp-cp-rank {}", hybrid.max_tokens_per_rank()));
         args.push("--calculate-per-token-loss".into());
         args.push("--dataloader-type single".into());
+        args.push("--sft".into());
+    } else if run.data().is_some_and(|data| data.data.batching() == Batching::Whole) {
+        // Whole documents packed under a document mask: the SFT dataset's packed samples, whose
+        // `cu_seqlens` give Transformer Engine's THD layout
+        // (`megatron/training/datasets/sft_dataset.py@core_v0.18.0`). Without it the
+        // pre-training `GPTDataset` concatenates documents with no mask (`--batching concat`).
         args.push("--sft".into());
     }
     if let Some(moe) = model.moe() {

@@ -2,7 +2,7 @@
 //! comparison of static DP x CP with groups sized to each document, the rules a hybrid plan
 //! must pass (every problem at once), and what the exporters write or refuse.
 
-use meshplan::data::{DataSpec, LengthBinSpec};
+use meshplan::data::{Batching, DataSpec, LengthBinSpec};
 use meshplan::export::{Engine, export};
 use meshplan::plan::{HybridCpScheduler, PlanSpec, RecomputeKind};
 use meshplan::search::{Constraints, SearchReport, SearchSpec, brute_force, search};
@@ -169,6 +169,28 @@ fn megatron_exports_hybrid_context_parallel_and_the_others_refuse_it() {
     let by_work = long_context_hybrid(HybridCpScheduler::ByWork);
     let refused = export(Engine::Megatron, &by_work).unwrap_err().to_string();
     assert!(refused.contains("length squared"), "{refused}");
+}
+
+/// Megatron-LM's loader masks documents from the SFT dataset's packed samples (`--sft`), which
+/// hold whole documents: data batched `whole` writes it once (hybrid CP writes it too), and data
+/// that the pre-training loader runs without a mask (`concat`), or without data, does not.
+#[test]
+fn megatron_reads_whole_documents_from_the_sft_dataset() {
+    let sft_flags = |batching: Option<Batching>, hybrid_cp: bool| {
+        let mut spec = bytescale(256 << 10, hybrid_cp.then_some(HybridCpScheduler::Megatron));
+        spec.plan.recompute = None;
+        match (spec.data.as_mut(), batching) {
+            (Some(data), Some(batching)) => data.batching = Some(batching),
+            (_, None) => spec.data = None,
+            (None, Some(_)) => panic!("the ByteScale run has data"),
+        }
+        let args = export(Engine::Megatron, &Run::from_spec(&spec).unwrap()).unwrap();
+        args.lines().filter(|line| *line == "--sft").count()
+    };
+    assert_eq!(sft_flags(Some(Batching::Whole), false), 1);
+    assert_eq!(sft_flags(Some(Batching::Whole), true), 1);
+    assert_eq!(sft_flags(Some(Batching::Concat), false), 0);
+    assert_eq!(sft_flags(None, false), 0);
 }
 
 /// The plan's label and its written spec carry the groups, and the spec builds the same plan.
