@@ -8,6 +8,7 @@
 //! these facts instead of keeping copies; [`Capabilities::activation_offload_allowed`] says from
 //! them whether an engine runs an offloading plan of a given shape.
 
+use crate::data::Batching;
 use crate::plan::{
     AdamMoments, CpComm, ExpertDispatch, HybridCpScheduler, PipelineSchedule, PipelineSplit,
     Precision,
@@ -76,6 +77,10 @@ pub struct Capabilities {
     pub balance_window: u64,
     /// Whether it places documents on per-document context-parallel groups (`--hybrid-cp`).
     pub hybrid_cp: bool,
+    /// How its data loaders turn documents into sequences, each as its attention then runs
+    /// (`--lengths` data batched another way is refused, but under its per-document
+    /// context-parallel groups, which read documents whole).
+    pub batchings: &'static [Batching],
     /// Whether its loader sorts documents into variable micro-batches (DynaPipe,
     /// `--variable-micro-batches`): none of the three forms micro-batches other than of a fixed
     /// count of sequences.
@@ -134,6 +139,14 @@ const MEGATRON: Capabilities = Capabilities {
     // `--hybrid-context-parallel --max-seqlen-per-dp-cp-rank`, core_v0.16.0 to core_v0.19.0
     // (docs/megatron-packing-schedulers.md).
     hybrid_cp: true,
+    // `GPTDataset` concatenates documents, and the mask `--reset-attention-mask` builds is not
+    // read by Transformer Engine's causal attention (`extensions/transformer_engine.py@
+    // core_v0.18.0`; Megatron-LM issue 2357): concat. The SFT dataset (`--sft`) packs each
+    // sample's documents whole and pads the rest, with the `cu_seqlens` of Transformer Engine's
+    // THD layout (`training/datasets/sft_dataset.py@core_v0.18.0`): whole, or pad with one
+    // document a sample. No released loader cuts documents at sequence ends under a mask
+    // (`--use-varlen-dataset` is on the dev branch only, docs/megatron-packing-schedulers.md).
+    batchings: &[Batching::Concat, Batching::Whole, Batching::Pad],
     variable_micro_batches: false,
     // `--cpu-offloading-num-layers N`, core_v0.16.0 to core_v0.19.0: TransformerConfig refuses
     // it with pp > 1 or any recompute; the hybrid (Mamba) stack never enters the offload context
@@ -179,6 +192,10 @@ const TORCHTITAN: Capabilities = Capabilities {
     bf16_layers: false,
     balance_window: 0,
     hybrid_cp: false,
+    // Its text loader concatenates documents and cuts them into sequences, and its attention is
+    // causal SDPA with no document mask (`models/llama/model.py`, `Attention.forward`:
+    // `F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)`).
+    batchings: &[Batching::Concat],
     variable_micro_batches: false,
     // v0.2.2's only CPU offload, `training.enable_cpu_offload`, is FSDP2's parameter, gradient
     // and optimizer-state offload (docs/activation-offload.md, section 3).
@@ -212,6 +229,9 @@ const DEEPSPEED: Capabilities = Capabilities {
     bf16_layers: false,
     balance_window: 0,
     hybrid_cp: false,
+    // The data loader and the attention are the user's training script's (DeepSpeed wraps the
+    // model and batches it is given), so any batching.
+    batchings: &[Batching::Pack, Batching::Pad, Batching::Whole, Batching::Concat],
     variable_micro_batches: false,
     // `activation_checkpointing.cpu_checkpointing`: full recompute's checkpoint inputs, all but
     // the newest from 0.19.6 on (0.19.8 is pinned; docs/activation-offload.md, section 2a).
@@ -323,6 +343,13 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
             let with = "does not run with Megatron-FSDP; use --zero 0 or 1, or drop --hybrid-cp";
             out.push(Refusal::HybridCp { engine, with: Some(with) });
         }
+    }
+    // Per-document context-parallel groups read documents whole, whatever the batching says.
+    let batching = run.data().map(|data| data.data.batching());
+    if let Some(batching) = batching.filter(|batching| !caps.batchings.contains(batching))
+        && plan.hybrid_cp().is_none()
+    {
+        out.push(Refusal::DocumentBatching { engine, batching });
     }
     if plan.bf16_layers() != (0, 0) && !caps.bf16_layers {
         out.push(Refusal::Bf16Layers { engine });

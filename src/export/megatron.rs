@@ -230,9 +230,12 @@ pub fn arguments(run: &Run) -> String {
         args.push("--calculate-per-token-loss".into());
         args.push("--dataloader-type single".into());
         args.push("--sft".into());
-    } else if run.data().is_some_and(|data| data.data.batching() == Batching::Whole) {
-        // Whole documents packed under a document mask: the SFT dataset's packed samples, whose
-        // `cu_seqlens` give Transformer Engine's THD layout
+    } else if run
+        .data()
+        .is_some_and(|data| matches!(data.data.batching(), Batching::Whole | Batching::Pad))
+    {
+        // Whole documents packed under a document mask, or one a padded sample: the SFT
+        // dataset's samples, whose `cu_seqlens` give Transformer Engine's THD layout
         // (`megatron/training/datasets/sft_dataset.py@core_v0.18.0`). Without it the
         // pre-training `GPTDataset` concatenates documents with no mask (`--batching concat`).
         args.push("--sft".into());

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use crate::data::Batching;
 use crate::plan::{AdamMoments, CpComm, PipelineSchedule, Precision, RecomputeKind, Sharding};
 
 use super::Engine;
@@ -118,6 +119,13 @@ pub enum Refusal {
     /// DynaPipe's variable-length micro-batches (`--variable-micro-batches`), which no engine's
     /// data loader forms.
     VariableMicroBatches,
+    /// Data batched in a way none of the engine's loaders batches it.
+    DocumentBatching {
+        /// The engine.
+        engine: Engine,
+        /// The data's batching.
+        batching: Batching,
+    },
     /// Layers kept in BF16 at the ends of the model, which the engine cannot choose by number.
     Bf16Layers {
         /// The engine.
@@ -300,6 +308,22 @@ impl fmt::Display for Refusal {
                 f,
                 "its data loader forms micro-batches of a fixed number of sequences; DynaPipe's variable micro-batches (sorted by length, each padded to its longest document) are not in Megatron-LM, torchtitan or DeepSpeed; drop --variable-micro-batches"
             ),
+            Refusal::DocumentBatching { engine, batching } => {
+                let runs: Vec<&str> = engine
+                    .capabilities()
+                    .batchings
+                    .iter()
+                    .map(|batching| batching.name())
+                    .collect();
+                write!(
+                    f,
+                    "the data is batched `{}` ({}), which none of {}'s data loaders does; it batches `{}`: pass --batching with one of those, or search --any-engine",
+                    batching.name(),
+                    batching.phrase(),
+                    engine.name(),
+                    runs.join("`, `")
+                )
+            }
             Refusal::HybridCp { engine, with: None } => write!(
                 f,
                 "{} has no per-document context-parallel groups (Megatron-LM's --hybrid-context-parallel); drop --hybrid-cp or use --engine megatron",

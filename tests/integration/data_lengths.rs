@@ -460,6 +460,7 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
     let static_cp = search_with(None, Some(0), Some(false));
     assert_eq!(free.considered, arriving.considered + 4 * static_cp.considered);
     let megatron = search(Some(Engine::Megatron), None);
+    assert!(!megatron.plans.is_empty());
     assert!(windows(&megatron).iter().all(|&window| window == 0));
     // Concatenated without a mask, every sequence costs a full one: nothing to re-pack or
     // place, so the search considers what it does without data, and ranks alike.

@@ -5,7 +5,7 @@
 use meshplan::data::{Batching, DataSpec, LengthBinSpec};
 use meshplan::export::{Engine, export};
 use meshplan::plan::{HybridCpScheduler, PlanSpec, RecomputeKind};
-use meshplan::search::{Constraints, SearchReport, SearchSpec, brute_force, search};
+use meshplan::search::{Constraints, RejectionKind, SearchReport, SearchSpec, brute_force, search};
 use meshplan::{Run, RunSpec, closed_form, presets};
 
 use crate::support::{run, spec, training};
@@ -189,8 +189,41 @@ fn megatron_reads_whole_documents_from_the_sft_dataset() {
     };
     assert_eq!(sft_flags(Some(Batching::Whole), false), 1);
     assert_eq!(sft_flags(Some(Batching::Whole), true), 1);
+    assert_eq!(sft_flags(Some(Batching::Pad), false), 1);
     assert_eq!(sft_flags(Some(Batching::Concat), false), 0);
     assert_eq!(sft_flags(None, false), 0);
+}
+
+/// Documents cut at sequence ends under a mask (`pack`) come from no Megatron-LM loader, and
+/// torchtitan's attention masks no document at all: each export refuses what its loaders do not
+/// batch, naming what they do; the per-document groups read documents whole and pass.
+#[test]
+fn an_export_refuses_data_batched_as_no_loader_of_its_engine_batches_it() {
+    let refusal = |engine, batching, hybrid_cp: bool| {
+        let mut spec = bytescale(256 << 10, hybrid_cp.then_some(HybridCpScheduler::Megatron));
+        spec.plan.recompute = None;
+        if let Some(data) = spec.data.as_mut() {
+            data.batching = Some(batching);
+        }
+        match export(engine, &Run::from_spec(&spec).unwrap()) {
+            Ok(_) => None,
+            Err(err) => {
+                let text = err.to_string();
+                text.contains("the data is batched").then_some(text)
+            }
+        }
+    };
+    let megatron = refusal(Engine::Megatron, Batching::Pack, false).unwrap();
+    assert!(megatron.contains("it batches `concat`, `whole`, `pad`"), "{megatron}");
+    assert_eq!(refusal(Engine::Megatron, Batching::Pack, true), None);
+    for batching in [Batching::Whole, Batching::Pad, Batching::Concat] {
+        assert_eq!(refusal(Engine::Megatron, batching, false), None, "{batching:?}");
+    }
+    for batching in [Batching::Pack, Batching::Whole, Batching::Pad] {
+        let torchtitan = refusal(Engine::Torchtitan, batching, false).unwrap();
+        assert!(torchtitan.contains("it batches `concat`:"), "{torchtitan}");
+    }
+    assert_eq!(refusal(Engine::Torchtitan, Batching::Concat, false), None);
 }
 
 /// The plan's label and its written spec carry the groups, and the spec builds the same plan.
@@ -207,8 +240,14 @@ fn a_hybrid_plan_round_trips_through_its_spec() {
     assert_eq!(Run::from_spec(&again).unwrap().plan(), plan);
 }
 
-/// A search over 16 H100 at 32K on a long-tailed mix, targeting `engine`.
+/// A search over 16 H100 at 32K on a long-tailed mix of whole documents (Megatron-LM's SFT
+/// packing), targeting `engine`.
 fn searched(engine: Option<Engine>, fast: bool) -> SearchReport {
+    searched_batched(engine, fast, Batching::Whole)
+}
+
+/// The same, the documents batched as `batching` says.
+fn searched_batched(engine: Option<Engine>, fast: bool, batching: Batching) -> SearchReport {
     let bin = |min, max, count| LengthBinSpec { min, max, count };
     let mut base = spec(
         presets::model("llama2-7b").unwrap(),
@@ -219,6 +258,7 @@ fn searched(engine: Option<Engine>, fast: bool) -> SearchReport {
     );
     base.data = Some(DataSpec {
         histogram: Some(vec![bin(256, 2048, 900), bin(8192, 65536, 60)]),
+        batching: Some(batching),
         ..DataSpec::default()
     });
     let spec = SearchSpec {
@@ -255,6 +295,13 @@ fn a_search_with_lengths_tries_hybrid_cp_where_a_plan_can_have_it() {
     assert_eq!(schedulers(&free), all);
     let megatron = searched(Some(Engine::Megatron), true);
     assert_eq!(schedulers(&megatron), all[..2]);
+    // Documents cut at sequence ends under a mask: no Megatron-LM loader packs them so, but its
+    // per-document groups read documents whole, so those are all it has.
+    let cut = searched_batched(Some(Engine::Megatron), true, Batching::Pack);
+    assert_eq!(schedulers(&cut), all[1..2]);
+    let (refused, example) = &cut.rejections.counts[&RejectionKind::UnsupportedByEngine];
+    assert!(*refused > 0);
+    assert!(example.to_string().contains("the data is batched `pack`"), "{example}");
     let order =
         |report: &SearchReport| report.plans.iter().map(|plan| plan.candidate).collect::<Vec<_>>();
     assert_eq!(order(&free), order(&searched(None, false)));
