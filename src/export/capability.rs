@@ -278,6 +278,14 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if out.is_empty() && run.model().hybrid().is_some() && !caps.hybrid_layers {
         out.push(Refusal::HybridLayers { engine });
     }
+    // Data its loaders do not batch so, first, since it holds for every plan but one with
+    // per-document context-parallel groups (which read documents whole, whatever the batching).
+    let batching = run.data().map(|data| data.data.batching());
+    if let Some(batching) = batching.filter(|batching| !caps.batchings.contains(batching))
+        && plan.hybrid_cp().is_none()
+    {
+        out.push(Refusal::DocumentBatching { engine, batching });
+    }
     let schedule = plan.schedule();
     if (pp > 1 || caps.schedule_without_pipeline) && !caps.schedules.contains(&schedule) {
         out.push(Refusal::Schedule { engine, schedule });
@@ -343,13 +351,6 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
             let with = "does not run with Megatron-FSDP; use --zero 0 or 1, or drop --hybrid-cp";
             out.push(Refusal::HybridCp { engine, with: Some(with) });
         }
-    }
-    // Per-document context-parallel groups read documents whole, whatever the batching says.
-    let batching = run.data().map(|data| data.data.batching());
-    if let Some(batching) = batching.filter(|batching| !caps.batchings.contains(batching))
-        && plan.hybrid_cp().is_none()
-    {
-        out.push(Refusal::DocumentBatching { engine, batching });
     }
     if plan.bf16_layers() != (0, 0) && !caps.bf16_layers {
         out.push(Refusal::Bf16Layers { engine });

@@ -216,6 +216,12 @@ impl Refusal {
                 | Refusal::HybridLayers { .. }
         )
     }
+
+    /// Whether it refuses the run's data whatever the layout (but per-document context-parallel
+    /// groups, which the engine may not have): how its loaders batch documents.
+    pub fn concerns_data(&self) -> bool {
+        matches!(self, Refusal::DocumentBatching { .. })
+    }
 }
 
 impl fmt::Display for Refusal {

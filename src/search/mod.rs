@@ -128,10 +128,11 @@ pub struct SearchReport {
 }
 
 impl SearchReport {
-    /// The target engine's refusal of the model itself, as the sentence the text and the HTML
-    /// report lead with, when it left the search nothing to price: every candidate that passed
-    /// the plan rules was refused for the model's layer kinds
-    /// ([`crate::export::Refusal::concerns_model`]).
+    /// The target engine's refusal of the model itself or of its data, as the sentence the text
+    /// and the HTML report lead with, when it left the search nothing to price: every candidate
+    /// that passed the plan rules was refused for the model's layer kinds
+    /// ([`crate::export::Refusal::concerns_model`]) or the data's batching
+    /// ([`crate::export::Refusal::concerns_data`]).
     pub fn model_refused(&self) -> Option<String> {
         if self.priced > 0 || !self.plans.is_empty() {
             return None;
@@ -140,9 +141,12 @@ impl SearchReport {
             Some((_, Rejection::UnsupportedByEngine(unsupported))) => {
                 let first = *unsupported.refusals.first()?;
                 let engine = unsupported.engine.name();
-                first
-                    .concerns_model()
-                    .then(|| format!("No plan of this model runs on {engine}: {first}."))
+                let what = match (first.concerns_model(), first.concerns_data()) {
+                    (true, _) => "model",
+                    (false, true) => "data",
+                    (false, false) => return None,
+                };
+                Some(format!("No plan of this {what} runs on {engine}: {first}."))
             }
             _ => None,
         }

@@ -754,6 +754,23 @@ fn a_search_for_an_engine_that_builds_no_such_model_says_so_first() {
 }
 
 #[test]
+fn a_search_for_an_engine_whose_loaders_do_not_batch_the_data_so_says_so_first() {
+    // torchtitan's attention masks no document: documents packed under a mask run on none of
+    // its plans, and documents concatenated without one run on them.
+    let base = "search --engine torchtitan --model llama3.1-8b --gpus 16 --seq-len 8192 \
+                --global-batch 64 --lengths wikipedia --top 1";
+    let out = run(&words(base));
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lead = "No plan of this data runs on torchtitan: the data is batched `pack`";
+    assert!(out.stdout.contains(lead), "{}", out.stdout);
+    assert!(out.stdout.contains("it batches `concat`"), "{}", out.stdout);
+    assert!(!out.stdout.contains("No plan fits"));
+    let out = run(&words(&format!("{base} --batching concat")));
+    assert!(out.stdout.contains("| 1 |"), "{}", out.stdout);
+    assert!(!out.stdout.contains("No plan of this data"), "{}", out.stdout);
+}
+
+#[test]
 fn a_search_that_finds_no_plan_still_reports_why() {
     let page = report(
         &["search", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8"],
