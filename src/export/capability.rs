@@ -192,9 +192,10 @@ const TORCHTITAN: Capabilities = Capabilities {
     bf16_layers: false,
     balance_window: 0,
     hybrid_cp: false,
-    // Its text loader concatenates documents and cuts them into sequences, and its attention is
-    // causal SDPA with no document mask (`models/llama/model.py`, `Attention.forward`:
-    // `F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)`).
+    // Its text loader appends every document's tokens to one buffer and cuts it every
+    // `seq_len + 1` tokens (`datasets/hf_datasets.py`, `HuggingFaceDataset.__iter__`), and its
+    // attention is causal SDPA with no document mask (`models/llama/model.py`,
+    // `Attention.forward`: `F.scaled_dot_product_attention(xq, xk, xv, is_causal=True)`).
     batchings: &[Batching::Concat],
     variable_micro_batches: false,
     // v0.2.2's only CPU offload, `training.enable_cpu_offload`, is FSDP2's parameter, gradient
