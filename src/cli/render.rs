@@ -13,7 +13,7 @@ use crate::search::fit::FitSuggestion;
 use crate::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
-use super::render_data::{DataJson, data_imbalance_line, data_label};
+use super::render_data::{DataJson, batching_refusal_line, data_imbalance_line, data_label};
 
 // ---------------------------------------------------------------------------------------------
 // Shared helpers
@@ -123,6 +123,9 @@ pub fn run_header(inputs: &Inputs) -> String {
     );
     if let Some(data) = run.data() {
         let _ = writeln!(out, "Data: {}", data_label(run, data));
+    }
+    if let Some(line) = batching_refusal_line(run) {
+        let _ = writeln!(out, "{line}");
     }
     if inputs.example {
         let _ = writeln!(

@@ -71,6 +71,20 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
     )
 }
 
+/// The line under the data's when the plan's engine batches documents no way the data is
+/// batched: its export refuses the plan, and says why.
+pub(super) fn batching_refusal_line(run: &crate::Run) -> Option<String> {
+    let refusal = batching_refusal(run)?;
+    Some(format!("Engine: {}'s export refuses this data: {refusal}", run.plan().engine().name()))
+}
+
+/// The plan's engine's refusal of the data's batching, when none of its loaders makes it.
+fn batching_refusal(run: &crate::Run) -> Option<crate::export::Refusal> {
+    crate::export::refusals(run.plan().engine(), run)
+        .into_iter()
+        .find(crate::export::Refusal::concerns_data)
+}
+
 /// The `Data imbalance` line of an estimate with data: what the slowest replica (or rank) and
 /// the largest micro-batch take beyond the mean.
 pub(super) fn data_imbalance_line(plan: &Plan, estimate: &Estimate) -> Option<String> {
@@ -125,6 +139,9 @@ pub(super) struct DataJson {
     largest_microbatch_over_mean: f64,
     /// What the imbalance adds to the step (the time breakdown's `data_imbalance`).
     imbalance_s: f64,
+    /// Whether a loader of the plan's engine batches the data so (else its export refuses the
+    /// plan, `Refusal::DocumentBatching`).
+    engine_batches_it: bool,
     /// With variable micro-batches (a plan's `variable_micro_batches`): how many a replica runs
     /// and what their largest adds to the pipeline's fill and drain.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -147,6 +164,7 @@ impl DataJson {
             slowest_replica_over_mean: balance.replicas,
             largest_microbatch_over_mean: balance.microbatches,
             imbalance_s: estimate.time.data_imbalance.value(),
+            engine_batches_it: batching_refusal(run).is_none(),
             variable_microbatches: balance.variable,
         })
     }

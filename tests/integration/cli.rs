@@ -771,6 +771,23 @@ fn a_search_for_an_engine_whose_loaders_do_not_batch_the_data_so_says_so_first()
 }
 
 #[test]
+fn an_estimate_says_when_its_engine_does_not_batch_the_data_so() {
+    let base = "estimate --model llama3.1-8b --gpus 16 --seq-len 8192 --global-batch 64 \
+                --lengths wikipedia";
+    let line = "Engine: megatron's export refuses this data: the data is batched `pack`";
+    let out = run(&words(base));
+    assert!(out.stdout.contains(line), "{}", out.stdout);
+    let out = run(&words(&format!("{base} --batching whole")));
+    assert!(out.stdout.contains("Data: wikipedia"), "{}", out.stdout);
+    assert!(!out.stdout.contains("Engine: "), "{}", out.stdout);
+    for (batching, batches_it) in [("pack", false), ("whole", true), ("concat", true)] {
+        let out = run(&words(&format!("{base} --batching {batching} --format json")));
+        let report: Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(report["data"]["engine_batches_it"], batches_it, "{batching}");
+    }
+}
+
+#[test]
 fn a_search_that_finds_no_plan_still_reports_why() {
     let page = report(
         &["search", "--model", "llama3.1-405b", "--gpus", "8", "--global-batch", "8"],
