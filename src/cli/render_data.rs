@@ -74,15 +74,8 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
 /// The line under the data's when the plan's engine batches documents no way the data is
 /// batched: its export refuses the plan, and says why.
 pub(super) fn batching_refusal_line(run: &crate::Run) -> Option<String> {
-    let refusal = batching_refusal(run)?;
+    let refusal = crate::export::data_refusal(run)?;
     Some(format!("Engine: {}'s export refuses this data: {refusal}", run.plan().engine().name()))
-}
-
-/// The plan's engine's refusal of the data's batching, when none of its loaders makes it.
-fn batching_refusal(run: &crate::Run) -> Option<crate::export::Refusal> {
-    crate::export::refusals(run.plan().engine(), run)
-        .into_iter()
-        .find(crate::export::Refusal::concerns_data)
 }
 
 /// The `Data imbalance` line of an estimate with data: what the slowest replica (or rank) and
@@ -164,7 +157,7 @@ impl DataJson {
             slowest_replica_over_mean: balance.replicas,
             largest_microbatch_over_mean: balance.microbatches,
             imbalance_s: estimate.time.data_imbalance.value(),
-            engine_batches_it: batching_refusal(run).is_none(),
+            engine_batches_it: crate::export::data_refusal(run).is_none(),
             variable_microbatches: balance.variable,
         })
     }

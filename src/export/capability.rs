@@ -270,6 +270,12 @@ fn model_refusals(run: &Run) -> Vec<Refusal> {
     .collect()
 }
 
+/// The plan's own engine's refusal of the run's data, when none of its loaders batches
+/// documents as the data is batched (what `estimate` and the report say beside the data).
+pub fn data_refusal(run: &Run) -> Option<Refusal> {
+    refusals(run.plan().engine(), run).into_iter().find(Refusal::concerns_data)
+}
+
 /// Every reason `engine` cannot run the plan of `run`, in a fixed order; empty when it can.
 pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     let caps = engine.capabilities();

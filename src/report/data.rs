@@ -48,6 +48,9 @@ pub struct DataView {
     pub variable_micro_batches: bool,
     /// Seed of the data's sample, from which the step is drawn.
     pub seed: u64,
+    /// Why the plan's engine would refuse to export the plan for this data, when none of its
+    /// loaders batches documents as the data is batched (`Refusal::DocumentBatching`).
+    pub engine_refusal: Option<String>,
 }
 
 impl DataView {
@@ -72,6 +75,9 @@ impl DataView {
             balance_window: run.plan().balance_window(),
             variable_micro_batches: run.plan().variable_micro_batches(),
             seed: data.data.seed(),
+            engine_refusal: crate::export::data_refusal(run).map(|refusal| {
+                format!("{}'s export refuses this data: {refusal}", run.plan().engine().name())
+            }),
         })
     }
 }

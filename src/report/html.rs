@@ -225,13 +225,16 @@ fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
         ),
     };
     check_finite("lengths", [("the mean", data.mean_length), ("a share", data.long_token_share)])?;
-    let caption = format!(
+    let mut caption = format!(
         "Mean document {:.0} tokens; {:.1} % of the tokens are in documents longer than {} \
          tokens (half the sequence); {batching}.",
         data.mean_length,
         100.0 * data.long_token_share,
         data.seq_len / 2
     );
+    if let Some(refusal) = &data.engine_refusal {
+        caption += &format!(" {refusal}.");
+    }
     let lengths = Chart {
         name: "lengths",
         heading: "Document lengths",
