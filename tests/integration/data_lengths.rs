@@ -29,6 +29,22 @@ fn with_lengths(mut spec: RunSpec, lengths: Vec<i64>) -> RunSpec {
     spec
 }
 
+/// Checks that `data` (a run with document lengths) prices exactly as `plain` (the same run
+/// without them), closed form and simulated, with no imbalance.
+fn prices_exactly_as(plain: &Run, data: &Run) -> Result<(), TestCaseError> {
+    let (a, b) = (closed_form(plain), closed_form(data));
+    prop_assert_eq!(a.time, b.time);
+    prop_assert_eq!(a.throughput, b.throughput);
+    prop_assert_eq!(a.stages, b.stages);
+    prop_assert_eq!(b.data_balance.map(|d| (d.replicas, d.microbatches)), Some((1.0, 1.0)));
+    let options = SimOptions { timeline: false };
+    let (a, _) = estimate_simulated_with(plain, options).unwrap();
+    let (b, _) = estimate_simulated_with(data, options).unwrap();
+    prop_assert_eq!(a.time, b.time);
+    prop_assert_eq!(a.throughput, b.throughput);
+    Ok(())
+}
+
 fn fixed_seed() -> ProptestConfig {
     ProptestConfig {
         cases: 48,
@@ -58,16 +74,7 @@ proptest! {
         let base = llama_spec(tp * pp * cp * 2, 4096, 2 * m, plan);
         let plain = Run::from_spec(&base).unwrap();
         let filled = Run::from_spec(&with_lengths(base, vec![4096 * multiple])).unwrap();
-        let (a, b) = (closed_form(&plain), closed_form(&filled));
-        prop_assert_eq!(a.time, b.time);
-        prop_assert_eq!(a.throughput, b.throughput);
-        prop_assert_eq!(a.stages, b.stages);
-        prop_assert_eq!(b.data_balance.map(|d| (d.replicas, d.microbatches)), Some((1.0, 1.0)));
-        let options = SimOptions { timeline: false };
-        let (a, _) = estimate_simulated_with(&plain, options).unwrap();
-        let (b, _) = estimate_simulated_with(&filled, options).unwrap();
-        prop_assert_eq!(a.time, b.time);
-        prop_assert_eq!(a.throughput, b.throughput);
+        prices_exactly_as(&plain, &filled)?;
     }
 
     /// Documents concatenated with no document mask (the engines' default pre-training
@@ -87,16 +94,7 @@ proptest! {
             data.batching = Some(Batching::Concat);
         }
         let concat = Run::from_spec(&concat).unwrap();
-        let (a, b) = (closed_form(&plain), closed_form(&concat));
-        prop_assert_eq!(a.time, b.time);
-        prop_assert_eq!(a.throughput, b.throughput);
-        prop_assert_eq!(a.stages, b.stages);
-        prop_assert_eq!(b.data_balance.map(|d| (d.replicas, d.microbatches)), Some((1.0, 1.0)));
-        let options = SimOptions { timeline: false };
-        let (a, _) = estimate_simulated_with(&plain, options).unwrap();
-        let (b, _) = estimate_simulated_with(&concat, options).unwrap();
-        prop_assert_eq!(a.time, b.time);
-        prop_assert_eq!(a.throughput, b.throughput);
+        prices_exactly_as(&plain, &concat)?;
     }
 
     /// With a spread of lengths every figure stays finite, the breakdown adds up and the data's
@@ -429,7 +427,7 @@ fn a_balance_window_needs_lengths_and_no_engine_exports_it() {
 /// plans that pack as they arrive.
 #[test]
 fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
-    let search_with = |engine, window: Option<i64>, hybrid_cp: Option<bool>| {
+    let search_over = |data, engine, window: Option<i64>, hybrid_cp: Option<bool>| {
         let mut base = spec(
             presets::model("llama2-7b").unwrap(),
             "h100-sxm",
@@ -437,7 +435,7 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
             training(131_072, 4, 1, None),
             PlanSpec { balance_window: window, hybrid_cp, ..PlanSpec::default() },
         );
-        base.data = Some(long_tailed());
+        base.data = data;
         let spec = SearchSpec {
             base,
             constraints: Constraints::default(),
@@ -447,6 +445,8 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
         };
         search(&spec, &|_, _| {}).unwrap()
     };
+    let search_with =
+        |engine, window, hybrid_cp| search_over(Some(long_tailed()), engine, window, hybrid_cp);
     let search = |engine, window| search_with(engine, window, None);
     let free = search(None, None);
     let arriving = search(None, Some(0));
@@ -464,28 +464,9 @@ fn a_search_without_a_target_engine_tries_re_packing_windows_and_picks_one() {
     assert!(windows(&megatron).iter().all(|&window| window == 0));
     // Concatenated without a mask, every sequence costs a full one: nothing to re-pack or
     // place, so the search considers what it does without data, and ranks alike.
-    let mut concat = long_tailed();
-    concat.batching = Some(Batching::Concat);
-    let mut base = spec(
-        presets::model("llama2-7b").unwrap(),
-        "h100-sxm",
-        64,
-        training(131_072, 4, 1, None),
-        PlanSpec::default(),
-    );
-    let searched = |base: RunSpec| {
-        let spec = SearchSpec {
-            base,
-            constraints: Constraints::default(),
-            memory_headroom: 0.05,
-            engine: None,
-            top: 3,
-        };
-        meshplan::search::search(&spec, &|_, _| {}).unwrap()
-    };
-    let plain = searched(base.clone());
-    base.data = Some(concat);
-    let concatenated = searched(base);
+    let concat = DataSpec { batching: Some(Batching::Concat), ..long_tailed() };
+    let plain = search_over(None, None, None, None);
+    let concatenated = search_over(Some(concat), None, None, None);
     assert_eq!(concatenated.considered, plain.considered);
     assert_eq!(windows(&concatenated), [0, 0, 0]);
     let labels = |report: &SearchReport| -> Vec<String> {

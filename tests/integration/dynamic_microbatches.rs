@@ -112,62 +112,30 @@ fn the_largest_micro_batch_costs_more_fill_in_a_deeper_pipeline() {
 /// to do, and a search for an engine keeps fixed micro-batches.
 #[test]
 fn no_engine_runs_variable_micro_batches_and_nothing_re_packs_them() {
-    let output = run(&[
-        "estimate",
-        "--lengths",
-        "wikipedia",
-        "--batching",
-        "pad",
-        "--variable-micro-batches",
-        "--balance-window",
-        "2",
-        "--hybrid-cp",
-    ]);
+    // An estimate of Wikipedia batched `batching` with a re-packing window and hybrid-CP groups,
+    // and `more` flags.
+    let grouped = |batching: &str, more: &[&str]| {
+        let base = ["estimate", "--lengths", "wikipedia", "--batching", batching];
+        run(&[&base[..], &["--balance-window", "2", "--hybrid-cp"], more].concat())
+    };
+    let output = grouped("pad", &["--variable-micro-batches"]);
     assert_eq!(output.code, 2);
     for field in ["plan.balance_window = 2", "plan.hybrid_cp = true"] {
         assert!(output.stderr.contains(field), "{}", output.stderr);
     }
     assert!(output.stderr.contains("the plan forms variable micro-batches"), "{}", output.stderr);
     // Without them, padded documents are neither re-packed nor placed by length.
-    let output = run(&[
-        "estimate",
-        "--lengths",
-        "wikipedia",
-        "--batching",
-        "pad",
-        "--balance-window",
-        "2",
-        "--hybrid-cp",
-    ]);
+    let output = grouped("pad", &[]);
     assert_eq!(output.code, 2);
     assert_eq!(output.stderr.matches("the data is batched `pad`").count(), 2, "{}", output.stderr);
     // Nor documents concatenated with no mask, whose sequences all cost a full one; nor are
     // they sorted into variable micro-batches.
-    let output = run(&[
-        "estimate",
-        "--lengths",
-        "wikipedia",
-        "--batching",
-        "concat",
-        "--balance-window",
-        "2",
-        "--hybrid-cp",
-        "--variable-micro-batches",
-    ]);
+    let output = grouped("concat", &["--variable-micro-batches"]);
     assert_eq!(output.code, 2);
     let batched = "the data is batched `concat` (documents concatenated with no document mask)";
     assert_eq!(output.stderr.matches(batched).count(), 1, "{}", output.stderr);
     assert!(output.stderr.contains("plan.variable_micro_batches = true"), "{}", output.stderr);
-    let output = run(&[
-        "estimate",
-        "--lengths",
-        "wikipedia",
-        "--batching",
-        "concat",
-        "--balance-window",
-        "2",
-        "--hybrid-cp",
-    ]);
+    let output = grouped("concat", &[]);
     assert_eq!(output.code, 2);
     assert_eq!(output.stderr.matches(batched).count(), 2, "{}", output.stderr);
     assert_eq!(output.stderr.matches("every sequence costs a full one").count(), 2);
