@@ -122,6 +122,9 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                 values.push([1.0, 1.0]);
             }
             Batching::Pack | Batching::Concat => {
+                // Without a document mask a sequence attends as one document filling it, so
+                // its pieces' attention is neither summed nor kept.
+                let masked = data.batching() == Batching::Pack && work.attends();
                 let (mut room, mut a, mut b) = (seq_len, 0.0, 0.0);
                 let mut drawn = 0u64;
                 while room > 0 {
@@ -143,14 +146,12 @@ pub fn sequence_values(data: &Data, work: &AttentionWork<'_>) -> (Vec<[f64; 2]>,
                     carried = length - piece;
                     room -= piece;
                     pieces_total += 1;
-                    if let Some([piece_a, piece_b]) = work.piece(piece) {
+                    if let Some([piece_a, piece_b]) = masked.then(|| work.piece(piece)).flatten() {
                         a += piece_a;
                         b += piece_b;
                     }
                 }
                 trained += seq_len;
-                // Without a document mask a sequence attends as one document filling it.
-                let masked = data.batching() == Batching::Pack && work.attends();
                 values.push(if masked { [a, b] } else { [1.0, 1.0] });
             }
             Batching::Whole => {

@@ -273,7 +273,17 @@ fn model_refusals(run: &Run) -> Vec<Refusal> {
 /// The plan's own engine's refusal of the run's data, when none of its loaders batches
 /// documents as the data is batched (what `estimate` and the report say beside the data).
 pub fn data_refusal(run: &Run) -> Option<Refusal> {
-    refusals(run.plan().engine(), run).into_iter().find(Refusal::concerns_data)
+    batching_refusal(run.plan().engine(), run)
+}
+
+/// `engine`'s refusal of the run's data when none of its loaders batches documents as the data
+/// is batched; none under per-document context-parallel groups, which read documents whole,
+/// whatever the batching.
+fn batching_refusal(engine: Engine, run: &Run) -> Option<Refusal> {
+    let batching = run.data()?.data.batching();
+    let refused = !engine.capabilities().batchings.contains(&batching);
+    (refused && run.plan().hybrid_cp().is_none())
+        .then_some(Refusal::DocumentBatching { engine, batching })
 }
 
 /// Every reason `engine` cannot run the plan of `run`, in a fixed order; empty when it can.
@@ -285,14 +295,9 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if out.is_empty() && run.model().hybrid().is_some() && !caps.hybrid_layers {
         out.push(Refusal::HybridLayers { engine });
     }
-    // Data its loaders do not batch so, first, since it holds for every plan but one with
-    // per-document context-parallel groups (which read documents whole, whatever the batching).
-    let batching = run.data().map(|data| data.data.batching());
-    if let Some(batching) = batching.filter(|batching| !caps.batchings.contains(batching))
-        && plan.hybrid_cp().is_none()
-    {
-        out.push(Refusal::DocumentBatching { engine, batching });
-    }
+    // Data its loaders do not batch so, first: it holds for every plan but one with
+    // per-document context-parallel groups.
+    out.extend(batching_refusal(engine, run));
     let schedule = plan.schedule();
     if (pp > 1 || caps.schedule_without_pipeline) && !caps.schedules.contains(&schedule) {
         out.push(Refusal::Schedule { engine, schedule });
