@@ -52,6 +52,17 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
             data.loads.pieces_per_sequence
         ),
     };
+    let unpadded = run.context_parallel_padding();
+    let padding = if unpadded < 1.0 {
+        format!(
+            "; each document padded to a multiple of {} tokens for context parallelism (2 x cp), \
+             {:.1} % of the tokens documents' own",
+            run.context_parallel_granularity(),
+            unpadded * 100.0
+        )
+    } else {
+        String::new()
+    };
     let sampled = match run.dynamic_batches() {
         Some(made) => match made.get() {
             Some(batches) => format!(
@@ -64,7 +75,7 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
         None => format!("{} sequences sampled", data.loads.sequences),
     };
     format!(
-        "{name}, mean document {:.0} tokens, up to {}; {batching}; {sampled}, seed {}",
+        "{name}, mean document {:.0} tokens, up to {}; {batching}{padding}; {sampled}, seed {}",
         distribution.mean_length(),
         distribution.max_length(),
         data.data.seed()
@@ -122,8 +133,12 @@ pub(super) struct DataJson {
     /// The longest length the distribution can draw (a histogram's last bin's end).
     longest_document_tokens: u64,
     pieces_per_sequence: f64,
-    /// Tokens trained over tokens computed (below 1 when padding).
+    /// Tokens trained over tokens computed (below 1 when padding, context parallelism's
+    /// included).
     trained_fraction: f64,
+    /// The share of the tokens that are documents' own, not the padding each gets to a multiple
+    /// of 2 x cp tokens for context parallelism (1 without it).
+    context_parallel_unpadded: f64,
     sequences_sampled: u64,
     seed: u64,
     /// The slowest data-parallel replica's work over the mean replica's.
@@ -152,6 +167,7 @@ impl DataJson {
             longest_document_tokens: distribution.max_length(),
             pieces_per_sequence: data.loads.pieces_per_sequence,
             trained_fraction: run.trained_fraction(),
+            context_parallel_unpadded: run.context_parallel_padding(),
             sequences_sampled: data.loads.sequences,
             seed: data.data.seed(),
             slowest_replica_over_mean: balance.replicas,

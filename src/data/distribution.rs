@@ -167,6 +167,18 @@ impl LengthDistribution {
             / total
     }
 
+    /// The tokens of all the documents counted, each length first cut to `cap` (if any), as
+    /// cut and then rounded up to a multiple of `granularity` (lengths spread evenly inside each
+    /// bin, as [`Self::tokens_between`] spreads them): `[cut, padded]`. Exact sums, not draws.
+    pub fn padded_tokens(&self, granularity: u64, cap: Option<u64>) -> [f64; 2] {
+        let granularity = granularity.max(1);
+        let cap = cap.unwrap_or(u64::MAX);
+        self.bins.iter().fold([0.0; 2], |[cut, padded], bin| {
+            let [bin_cut, bin_padded] = padded_bin(bin, granularity, cap);
+            [cut + bin_cut, padded + bin_padded]
+        })
+    }
+
     /// One document length drawn at random: a bin with probability its share of the documents,
     /// then a length evenly inside it.
     pub fn draw(&self, rng: &mut impl Rng) -> u64 {
@@ -199,6 +211,35 @@ fn bin_part(bin: &Bin, low: u64, high: u64) -> [f64; 2] {
     let lengths = (to - from + 1) as f64;
     let documents = bin.count as f64 * lengths / (bin.max - bin.min + 1) as f64;
     [documents, documents * (from as f64 + to as f64) / 2.0]
+}
+
+/// [`LengthDistribution::padded_tokens`] of one bin: its lengths up to `cap` summed as they are
+/// and rounded up to multiples of `granularity`, and those above `cap` counted as `cap` (itself
+/// rounded up), each length holding an equal share of the bin's documents.
+fn padded_bin(bin: &Bin, granularity: u64, cap: u64) -> [f64; 2] {
+    let share = bin.count as f64 / (bin.max - bin.min + 1) as f64;
+    let rounded_up = |length: u64| length.div_ceil(granularity) as u128 * granularity as u128;
+    let (mut cut, mut padded) = (0u128, 0u128);
+    if bin.min <= cap {
+        let (low, high) = (bin.min as u128, bin.max.min(cap) as u128);
+        cut += (low + high) * (high - low + 1) / 2;
+        let granules =
+            ceiling_sum(bin.max.min(cap), granularity) - ceiling_sum(bin.min - 1, granularity);
+        padded += granules * granularity as u128;
+    }
+    if bin.max > cap {
+        let above = (bin.max - bin.min.max(cap + 1) + 1) as u128;
+        cut += above * cap as u128;
+        padded += above * rounded_up(cap);
+    }
+    [cut as f64 * share, padded as f64 * share]
+}
+
+/// `ceil(1 / g) + ceil(2 / g) + ... + ceil(n / g)`: `q` whole runs of `g` lengths, the `k`-th
+/// of them `k` granules each, and `r` lengths of `q + 1` after them (`n = q g + r`).
+fn ceiling_sum(n: u64, g: u64) -> u128 {
+    let (q, r, g) = ((n / g) as u128, (n % g) as u128, g as u128);
+    g * q * (q + 1) / 2 + r * (q + 1)
 }
 
 /// Problems reported for one list before the rest are left unchecked: a file of a million bad
@@ -278,6 +319,44 @@ mod tests {
         // All of them: the mean length times the documents.
         assert_eq!(distribution.documents_between(0, u64::MAX), 4.0);
         assert_eq!(distribution.tokens(), distribution.mean_length() * 4.0);
+    }
+
+    #[test]
+    fn padded_tokens_are_the_exact_sums_of_every_length_rounded_up() {
+        let bins = [
+            LengthBinSpec { min: 1, max: 10, count: 20 },
+            LengthBinSpec { min: 30, max: 37, count: 8 },
+            LengthBinSpec { min: 64, max: 64, count: 3 },
+        ];
+        let distribution = LengthDistribution::from_histogram("h", &bins).unwrap();
+        // Each length by hand: every length of a bin holds an equal share of its documents.
+        let by_hand = |granularity: u64, cap: u64| {
+            let mut sums = [0.0; 2];
+            for bin in &bins {
+                let share = bin.count as f64 / (bin.max - bin.min + 1) as f64;
+                for length in bin.min as u64..=bin.max as u64 {
+                    let cut = length.min(cap);
+                    sums[0] += share * cut as f64;
+                    sums[1] += share * (cut.div_ceil(granularity) * granularity) as f64;
+                }
+            }
+            sums
+        };
+        for granularity in [1, 2, 4, 7, 16, 64, 512] {
+            for cap in [None, Some(8), Some(32), Some(64)] {
+                let exact = distribution.padded_tokens(granularity, cap);
+                let expected = by_hand(granularity, cap.unwrap_or(u64::MAX));
+                for (a, b) in exact.iter().zip(expected) {
+                    assert!((a - b).abs() < 1e-9 * b, "g {granularity} cap {cap:?}: {a} vs {b}");
+                }
+            }
+        }
+        // Granularity 1 pads nothing; uncut tokens are all the tokens.
+        let [cut, padded] = distribution.padded_tokens(1, None);
+        assert_eq!((cut, padded), (distribution.tokens(), distribution.tokens()));
+        // 20 documents of 1-10 tokens (mean 5.5) padded to 16 each: 320 tokens for 110.
+        let short = LengthDistribution::from_histogram("h", &bins[..1]).unwrap();
+        assert_eq!(short.padded_tokens(16, None), [110.0, 320.0]);
     }
 
     #[test]

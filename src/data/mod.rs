@@ -206,6 +206,26 @@ impl Data {
         self.preset().or(self.source()).unwrap_or("given lengths")
     }
 
+    /// The share of the tokens its sequences hold that are documents' own when every document
+    /// under a document mask is padded to a multiple of `granularity` tokens, as context
+    /// parallelism over Transformer Engine's THD layout needs (`granularity` = 2 x cp: each
+    /// document is cut into 2 x cp chunks): packed pieces as drawn, whole documents cut to
+    /// `seq_len` first. Padding takes room in the sequences, so it displaces documents' tokens:
+    /// the step computes as many tokens and trains this share of them. Documents concatenated
+    /// with no mask, or one padded to the whole sequence, need none (1).
+    pub fn document_padding_share(&self, granularity: u64, seq_len: u64) -> f64 {
+        let cap = match self.batching {
+            Batching::Pack => None,
+            Batching::Whole => Some(seq_len),
+            Batching::Pad | Batching::Concat => return 1.0,
+        };
+        if granularity <= 1 {
+            return 1.0;
+        }
+        let [documents, padded] = self.distribution.padded_tokens(granularity, cap);
+        if padded > 0.0 { (documents / padded).clamp(0.0, 1.0) } else { 1.0 }
+    }
+
     /// The spec this data validates from, with every default explicit and a preset's lengths
     /// left to its name.
     pub fn to_spec(&self) -> DataSpec {

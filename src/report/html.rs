@@ -365,8 +365,9 @@ fn top_list(out: &mut String, search: &SearchView) {
         "<section id=\"top\">\n<h2>Best plans</h2>\n{}<p class=\"caption\">{}</p>\n</section>\n",
         table("top", &header, &rows, 3),
         escape(
-            "Ranked by simulated step time, then peak memory. Plans with the same step time and \
-             peak are one entry; the others are listed as the flags that turn the entry into them."
+            "Ranked by simulated step time (per token trained where context parallelism pads \
+             documents), then peak memory. Plans with the same step time and peak are one entry; \
+             the others are listed as the flags that turn the entry into them."
         )
     );
 }

@@ -10,7 +10,7 @@ use crate::data::{
     sample_sequences, sequence_values,
 };
 use crate::model::Model;
-use crate::plan::Plan;
+use crate::plan::{HybridCpScheduler, Plan};
 use crate::presets;
 use crate::violation::Collector;
 
@@ -48,6 +48,9 @@ pub struct RunData {
     /// The variable micro-batches of the run's global batches by micro-batch size (the token
     /// budget), shared likewise.
     dynamic: ShapeCache<u64, DynamicBatches>,
+    /// The share of the tokens that are documents' own by padding granularity
+    /// ([`Data::document_padding_share`]), shared likewise.
+    padding: ShapeCache<u64, f64>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
     /// Documents per global batch.
@@ -109,6 +112,21 @@ impl RunData {
         })
     }
 
+    /// The share of the tokens its sequences hold that are documents' own, not the padding that
+    /// context parallelism over `cp` ranks (per-document groups placed by `hybrid`, if any)
+    /// puts after each document ([`context_parallel_granularity`]); computed the first time a
+    /// run of this data asks.
+    pub fn context_parallel_padding(&self, cp: u64, hybrid: Option<HybridCpScheduler>) -> f64 {
+        let granularity = context_parallel_granularity(cp, hybrid);
+        if granularity <= 1 {
+            return 1.0;
+        }
+        let made = self.padding.get_or_make(granularity, || {
+            self.data.document_padding_share(granularity, self.seq_len)
+        });
+        made.get().copied().unwrap_or(1.0)
+    }
+
     /// The share of a step's `global_batch x seq_len` tokens it trains, as
     /// `crate::cost::step::throughput` counts it: the sample's, or in variable micro-batches of
     /// `variable_micro_batch` sequences' budget, their draws' (which do not depend on the
@@ -127,6 +145,26 @@ impl RunData {
         let flops = |tokens: u64| model.document_attention_flops(tokens);
         let work = AttentionWork::new(&flops, self.seq_len);
         sequence_values(&self.data, &work).0
+    }
+}
+
+/// The multiple of tokens each document under a document mask is padded to when its sequences
+/// are split over `cp` context-parallel ranks: 2 x cp, or 1 (none) without context parallelism.
+/// Transformer Engine's context parallelism cuts every document of the THD layout into 2 x cp
+/// chunks and "requires sequence lengths to be, or are padded to be, divisible by (cp_size * 2)"
+/// (`attn_forward_func_with_cp`,
+/// `transformer_engine/pytorch/attention/dot_product_attention/context_parallel.py@v2.12`), and
+/// Megatron-LM's SFT dataset pads each document so, with `pad_granularity =
+/// context_parallel_size * 2`, also under `--hybrid-context-parallel`
+/// (`megatron/training/datasets/sft_dataset.py@core_v0.18.0`; `pretrain_gpt.py` passes
+/// `--context-parallel-size`). ByteScale's placement (`HybridCpScheduler::ByWork`) gives each
+/// document a group sized to it: a document alone on a rank needs no padding and one on `g`
+/// ranks at most `2 g - 1` tokens on thousands, which is not priced.
+pub fn context_parallel_granularity(cp: u64, hybrid: Option<HybridCpScheduler>) -> u64 {
+    match hybrid {
+        Some(HybridCpScheduler::ByWork) => 1,
+        Some(HybridCpScheduler::Megatron) | None if cp > 1 => 2 * cp,
+        Some(HybridCpScheduler::Megatron) | None => 1,
     }
 }
 
@@ -186,6 +224,7 @@ pub(crate) fn validate_data(
         token_peaks: ShapeCache::default(),
         spreads: ShapeCache::default(),
         dynamic: ShapeCache::default(),
+        padding: ShapeCache::default(),
         seq_len,
         global_batch,
     }))

@@ -202,10 +202,27 @@ impl Run {
     }
 
     /// The share of a step's `global_batch x seq_len` tokens it trains
-    /// ([`RunData::trained_fraction`]; all of them without data).
+    /// ([`RunData::trained_fraction`], less the padding context parallelism puts after each
+    /// document, [`Run::context_parallel_padding`]; all of them without data).
     pub fn trained_fraction(&self) -> f64 {
         let variable = self.plan.variable_micro_batches.then_some(self.training.micro_batch());
         self.data().map_or(1.0, |data| data.trained_fraction(&self.model, variable))
+            * self.context_parallel_padding()
+    }
+
+    /// The share of the tokens its sequences hold that are documents' own, not the padding each
+    /// document under a document mask gets for context parallelism
+    /// ([`RunData::context_parallel_padding`]; 1 without data or context parallelism).
+    pub fn context_parallel_padding(&self) -> f64 {
+        let hybrid = self.plan.hybrid_cp().map(|hybrid| hybrid.scheduler());
+        self.data().map_or(1.0, |data| data.context_parallel_padding(self.plan.cp(), hybrid))
+    }
+
+    /// The multiple of tokens each document is padded to for context parallelism
+    /// ([`data::context_parallel_granularity`]; 1: none), whatever the data's batching.
+    pub fn context_parallel_granularity(&self) -> u64 {
+        let hybrid = self.plan.hybrid_cp().map(|hybrid| hybrid.scheduler());
+        data::context_parallel_granularity(self.plan.cp(), hybrid)
     }
 
     /// The same run re-packing its documents over `window` global batches, for a window its

@@ -488,7 +488,7 @@ fn pruned_point(
     let step_time = kept.closed_form.max(kept.bound);
     let place = kept.place;
     let variable = blocks[place.block()].grouping(place.inner()).variable_micro_batches;
-    let tokens = if variable { tokens.variable } else { tokens.fixed };
+    let tokens = if variable { tokens.variable } else { tokens.fixed } * kept.unpadded;
     let tokens_per_sec_per_gpu = tokens / step_time.value() / shape.gpus as f64;
     PricedPoint::new(kept.place, kept.peak, step_time, tokens_per_sec_per_gpu, false)
 }
@@ -496,7 +496,8 @@ fn pruned_point(
 /// The order candidates are simulated in: most promising (fastest closed form) first, then by
 /// place (candidates are distinct, so every sort by it has one result).
 fn most_promising(a: &Kept, b: &Kept) -> std::cmp::Ordering {
-    a.closed_form.value().total_cmp(&b.closed_form.value()).then(a.place.cmp(&b.place))
+    let (a_time, b_time) = (a.ranked_closed_form().value(), b.ranked_closed_form().value());
+    a_time.total_cmp(&b_time).then(a.place.cmp(&b.place))
 }
 
 /// The candidates of the space, or why the space is too large to search.
@@ -574,7 +575,7 @@ impl Simulating<'_> {
     fn run(&mut self, list: &[&Kept]) -> Result<(), SearchError> {
         for chunk in list.chunks(SIMULATION_BATCH) {
             let (run, skip): (Vec<&Kept>, Vec<&Kept>) =
-                chunk.iter().partition(|k| rank::may_enter(k.bound, self.bar));
+                chunk.iter().partition(|k| rank::may_enter(k.ranked_bound(), self.bar));
             self.pruned += skip.len();
             let (shape, tokens, blocks) = (self.shape, self.tokens, self.blocks);
             self.points.extend(skip.iter().map(|k| pruned_point(shape, tokens, blocks, k)));
@@ -650,9 +651,12 @@ pub fn search(
     let after = |k: &&Kept| last.is_none_or(|last| most_promising(k, &last).is_gt());
     let mut contenders: Vec<&Kept> = kept
         .par_iter()
-        .flat_map_iter(|job| job.iter().filter(after).filter(|k| rank::may_enter(k.bound, bar)))
+        .flat_map_iter(|job| {
+            job.iter().filter(after).filter(|k| rank::may_enter(k.ranked_bound(), bar))
+        })
         .collect();
-    let skipped = kept.iter().flatten().filter(after).filter(|k| !rank::may_enter(k.bound, bar));
+    let skipped =
+        kept.iter().flatten().filter(after).filter(|k| !rank::may_enter(k.ranked_bound(), bar));
     for k in skipped {
         state.points.push(pruned_point(&shape, state.tokens, &blocks, k));
         state.pruned += 1;

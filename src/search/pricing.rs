@@ -29,6 +29,20 @@ pub(super) struct Kept {
     pub(super) closed_form: Seconds,
     pub(super) bound: Seconds,
     pub(super) peak: Bytes,
+    /// The share of its sequences' tokens that are documents' own
+    /// ([`Run::context_parallel_padding`]): 1 but where context parallelism pads documents.
+    pub(super) unpadded: f64,
+}
+
+impl Kept {
+    /// The closed form as the top list ranks plans ([`super::rank::ranked_time`]).
+    pub(super) fn ranked_closed_form(&self) -> Seconds {
+        super::rank::ranked_time(self.closed_form, self.unpadded)
+    }
+    /// The simulation's lower bound, likewise.
+    pub(super) fn ranked_bound(&self) -> Seconds {
+        super::rank::ranked_time(self.bound, self.unpadded)
+    }
 }
 
 enum Priced {
@@ -36,8 +50,9 @@ enum Priced {
     Rejected(RejectionKind, Option<Box<Rejection>>),
     /// Kept, with its closed-form step time, lower bound and peak memory, and the closed form,
     /// bound and peak of each re-packing window asked for (the same plan but for its data's
-    /// balance and its micro-batches' tokens), `None` where that window's micro-batches do not fit.
-    Kept(Seconds, Seconds, Bytes, Vec<Option<(Seconds, Seconds, Bytes)>>),
+    /// balance and its micro-batches' tokens), `None` where that window's micro-batches do not fit;
+    /// last, the share of its tokens that are documents' own (the same for every window).
+    Kept(Seconds, Seconds, Bytes, Vec<Option<(Seconds, Seconds, Bytes)>>, f64),
 }
 
 /// What candidates priced together share: the slot of their op tables (built from the first
@@ -148,7 +163,7 @@ fn price_run(
             Some((closed_form.step_time(), floor + closed_form.data_imbalance, peak))
         })
         .collect();
-    Priced::Kept(breakdown.step_time(), bound, peak, variants)
+    Priced::Kept(breakdown.step_time(), bound, peak, variants, run.context_parallel_padding())
 }
 
 /// A run priced from its op tables, with what it shares with others if any.
@@ -487,14 +502,18 @@ pub(super) fn price_all(
                                 tally.reject(kind, if w == 0 { place } else { variant(w) });
                             }
                         }
-                        Priced::Kept(closed_form, bound, peak, variants) => {
-                            tally.kept.push(Kept { place, closed_form, bound, peak });
+                        Priced::Kept(closed_form, bound, peak, variants, unpadded) => {
+                            tally.kept.push(Kept { place, closed_form, bound, peak, unpadded });
                             for (w, priced) in variants.into_iter().enumerate() {
                                 let place = variant(w + 1);
                                 match priced {
-                                    Some((closed_form, bound, peak)) => {
-                                        tally.kept.push(Kept { place, closed_form, bound, peak })
-                                    }
+                                    Some((closed_form, bound, peak)) => tally.kept.push(Kept {
+                                        place,
+                                        closed_form,
+                                        bound,
+                                        peak,
+                                        unpadded,
+                                    }),
                                     None => tally.reject(RejectionKind::DoesNotFit, place),
                                 }
                             }

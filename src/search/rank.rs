@@ -1,6 +1,10 @@
 //! The top list: plans ranked by step time, then peak memory, then the candidate's fixed order;
 //! plans whose step time and peak memory are the same figure (to [`DIGITS`] significant digits)
-//! are one entry, the first plan standing for the others (its equivalents).
+//! are one entry, the first plan standing for the others (its equivalents). Every plan of a
+//! search steps through the same global batch of sequences, so step time ranks throughput, but
+//! for the padding context parallelism puts after each document: a plan whose sequences are
+//! padded trains fewer tokens a step, so its step time counts over the share of its tokens that
+//! are documents' own ([`ranked_time`]; the step time itself without such padding).
 //!
 //! "The same figure" is equality of the rounded values, so it is an equivalence (two plans equal
 //! to a third are equal to each other) and the ranking is a total order on whole entries. The
@@ -31,10 +35,18 @@ pub fn rounded(value: f64) -> f64 {
     format!("{value:.prec$e}", prec = DIGITS - 1).parse().unwrap_or(value)
 }
 
-/// The rounded step time and peak memory that decide a plan's place.
+/// A step time as the list ranks it: over `unpadded`, the share of the step's tokens that are
+/// documents' own (`crate::Run::context_parallel_padding`), so that plans compare by the time
+/// they take per token trained. Exactly the step time where nothing is padded (`unpadded` 1).
+pub(super) fn ranked_time(step_time: Seconds, unpadded: f64) -> Seconds {
+    if unpadded == 1.0 { step_time } else { step_time / unpadded.max(f64::MIN_POSITIVE) }
+}
+
+/// The rounded ranked step time and peak memory that decide a plan's place.
 fn figures(plan: &RankedPlan) -> (f64, f64) {
+    let step_time = plan.estimate.time.step_time();
     (
-        rounded(plan.estimate.time.step_time().value()),
+        rounded(ranked_time(step_time, plan.run.context_parallel_padding()).value()),
         rounded(plan.estimate.peak_memory.breakdown.total().value()),
     )
 }
@@ -43,10 +55,10 @@ fn same(a: (f64, f64), b: (f64, f64)) -> bool {
     a.0.total_cmp(&b.0).is_eq() && a.1.total_cmp(&b.1).is_eq()
 }
 
-/// Sorts plans by step time, then peak memory, then candidate, and keeps every plan of the first
-/// `top` entries (plans with the same figures form one entry). Returns the rounded step time of
-/// the `top`-th entry once there are that many: a plan whose rounded step time is above it cannot
-/// enter the list.
+/// Sorts plans by ranked step time ([`ranked_time`]), then peak memory, then candidate, and keeps
+/// every plan of the first `top` entries (plans with the same figures form one entry). Returns
+/// the rounded ranked step time of the `top`-th entry once there are that many: a plan whose
+/// rounded ranked step time is above it cannot enter the list.
 pub(super) fn keep_top(plans: &mut Vec<RankedPlan>, top: usize) -> Option<f64> {
     let mut keyed: Vec<((f64, f64), RankedPlan)> =
         plans.drain(..).map(|plan| (figures(&plan), plan)).collect();
@@ -68,8 +80,9 @@ pub(super) fn keep_top(plans: &mut Vec<RankedPlan>, top: usize) -> Option<f64> {
     last.filter(|_| entries == top).map(|(step, _)| step)
 }
 
-/// Whether a candidate whose step time is at least `bound` can still enter a list whose last
-/// entry's rounded step time is `bar`: only a strictly larger rounded bound rules it out.
+/// Whether a candidate whose ranked step time is at least `bound` can still enter a list whose
+/// last entry's rounded ranked step time is `bar`: only a strictly larger rounded bound rules it
+/// out.
 pub(super) fn may_enter(bound: Seconds, bar: Option<f64>) -> bool {
     let Some(bar) = bar else { return true };
     let bound = bound.value();
@@ -196,6 +209,37 @@ mod tests {
         let mut plans = vec![ring, all_to_all];
         assert!(keep_top(&mut plans, 1).is_some());
         assert_eq!(plans.len(), 1);
+        assert_eq!(plans[0].candidate.cp_comm, CpComm::AllToAll);
+    }
+
+    #[test]
+    fn a_plan_that_pads_its_documents_ranks_by_its_time_per_token_trained() {
+        // Documents of 101 tokens on 2 context-parallel ranks are padded to 104: the plan
+        // trains 101 / 104 of its tokens, so a step 1 % shorter than a plan without padding
+        // still ranks after it (3 % fewer tokens trained).
+        let plain = plan(CpComm::Ring, 0.0);
+        let pins = PlanSpec { tp: Some(8), cp: Some(2), ..PlanSpec::default() };
+        let mut spec = crate::run::test_spec("llama3.1-8b", 16, 4096, 32, 1, pins);
+        spec.data = Some(crate::data::DataSpec {
+            lengths: Some(vec![101]),
+            ..crate::data::DataSpec::default()
+        });
+        let mut padded = plan(CpComm::AllToAll, 0.0);
+        padded.run = Run::from_spec(&spec).unwrap();
+        assert_eq!(padded.run.context_parallel_padding(), 101.0 / 104.0);
+        padded.estimate = plain.estimate.clone();
+        padded.estimate.time.forward = plain.estimate.time.forward * 0.99;
+        assert!(padded.estimate.time.step_time() < plain.estimate.time.step_time());
+        let mut plans = vec![padded.clone(), plain.clone()];
+        let bar = keep_top(&mut plans, 2).unwrap();
+        let order: Vec<CpComm> = plans.iter().map(|p| p.candidate.cp_comm).collect();
+        assert_eq!(order, [CpComm::Ring, CpComm::AllToAll]);
+        let ranked = ranked_time(padded.estimate.time.step_time(), 101.0 / 104.0);
+        assert_eq!(bar, rounded(ranked.value()));
+        // Without padding the shorter step ranks first.
+        padded.run = plain.run.clone();
+        let mut plans = vec![plain, padded];
+        keep_top(&mut plans, 2);
         assert_eq!(plans[0].candidate.cp_comm, CpComm::AllToAll);
     }
 

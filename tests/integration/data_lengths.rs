@@ -322,8 +322,9 @@ fn a_plan_file_carries_the_data_and_prices_the_same() {
 /// CP degree doubled with the context (here 8K tokens per CP rank, LLaMA-7B on 1,024 GPUs, the
 /// configuration of its section 8.3), throughput falls by about 2x per doubling from 256K to 2M,
 /// because the ring's traffic follows the packed length while short documents leave little
-/// attention to hide it under. ByteScale's own length distributions are published only as a
-/// figure: FlexSP's Wikipedia sample stands in, and each doubling here costs 1.5x to 2.2x.
+/// attention to hide it under, and each document is padded to a multiple of 2 x cp tokens.
+/// ByteScale's own length distributions are published only as a figure: FlexSP's Wikipedia
+/// sample stands in, and each doubling must cost 2x within 15 %.
 #[test]
 fn static_context_parallelism_loses_about_half_its_throughput_per_context_doubling() {
     let throughput = |seq: i64| {
@@ -342,8 +343,48 @@ fn static_context_parallelism_loses_about_half_its_throughput_per_context_doubli
     let rates: Vec<f64> = contexts.iter().map(|&seq| throughput(seq)).collect();
     for pair in rates.windows(2) {
         let fall = pair[0] / pair[1];
-        assert!((1.5..=2.2).contains(&fall), "{rates:?}: {fall}");
+        assert!((1.7..=2.3).contains(&fall), "{rates:?}: {fall}");
     }
+}
+
+/// Context parallelism pads every document under a document mask to a multiple of 2 x cp
+/// tokens (Transformer Engine's THD layout; Megatron-LM's SFT dataset): the padding takes room
+/// in the sequences, so a step computes as much and trains fewer tokens. Documents concatenated
+/// with no mask, or one padded to the whole sequence, need none, nor does a plan without
+/// context parallelism.
+#[test]
+fn context_parallelism_pads_each_document_and_trains_fewer_tokens_in_the_same_step() {
+    let run_with = |cp: i64, batching: Batching, lengths: Vec<i64>| {
+        let plan = PlanSpec { cp: Some(cp), ..PlanSpec::default() };
+        let mut spec = with_lengths(llama_spec(8, 8192, 8, plan), lengths);
+        spec.data.as_mut().unwrap().batching = Some(batching);
+        Run::from_spec(&spec).unwrap()
+    };
+    let run_of = |cp: i64, batching: Batching| run_with(cp, batching, vec![100, 300]);
+    // 100 and 300 tokens padded to 104 and 304 (cp 4), or to 112 and 304 (cp 8).
+    let shares = [(1, 1.0), (2, 1.0), (4, 400.0 / 408.0), (8, 400.0 / 416.0)];
+    for (cp, share) in shares {
+        let run = run_of(cp, Batching::Pack);
+        assert_eq!(run.context_parallel_padding(), share, "cp {cp}");
+        assert_eq!(run.trained_fraction(), share, "cp {cp}");
+        assert_eq!(run.context_parallel_granularity(), if cp > 1 { 2 * cp as u64 } else { 1 });
+        let estimate = closed_form(&run);
+        let trained =
+            estimate.throughput.tokens_per_sec_per_gpu * estimate.time.step_time().value() * 8.0;
+        let expected = 8.0 * 8192.0 * share;
+        assert!((trained / expected - 1.0).abs() < 1e-12, "cp {cp}: {trained} vs {expected}");
+    }
+    // The padding adds no time (its attention is not priced): the step is no longer than with
+    // documents of the padded lengths, which train every token.
+    let padded = closed_form(&run_of(8, Batching::Pack));
+    let unpadded = closed_form(&run_with(8, Batching::Pack, vec![112, 304]));
+    assert!(padded.time.step_time() <= unpadded.time.step_time());
+    assert!(padded.throughput.tokens_per_sec_per_gpu < unpadded.throughput.tokens_per_sec_per_gpu);
+    for batching in [Batching::Concat, Batching::Pad] {
+        assert_eq!(run_of(8, batching).context_parallel_padding(), 1.0, "{batching:?}");
+    }
+    // Whole documents are cut to the sequence first and padded likewise.
+    assert_eq!(run_of(4, Batching::Whole).context_parallel_padding(), 400.0 / 408.0);
 }
 
 /// A long-tailed mix: mostly 0.5-4K documents, some of 32-128K and a few past the 128K
