@@ -56,7 +56,7 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
     let padding = if unpadded < 1.0 {
         format!(
             "; each document padded to a multiple of {} tokens for context parallelism (2 x cp), \
-             {:.1} % of the tokens documents' own",
+             {:.2} % of the tokens documents' own",
             run.context_parallel_granularity(),
             unpadded * 100.0
         )

@@ -51,6 +51,9 @@ pub struct DataView {
     /// Why the plan's engine would refuse to export the plan for this data, when none of its
     /// loaders batches documents as the data is batched (`Refusal::DocumentBatching`).
     pub engine_refusal: Option<String>,
+    /// The multiple of tokens context parallelism pads each document to and the share of the
+    /// tokens that are documents' own (`Run::context_parallel_padding`), when it pads any.
+    pub context_parallel_padding: Option<(u64, f64)>,
 }
 
 impl DataView {
@@ -78,6 +81,9 @@ impl DataView {
             engine_refusal: crate::export::data_refusal(run).map(|refusal| {
                 format!("{}'s export refuses this data: {refusal}", run.plan().engine().name())
             }),
+            context_parallel_padding: Some(run.context_parallel_padding())
+                .filter(|&share| share < 1.0)
+                .map(|share| (run.context_parallel_granularity(), share)),
         })
     }
 }

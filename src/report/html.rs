@@ -232,6 +232,14 @@ fn data_sections(out: &mut String, data: &DataView) -> Result<(), ReportError> {
         100.0 * data.long_token_share,
         data.seq_len / 2
     );
+    if let Some((granularity, share)) = data.context_parallel_padding {
+        check_finite("padding", [("the share", share)])?;
+        caption += &format!(
+            " Context parallelism pads each document to a multiple of {granularity} tokens: \
+             {:.2} % of the tokens are documents' own.",
+            100.0 * share
+        );
+    }
     if let Some(refusal) = &data.engine_refusal {
         caption += &format!(" {refusal}.");
     }
