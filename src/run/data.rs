@@ -192,7 +192,7 @@ impl PartialEq for PowerOfTwoShares {
 pub fn context_parallel_granularity(cp: u64, hybrid: Option<HybridCpScheduler>) -> u64 {
     match hybrid {
         Some(HybridCpScheduler::ByWork) => 1,
-        Some(HybridCpScheduler::Megatron) | None if cp > 1 => 2 * cp,
+        Some(HybridCpScheduler::Megatron) | None if cp > 1 => cp.saturating_mul(2),
         Some(HybridCpScheduler::Megatron) | None => 1,
     }
 }
