@@ -347,6 +347,35 @@ fn static_context_parallelism_loses_about_half_its_throughput_per_context_doubli
     }
 }
 
+proptest! {
+    #![proptest_config(fixed_seed())]
+    /// Padding each document (cut to `cap`, if any) to a multiple of `g` tokens adds fewer than
+    /// `g` tokens to each and removes none, and a multiple of `2 g` pads at least as much.
+    #[test]
+    fn padding_adds_under_one_granule_a_document_and_more_for_a_coarser_one(
+        bins in proptest::collection::vec((1i64..5000, 0i64..3000, 1i64..50), 1..8),
+        g in 0u32..10,
+        cap in proptest::option::of(1i64..10_000),
+    ) {
+        let bins: Vec<LengthBinSpec> = bins
+            .into_iter()
+            .map(|(min, span, count)| LengthBinSpec { min, max: min + span, count })
+            .collect();
+        let lengths = meshplan::data::LengthDistribution::from_histogram("h", &bins).unwrap();
+        let (g, cap) = (1u64 << g, cap.map(|cap| cap as u64));
+        let documents = lengths.documents() as f64;
+        let [cut, padded] = lengths.padded_tokens(g, cap);
+        prop_assert!(padded >= cut * (1.0 - 1e-12), "{padded} < {cut}");
+        prop_assert!(padded - cut <= (g - 1) as f64 * documents * (1.0 + 1e-12) + 1e-6);
+        let [cut_again, coarser] = lengths.padded_tokens(2 * g, cap);
+        prop_assert!((cut_again - cut).abs() <= 1e-9 * cut);
+        prop_assert!(coarser >= padded * (1.0 - 1e-12), "{coarser} < {padded}");
+        if let Some(cap) = cap {
+            prop_assert!(cut <= cap as f64 * documents * (1.0 + 1e-12));
+        }
+    }
+}
+
 /// Context parallelism pads every document under a document mask to a multiple of 2 x cp
 /// tokens (Transformer Engine's THD layout; Megatron-LM's SFT dataset): the padding takes room
 /// in the sequences, so a step computes as much and trains fewer tokens. Documents concatenated
