@@ -85,8 +85,7 @@ pub(super) fn data_label(run: &crate::Run, data: &crate::run::RunData) -> String
 /// The line under the data's when the plan's engine batches documents no way the data is
 /// batched: its export refuses the plan, and says why.
 pub(super) fn batching_refusal_line(run: &crate::Run) -> Option<String> {
-    let refusal = crate::export::data_refusal(run)?;
-    Some(format!("Engine: {}'s export refuses this data: {refusal}", run.plan().engine().name()))
+    Some(format!("Engine: {}", crate::export::data_refusal_sentence(run)?))
 }
 
 /// The `Data imbalance` line of an estimate with data: what the slowest replica (or rank) and

@@ -276,6 +276,13 @@ pub fn data_refusal(run: &Run) -> Option<Refusal> {
     batching_refusal(run.plan().engine(), run)
 }
 
+/// [`data_refusal`] as the sentence `estimate` and the report show beside the data:
+/// "{engine}'s export refuses this data: {refusal}".
+pub fn data_refusal_sentence(run: &Run) -> Option<String> {
+    let refusal = data_refusal(run)?;
+    Some(format!("{}'s export refuses this data: {refusal}", run.plan().engine().name()))
+}
+
 /// `engine`'s refusal of the run's data when none of its loaders batches documents as the data
 /// is batched; none under per-document context-parallel groups, which read documents whole,
 /// whatever the batching.

@@ -21,7 +21,7 @@ use crate::estimate::Estimate;
 use crate::run::Run;
 use crate::units::Bytes;
 
-pub use capability::{Capabilities, data_refusal, refusals};
+pub use capability::{Capabilities, data_refusal, data_refusal_sentence, refusals};
 pub use refusal::Refusal;
 
 pub use crate::plan::Engine;

@@ -78,9 +78,7 @@ impl DataView {
             balance_window: run.plan().balance_window(),
             variable_micro_batches: run.plan().variable_micro_batches(),
             seed: data.data.seed(),
-            engine_refusal: crate::export::data_refusal(run).map(|refusal| {
-                format!("{}'s export refuses this data: {refusal}", run.plan().engine().name())
-            }),
+            engine_refusal: crate::export::data_refusal_sentence(run),
             context_parallel_padding: Some(run.context_parallel_padding())
                 .filter(|&share| share < 1.0)
                 .map(|share| (run.context_parallel_granularity(), share)),
