@@ -49,11 +49,8 @@ pub struct RunData {
     /// budget), shared likewise.
     dynamic: ShapeCache<u64, DynamicBatches>,
     /// The share of the tokens that are documents' own by padding granularity
-    /// ([`Data::document_padding_share`]), shared likewise: powers of two (every context-parallel
-    /// degree a power of two) without a lock, as every candidate of a search asks, others by
-    /// granularity.
-    padding: PowerOfTwoShares,
-    other_padding: ShapeCache<u64, f64>,
+    /// ([`Data::document_padding_share`]), shared likewise.
+    padding: ShapeCache<u64, f64>,
     /// The sequence length the sample was drawn for.
     seq_len: u64,
     /// Documents per global batch.
@@ -115,21 +112,18 @@ impl RunData {
         })
     }
 
-    /// The share of the tokens its sequences hold that are documents' own, not the padding that
-    /// context parallelism over `cp` ranks (per-document groups placed by `hybrid`, if any)
-    /// puts after each document ([`context_parallel_granularity`]); computed the first time a
-    /// run of this data asks.
-    pub fn context_parallel_padding(&self, cp: u64, hybrid: Option<HybridCpScheduler>) -> f64 {
-        let granularity = context_parallel_granularity(cp, hybrid);
-        // Only documents under a document mask are padded (`Data::document_padding_share`).
-        if granularity <= 1 || !matches!(self.data.batching(), Batching::Pack | Batching::Whole) {
+    /// The share of the tokens its sequences hold that are documents' own when each is padded
+    /// to a multiple of `granularity` tokens ([`Data::document_padding_share`]; for context
+    /// parallelism, [`context_parallel_granularity`]); computed the first time a run of this
+    /// data asks.
+    pub fn padding_share(&self, granularity: u64) -> f64 {
+        if granularity <= 1 {
             return 1.0;
         }
-        let share = || self.data.document_padding_share(granularity, self.seq_len);
-        match self.padding.0.get(granularity.trailing_zeros() as usize) {
-            Some(slot) if granularity.is_power_of_two() => *slot.get_or_init(share),
-            _ => self.other_padding.get_or_make(granularity, share).get().copied().unwrap_or(1.0),
-        }
+        let made = self.padding.get_or_make(granularity, || {
+            self.data.document_padding_share(granularity, self.seq_len)
+        });
+        made.get().copied().unwrap_or(1.0)
     }
 
     /// The share of a step's `global_batch x seq_len` tokens it trains, as
@@ -150,30 +144,6 @@ impl RunData {
         let flops = |tokens: u64| model.document_attention_flops(tokens);
         let work = AttentionWork::new(&flops, self.seq_len);
         sequence_values(&self.data, &work).0
-    }
-}
-
-/// Padding shares by power-of-two granularity, the `k`-th slot for `2^k`, each filled the first
-/// time a run asks. Like [`ShapeCache`], a clone starts empty and any two compare equal: what it
-/// holds follows from the data alone.
-#[derive(Debug)]
-struct PowerOfTwoShares([OnceLock<f64>; 64]);
-
-impl Default for PowerOfTwoShares {
-    fn default() -> PowerOfTwoShares {
-        PowerOfTwoShares(std::array::from_fn(|_| OnceLock::new()))
-    }
-}
-
-impl Clone for PowerOfTwoShares {
-    fn clone(&self) -> PowerOfTwoShares {
-        PowerOfTwoShares::default()
-    }
-}
-
-impl PartialEq for PowerOfTwoShares {
-    fn eq(&self, _: &PowerOfTwoShares) -> bool {
-        true
     }
 }
 
@@ -253,8 +223,7 @@ pub(crate) fn validate_data(
         token_peaks: ShapeCache::default(),
         spreads: ShapeCache::default(),
         dynamic: ShapeCache::default(),
-        padding: PowerOfTwoShares::default(),
-        other_padding: ShapeCache::default(),
+        padding: ShapeCache::default(),
         seq_len,
         global_batch,
     }))

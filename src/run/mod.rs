@@ -212,10 +212,11 @@ impl Run {
 
     /// The share of the tokens its sequences hold that are documents' own, not the padding each
     /// document under a document mask gets for context parallelism
-    /// ([`RunData::context_parallel_padding`]; 1 without data or context parallelism).
+    /// ([`RunData::padding_share`] at [`Run::context_parallel_granularity`]; 1 without data or
+    /// context parallelism).
     pub fn context_parallel_padding(&self) -> f64 {
-        let hybrid = self.plan.hybrid_cp().map(|hybrid| hybrid.scheduler());
-        self.data().map_or(1.0, |data| data.context_parallel_padding(self.plan.cp(), hybrid))
+        let granularity = self.context_parallel_granularity();
+        self.data().map_or(1.0, |data| data.padding_share(granularity))
     }
 
     /// The multiple of tokens each document is padded to for context parallelism
