@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 
 mod context_parallel_rules;
 mod data;
+mod expert_rules;
+mod field_rules;
 mod hybrid_split;
 mod mixer_rules;
 mod parts;
@@ -25,7 +27,7 @@ use crate::violation::{Collector, Violation, Violations};
 
 pub use data::RunData;
 pub use parts::RunParts;
-use rules::{Accepted, validate_plan};
+use rules::{Accepted, Target, validate_plan};
 pub(crate) use rules::{check_plan_fields, validate_training};
 
 /// Everything needed to price one run, as the user described it.
@@ -148,8 +150,11 @@ impl Run {
                 &mut collector,
                 &plan_spec,
                 model,
-                num_gpus,
-                cluster.as_ref(),
+                Target {
+                    gpus: num_gpus,
+                    cluster: cluster.as_ref(),
+                    experts: expert_rules::ExpertRules::of(&stack),
+                },
                 &training,
                 accepted,
             )

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use super::data::{RunData, check_plan_against_data, validate_data};
 use super::{
-    Accepted, Run, RunSpec, check_stack, validate_plan, validate_training, with_stack_defaults,
+    Accepted, Run, RunSpec, Target, check_stack, validate_plan, validate_training,
+    with_stack_defaults,
 };
 use crate::hardware::Cluster;
 use crate::model::Model;
@@ -85,8 +86,11 @@ impl RunParts {
             &mut collector,
             &plan_spec,
             &self.model,
-            num_gpus,
-            Some(&self.cluster),
+            Target {
+                gpus: num_gpus,
+                cluster: Some(&self.cluster),
+                experts: super::expert_rules::ExpertRules::of(&self.stack),
+            },
             &training,
             accepted,
         );

@@ -12,35 +12,9 @@ use crate::plan::{
 use crate::violation::{Collector, shown_float};
 
 use super::context_parallel_rules::{self, HybridCpInputs};
+use super::expert_rules::{ExpertRules, StageSizes, validate_experts};
+use super::field_rules::{MOE_RATIO_HINT, MOE_RATIO_RANGE, POSITIVE, positive_or};
 use super::mixer_rules::{self, check_divides};
-
-fn positive_or(
-    collector: &mut Collector,
-    field: &str,
-    value: Option<i64>,
-    default: u64,
-    max: u64,
-    hint: &str,
-) -> u64 {
-    match value {
-        None => default,
-        Some(v) if v > 0 && v as u64 <= max => v as u64,
-        Some(v) if v > 0 => {
-            let bound = max.to_string();
-            let hint = if hint.contains(&bound) {
-                hint.to_owned()
-            } else {
-                format!("{hint}, at most {max}")
-            };
-            collector.add(field, v, format!("exceeds {max}, the largest meshplan prices"), hint);
-            default
-        }
-        Some(v) => {
-            collector.add(field, v, POSITIVE, hint);
-            default
-        }
-    }
-}
 
 pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
     let sizes = [
@@ -99,14 +73,8 @@ pub(crate) fn check_plan_fields(collector: &mut Collector, spec: &PlanSpec) {
     }
 }
 
-/// The message of a size that is not positive.
-const POSITIVE: &str = "must be a positive whole number";
 /// The message of a ZeRO stage out of range.
 const ZERO_STAGES: &str = "must be 0, 1, 2 or 3";
-/// The message of a routing ratio out of range ([`crate::limits::MOE_RATIO`]).
-const MOE_RATIO_RANGE: &str = "must be from 1 to 65536";
-/// The bound of a routing ratio, for the hint.
-const MOE_RATIO_HINT: &str = "at most 65536, the bound on experts";
 
 pub(crate) fn validate_training(collector: &mut Collector, spec: &TrainingSpec) -> Training {
     let seq_len = positive_or(
@@ -152,15 +120,24 @@ pub(super) struct Accepted {
     pub training: bool,
 }
 
+/// What a plan runs on: the GPU count as written (within its bound), the cluster when it passed
+/// its checks, and the experts' layouts the software builds.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Target<'a> {
+    pub gpus: u64,
+    pub cluster: Option<&'a Cluster>,
+    pub experts: ExpertRules<'a>,
+}
+
 pub(super) fn validate_plan(
     collector: &mut Collector,
     spec: &PlanSpec,
     model: &Model,
-    gpus: u64,
-    cluster: Option<&Cluster>,
+    target: Target<'_>,
     training: &Training,
     accepted: Accepted,
 ) -> Option<Plan> {
+    let Target { gpus, cluster, experts: layout } = target;
     let gpu = cluster.map(Cluster::gpu);
     let size = PARALLEL_SIZE;
     let mut accepted_size = |field: &str, value, default, max, hint: &str| {
@@ -389,8 +366,8 @@ pub(super) fn validate_plan(
         );
     }
     let bf16_layers = validate_bf16_layers(collector, spec, precision, model, layers_per_stage);
-    let stage_ranks = (tp_ok && cp_ok && dp_known).then_some(tp * cp * dp);
-    let experts = validate_experts(collector, spec, model, stage_ranks, tp, schedule);
+    let sizes = (tp_ok && cp_ok && dp_known).then_some(StageSizes { tp, cp, dp });
+    let experts = validate_experts(collector, spec, model, sizes, tp, schedule, layout);
     let balance_window = super::data::validate_balance_window(collector, spec.balance_window);
     Some(Plan {
         tp,
@@ -445,117 +422,6 @@ pub(super) fn validate_plan(
         moe_capacity_factor: experts.capacity_factor,
         engine: spec.engine.unwrap_or(Engine::DEFAULT),
     })
-}
-
-struct Experts {
-    ep: u64,
-    etp: u64,
-    comm_overlap: bool,
-    imbalance: f64,
-    capacity_factor: Option<f64>,
-}
-
-/// Expert-parallel settings: `etp x ep` must divide the `tp x cp x dp` ranks of a stage (MoE
-/// Parallel Folding), `ep` the routed experts.
-fn validate_experts(
-    collector: &mut Collector,
-    spec: &PlanSpec,
-    model: &Model,
-    stage_ranks: Option<u64>,
-    tp: u64,
-    schedule: PipelineSchedule,
-) -> Experts {
-    let ep = positive_or(
-        collector,
-        "plan.ep",
-        spec.ep,
-        1,
-        PARALLEL_SIZE,
-        "expert-parallel size, e.g. 8",
-    );
-    let etp = positive_or(
-        collector,
-        "plan.etp",
-        spec.etp,
-        1,
-        PARALLEL_SIZE,
-        "expert-tensor-parallel size, e.g. 1",
-    );
-    let imbalance = match spec.moe_imbalance {
-        None => 1.0,
-        Some(value) if crate::limits::within(value, crate::limits::MOE_RATIO) => value,
-        Some(value) => {
-            collector.add(
-                "plan.moe_imbalance",
-                shown_float(value),
-                format!("{MOE_RATIO_RANGE} (the busiest rank's tokens over the mean)"),
-                format!("1.0 is perfectly balanced routing, 1.2 gives the busiest rank 20% more; {MOE_RATIO_HINT}"),
-            );
-            1.0
-        }
-    };
-    let capacity_factor = match spec.moe_capacity_factor {
-        None => None,
-        Some(value) if crate::limits::within(value, crate::limits::MOE_RATIO) => Some(value),
-        Some(value) => {
-            collector.add(
-                "plan.moe_capacity_factor",
-                shown_float(value),
-                MOE_RATIO_RANGE,
-                format!("e.g. 1.0 drops every token above an even share, or leave it unset for dropless; {MOE_RATIO_HINT}"),
-            );
-            None
-        }
-    };
-    match model.moe() {
-        None => {
-            for (field, value) in [("plan.ep", ep), ("plan.etp", etp)] {
-                if value > 1 {
-                    collector.add(
-                        field,
-                        value,
-                        "needs a mixture-of-experts model",
-                        "the model has no experts: drop the flag or use an MoE model",
-                    );
-                }
-            }
-        }
-        Some(moe) => {
-            if !moe.num_experts.is_multiple_of(ep) {
-                collector.add(
-                    "plan.ep",
-                    ep,
-                    format!("does not divide the {} routed experts", moe.num_experts),
-                    "each expert-parallel rank holds the same number of experts",
-                );
-            }
-            if let Some(stage_ranks) = stage_ranks
-                && !stage_ranks.is_multiple_of(ep * etp)
-            {
-                collector.add(
-                    "plan.ep",
-                    ep,
-                    format!(
-                        "etp {etp} x ep {ep} = {} does not divide the tp x cp x dp = {stage_ranks} ranks of a stage",
-                        ep * etp
-                    ),
-                    "experts are laid out over the same ranks as attention (MoE Parallel Folding)",
-                );
-            }
-            if tp > 1 && spec.sequence_parallel == Some(false) {
-                collector.add(
-                    "plan.sequence_parallel",
-                    false,
-                    "is required for mixture-of-experts layers with tp > 1",
-                    "Megatron-LM asserts it: drop --no-sequence-parallel",
-                );
-            }
-        }
-    }
-    // DualPipe exists to hide the expert all-to-all under the other direction's compute
-    // (DeepSeek-V3 report, section 3.2.1): with it the overlap is on unless the plan says no.
-    let comm_overlap = spec.expert_comm_overlap.unwrap_or(schedule == PipelineSchedule::Dualpipe);
-    Experts { ep, etp, comm_overlap, imbalance, capacity_factor }
 }
 
 fn validate_schedule(

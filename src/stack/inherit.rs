@@ -9,7 +9,7 @@ use toml::Table;
 pub const MAX_INHERITANCE_DEPTH: usize = 32;
 
 /// Tables merged key by key; every other key of the child replaces the parent's whole value.
-const MERGED_TABLES: [&str; 12] = [
+const MERGED_TABLES: [&str; 13] = [
     "stack",
     "attention",
     "gemm",
@@ -20,6 +20,7 @@ const MERGED_TABLES: [&str; 12] = [
     "fusions",
     "defaults",
     "memory",
+    "parallelism",
     "recipes",
     "sources",
 ];

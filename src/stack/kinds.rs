@@ -97,6 +97,33 @@ impl AttentionKernel {
     }
 }
 
+/// How a stack lays the routed experts over the ranks of a pipeline stage.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpertLayout {
+    /// MoE Parallel Folding (Megatron-Core 0.10 and later, and every non-Megatron stack): the
+    /// experts' own tensor-parallel size `etp` is free of the attention's `tp`, and `etp x ep`
+    /// divides the `tp x cp x dp` ranks of a stage.
+    #[default]
+    Folded,
+    /// Megatron-Core before 0.10: expert parallelism runs inside data parallelism (`ep` divides
+    /// `dp`) and every expert is split over the attention's tensor-parallel ranks (`etp = tp`);
+    /// there is no `--expert-tensor-parallel-size`.
+    WithinDataParallel,
+}
+
 /// The library a stack's linear layers call.
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,

@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
-    AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, ExpertLaunches, FlexBackend,
-    GemmPath, GradReduce, GraphScope, GroupedMoe, LossLogits, PipelineMicrobatches,
+    AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, ExpertLaunches, ExpertLayout,
+    FlexBackend, GemmPath, GradReduce, GraphScope, GroupedMoe, LossLogits, PipelineMicrobatches,
     RecomputeDefault, StackFamily,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
@@ -34,7 +34,7 @@ use crate::plan::{Engine, Precision};
 use crate::violation::{Collector, Violations};
 
 /// The tables of a stack file whose fields need a source.
-const SOURCED_TABLES: [&str; 9] = [
+const SOURCED_TABLES: [&str; 10] = [
     "attention",
     "gemm",
     "precision",
@@ -44,6 +44,7 @@ const SOURCED_TABLES: [&str; 9] = [
     "fusions",
     "defaults",
     "memory",
+    "parallelism",
 ];
 
 /// What a published run of a stack used when it does not say, complete.
@@ -109,6 +110,10 @@ pub struct Stack {
     fp8_attention: bool,
     /// How the host issues the routed experts' GEMMs ([`Stack::expert_launches`]).
     expert_launches: ExpertLaunches,
+    /// How it lays the routed experts over a stage's ranks ([`Stack::expert_layout`]).
+    expert_layout: ExpertLayout,
+    /// Whether expert parallelism runs beside context parallelism.
+    experts_with_context_parallel: bool,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -227,12 +232,27 @@ impl Stack {
             repeats_kv_heads: spec.attention.repeat_kv_heads == Some(true),
             fp8_attention: false,
             expert_launches,
+            expert_layout: spec.parallelism.experts.unwrap_or_default(),
+            experts_with_context_parallel: spec
+                .parallelism
+                .experts_with_context_parallel
+                .unwrap_or(true),
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
             unknown: spec.unknown.clone(),
             recipes,
         })
+    }
+
+    /// How the stack lays the routed experts over a stage's ranks.
+    pub fn expert_layout(&self) -> ExpertLayout {
+        self.expert_layout
+    }
+
+    /// Whether expert parallelism runs beside context parallelism (`ep > 1` with `cp > 1`).
+    pub fn experts_with_context_parallel(&self) -> bool {
+        self.experts_with_context_parallel
     }
 
     /// Short name (`nemo-26.04`).

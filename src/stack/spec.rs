@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::kinds::{
-    AttentionKernel, CpKvExchange, GemmPath, GradReduce, GraphScope, GroupedMoe, LossLogits,
-    PipelineMicrobatches, RecomputeDefault, ShardingDefault, StackFamily,
+    AttentionKernel, CpKvExchange, ExpertLayout, GemmPath, GradReduce, GraphScope, GroupedMoe,
+    LossLogits, PipelineMicrobatches, RecomputeDefault, ShardingDefault, StackFamily,
 };
 use super::recipe_spec::RecipeSpec;
 use crate::plan::{Engine, Precision};
@@ -45,6 +45,9 @@ pub struct StackSpec {
     /// How the stack holds memory beyond the model's tensors.
     #[serde(default)]
     pub memory: MemorySpec,
+    /// Which layouts of the parallel groups it can build.
+    #[serde(default)]
+    pub parallelism: ParallelismSpec,
     /// Per-model notes on its published performance recipes (text only, not read by the model).
     #[serde(default)]
     pub recipes: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
@@ -226,6 +229,19 @@ pub struct MemorySpec {
     /// How the loss holds the logits; unset: `vocab-parallel`, Megatron-Core's.
     #[serde(default)]
     pub loss_logits: Option<LossLogits>,
+}
+
+/// The `[parallelism]` table: which layouts of the parallel groups the software can build.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ParallelismSpec {
+    /// How it lays the routed experts over a stage's ranks; unset: `folded`.
+    #[serde(default)]
+    pub experts: Option<ExpertLayout>,
+    /// Whether expert parallelism runs beside context parallelism (`ep > 1` with `cp > 1`);
+    /// unset: true.
+    #[serde(default)]
+    pub experts_with_context_parallel: Option<bool>,
 }
 
 /// The `[fusions]` table: `true` when the fused kernel is used by default.

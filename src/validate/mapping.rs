@@ -285,7 +285,7 @@ pub(super) fn map_row(
         }
     }
     if moe {
-        experts_plan(row, model.name.as_str(), &mut plan, &mut assumptions);
+        experts_plan(row, model.name.as_str(), stack, &mut plan, &mut assumptions);
     }
     // Row > the stack's recipe for this model, GPU and precision > the stack's defaults.
     let layers_per_stage = layers.div_ceil(pp);

@@ -6,7 +6,7 @@
 use super::recipe_use::RecipeUse;
 use super::row::{CalibrationRow, count};
 use crate::plan::{FsdpMode, PlanSpec, RecomputeKind};
-use crate::stack::StackDefaults;
+use crate::stack::{ExpertLayout, Stack, StackDefaults};
 
 /// ZeRO stage or FSDP: as stated, else Megatron-FSDP by the recipe (a blank or "not stated" cell), else
 /// the stack default.
@@ -110,23 +110,29 @@ pub(super) fn recompute(
     least
 }
 
-/// Expert parallelism of an MoE row: `ep` and `etp` as stated (blank: not used, 1, as the
-/// Megatron-Bridge recipes set `expert_tensor_parallel_size = 1` and AutoModel's table marks
-/// unused EP with a blank), and the capacity factor of token-dropping runs.
+/// Expert parallelism of an MoE row: `ep` and `etp` as stated (blank `ep`: not used, 1, as
+/// AutoModel's table marks unused EP with a blank; blank `etp`: the stack's, 1 under MoE Parallel
+/// Folding, as the Megatron-Bridge recipes set `expert_tensor_parallel_size = 1`, and `tp` where
+/// the stack splits every expert over the tensor-parallel ranks), and the capacity factor of
+/// token-dropping runs.
 pub(super) fn experts_plan(
     row: &CalibrationRow,
     model: &str,
+    stack: &Stack,
     plan: &mut PlanSpec,
     assumptions: &mut Vec<String>,
 ) {
     plan.ep = Some(count(&row.ep).unwrap_or(1) as i64);
-    plan.etp = Some(match count(&row.etp) {
-        Some(etp) => etp as i64,
-        None => {
-            assumptions.push("etp = 1 (expert tensor parallelism not stated)".into());
-            1
-        }
-    });
+    plan.etp = count(&row.etp).map(|etp| etp as i64);
+    if plan.etp.is_none() {
+        assumptions.push(match stack.expert_layout() {
+            ExpertLayout::Folded => "etp = 1 (expert tensor parallelism not stated)".into(),
+            ExpertLayout::WithinDataParallel => format!(
+                "etp = tp (expert tensor parallelism not stated; {} splits every expert over the tensor-parallel ranks)",
+                stack.id()
+            ),
+        });
+    }
     if row.other_settings.to_ascii_lowercase().contains("deepep") {
         plan.expert_dispatch = Some(crate::plan::ExpertDispatch::Deduplicated);
         assumptions

@@ -10,7 +10,9 @@ use meshplan::plan::{CpComm, PipelineSplit, PlanSpec};
 use meshplan::units::Bytes;
 use meshplan::{Run, closed_form};
 
-use crate::support::{preset_run, training};
+use meshplan::presets;
+
+use crate::support::{preset_run, spec, training};
 
 /// `model` on `gpus` GPUs of the preset `gpu`: 8 sequences of `seq_len` per GPU and step, one per
 /// micro-batch, in the GPU's default precision.
@@ -141,4 +143,74 @@ fn ulysses_blocks_on_its_all_to_alls_where_the_ring_hides_under_attention() {
     };
     let run = self::run("llama3.1-70b", "h100-sxm", 64, 65536, plan);
     assert_eq!(run.plan().cp_a2a(), 4);
+}
+
+/// Mixtral 8x7B on 32 H100 with tp 8, priced by `stack`, with `plan`'s expert and context sizes.
+fn mixtral_on(stack: &str, plan: PlanSpec) -> Result<Run, Vec<String>> {
+    let plan = PlanSpec { tp: Some(8), stack: Some(stack.to_owned()), ..plan };
+    let spec = spec(
+        presets::model("mixtral-8x7b").unwrap(),
+        "h100-sxm",
+        32,
+        training(4096, 64, 1, None),
+        plan,
+    );
+    Run::from_spec(&spec).map_err(|v| v.list().iter().map(ToString::to_string).collect())
+}
+
+#[test]
+fn megatron_core_before_folding_runs_experts_inside_data_parallelism_split_over_tp() {
+    // FlagPerf's Mixtral layout, tp 8 pp 2 dp 2 with ep 8: Megatron-Core 0.6 raises unless ep
+    // divides dp (parallel_state.py@core_v0.6.0); Megatron-Core 0.14 folds the experts over the
+    // 16 ranks of a stage.
+    let fold = PlanSpec { pp: Some(2), ep: Some(8), ..PlanSpec::default() };
+    let refused = mixtral_on("megatron-core-0.6", fold.clone()).unwrap_err();
+    assert!(
+        refused.iter().any(|v| v.starts_with(
+            "plan.ep = 8: does not divide dp = 2: megatron-core-0.6 runs expert parallelism inside data parallelism"
+        )),
+        "{refused:?}"
+    );
+    let folded = mixtral_on("megatron-core-0.14-plus", fold).unwrap();
+    assert_eq!((folded.plan().ep(), folded.plan().etp()), (8, 1));
+    // ep 2 divides dp 4: accepted, every expert split over the 8 tensor-parallel ranks unless the
+    // plan says otherwise, and then refused.
+    let within = PlanSpec { ep: Some(2), ..PlanSpec::default() };
+    let run = mixtral_on("megatron-core-0.6", within.clone()).unwrap();
+    assert_eq!((run.plan().ep(), run.plan().etp()), (2, 8));
+    let refused =
+        mixtral_on("megatron-core-0.6", PlanSpec { etp: Some(1), ..within.clone() }).unwrap_err();
+    assert!(
+        refused.iter().any(|v| v.starts_with("plan.etp = 1: differs from tp 8")),
+        "{refused:?}"
+    );
+    // Expert and context parallelism together raise in Megatron-Core 0.6.
+    let with_cp = PlanSpec { cp: Some(2), ..within };
+    let refused = mixtral_on("megatron-core-0.6", with_cp.clone()).unwrap_err();
+    assert!(
+        refused.iter().any(|v| v.contains("cannot run beside context parallelism (cp = 2)")),
+        "{refused:?}"
+    );
+    assert!(mixtral_on("megatron-core-0.14-plus", with_cp).is_ok());
+}
+
+#[test]
+fn stacks_state_their_expert_layout_and_releases_inherit_it() {
+    use meshplan::stack::ExpertLayout;
+    let layout = |id: &str| presets::stack(id).unwrap().expert_layout();
+    assert_eq!(layout("megatron-core-0.6"), ExpertLayout::WithinDataParallel);
+    assert!(!presets::stack("megatron-core-0.6").unwrap().experts_with_context_parallel());
+    for id in ["megatron-core-0.12-0.13", "megatron-core-0.14-plus", "nemo-26.04", "generic"] {
+        assert_eq!(layout(id), ExpertLayout::Folded, "{id}");
+    }
+    // A range over the release that brought folding states neither, and says so.
+    let range = presets::stack("megatron-core-0.8-0.11").unwrap();
+    assert!(range.unknown().iter().any(|u| u == "parallelism.experts"));
+    assert!(
+        !presets::stack("megatron-core-0.12-0.13")
+            .unwrap()
+            .unknown()
+            .iter()
+            .any(|u| u == "parallelism.experts")
+    );
 }

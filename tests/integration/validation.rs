@@ -259,7 +259,9 @@ fn at_most_two_percent_of_published_runs_are_predicted_not_to_fit() {
 #[test]
 fn memory_rows_are_predicted_within_ten_percent_at_the_median() {
     let summary = &report().summary;
-    assert!(summary.memory_rows >= 40, "{} memory rows", summary.memory_rows);
+    // 40 published runs state their peak memory; FlagPerf's Mixtral row (965) states a plan its
+    // Megatron-Core 0.6 cannot build (ep 8 over dp 2) and is skipped.
+    assert!(summary.memory_rows >= 39, "{} memory rows", summary.memory_rows);
     let median = summary.memory_median_abs_error_pct.unwrap();
     assert!(median <= 10.0, "memory median |error| {median:.1} %");
 }
