@@ -152,11 +152,17 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
     // does the FLOPs of the document pieces, the mean sequence's share of a full one's.
     // Variable micro-batches train what their own draws hold, and each document's attention
     // over its own tokens is what the model needs of it (not its padding's).
-    let attention_share = match run.dynamic_batches().as_deref().and_then(OnceLock::get) {
+    let dynamic = run.dynamic_batches();
+    let dynamic = dynamic.as_deref().and_then(OnceLock::get);
+    let attention_share = match dynamic {
         Some(batches) => batches.attention_share,
         None => run.data().map_or(1.0, |data| data.loads.mean[0]),
     };
     let tokens = training.tokens_per_step() as f64 * run.trained_fraction();
+    // The tokens the GPUs compute: every slot of the step's sequences, or what the variable
+    // micro-batches hold; those beyond the trained ones are padding.
+    let computed_fraction = dynamic.map_or(1.0, |batches| batches.computed_fraction);
+    let padding = (training.tokens_per_step() as f64 * computed_fraction - tokens).max(0.0);
     let seq = training.seq_len();
     let attention_per_token =
         model.attention_layers() as f64 * model.layer_attention_flops_per_token(seq);
@@ -170,7 +176,12 @@ pub fn throughput(run: &Run, time: &TimeBreakdown) -> Throughput {
         RecomputeKind::Full => (plan.recompute_num_layers() * plan.pp()) as f64 * layer_forward,
         RecomputeKind::Op => model.num_layers() as f64 * 0.5 * model.layer_gemm_flops_per_token(),
     };
-    let hardware_flops = model_flops + recompute_per_token * tokens;
+    // Hardware FLOPs add what the GPUs compute beyond the model's: the recompute of the trained
+    // tokens, and the padding's forward and backward through every layer's linear work (not its
+    // attention, which the fused kernel skips past the documents' offsets, nor its recompute).
+    let linear_per_token = model.training_flops_per_token(seq) - 3.0 * attention_per_token;
+    let hardware_flops =
+        model_flops + recompute_per_token * tokens + linear_per_token.max(0.0) * padding;
     // MFU against the dense peak of the precision the GEMMs run in (validation guarantees the GPU
     // has one), so that an FP8 or FP4 run is not measured against the slower BF16 peak.
     let gpu = run.cluster().gpu();
@@ -263,6 +274,50 @@ mod tests {
         let layers = run.model().num_layers() as f64;
         let expected = per_layer * layers * run.plan().num_microbatches() as f64;
         assert!((op - expected).value().abs() < 1e-9 * expected.value());
+    }
+
+    /// Documents of half a sequence, each padded to a whole one: the GPUs compute twice the
+    /// tokens they train, and hardware FLOPs count the padding's linear work, not its attention.
+    #[test]
+    fn hardware_flops_count_the_padding_the_gpus_compute() {
+        use crate::data::{Batching, DataSpec, LengthBinSpec};
+        let mut spec = crate::run::RunSpec {
+            model: presets::model("llama3.1-8b").unwrap(),
+            cluster: crate::hardware::ClusterSpec {
+                gpu: presets::gpu("h100-sxm").unwrap(),
+                num_gpus: 8,
+            },
+            training: crate::plan::TrainingSpec {
+                seq_len: 8192,
+                global_batch: 64,
+                micro_batch: Some(1),
+                precision: None,
+            },
+            plan: PlanSpec::default(),
+            data: Some(DataSpec {
+                histogram: Some(vec![LengthBinSpec { min: 4096, max: 4096, count: 1 }]),
+                batching: Some(Batching::Pad),
+                ..DataSpec::default()
+            }),
+        };
+        let padded = Run::from_spec(&spec).unwrap();
+        assert!((padded.trained_fraction() - 0.5).abs() < 1e-12);
+        let t = throughput(&padded, &step_time(&padded));
+        let model = padded.model();
+        let attention =
+            model.attention_layers() as f64 * model.layer_attention_flops_per_token(8192);
+        let linear = model.training_flops_per_token(8192) - 3.0 * attention;
+        let tokens = 64.0 * 8192.0;
+        let model_flops_per_gpu = t.model_tflops_per_gpu * 1e12;
+        let padding_per_gpu = linear * tokens * 0.5 / t.step_time.value() / 8.0;
+        let expected = (model_flops_per_gpu + padding_per_gpu) / (t.peak_tflops * 1e12) * 100.0;
+        assert!((t.hfu_pct - expected).abs() < 1e-9 * expected, "{} vs {expected}", t.hfu_pct);
+        assert!(t.hfu_pct > 1.5 * t.mfu_pct, "HFU {} MFU {}", t.hfu_pct, t.mfu_pct);
+        // Concatenated documents fill every slot: nothing is padding.
+        spec.data.as_mut().unwrap().batching = Some(Batching::Concat);
+        let concat = Run::from_spec(&spec).unwrap();
+        let t = throughput(&concat, &step_time(&concat));
+        assert!((t.hfu_pct - t.mfu_pct).abs() < 1e-12);
     }
 
     #[test]
