@@ -113,9 +113,9 @@ impl AttentionKernel {
 )]
 #[serde(rename_all = "kebab-case")]
 pub enum ExpertLayout {
-    /// MoE Parallel Folding (Megatron-Core 0.10 and later, and every non-Megatron stack): the
-    /// experts' own tensor-parallel size `etp` is free of the attention's `tp`, and `etp x ep`
-    /// divides the `tp x cp x dp` ranks of a stage.
+    /// MoE Parallel Folding (Megatron-Core 0.10 and later; the default of a stack that does not
+    /// say): the experts' own tensor-parallel size `etp` is free of the attention's `tp`, and
+    /// `etp x ep` divides the `tp x cp x dp` ranks of a stage.
     #[default]
     Folded,
     /// Megatron-Core before 0.10: expert parallelism runs inside data parallelism (`ep` divides
