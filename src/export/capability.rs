@@ -419,6 +419,12 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if !caps.adam_moments.contains(&plan.adam_moments()) {
         out.push(Refusal::AdamMoments { moments: plan.adam_moments() });
     }
+    // The flags a stack's older Megatron-Core release lacks, for a model whose layers the
+    // engine builds (the arguments of any other are not written).
+    let older_release = run.stack().megatron_arguments().minor().is_some();
+    if engine == Engine::Megatron && older_release && !out.iter().any(Refusal::concerns_model) {
+        out.extend(super::megatron::for_stack(run).1);
+    }
     out
 }
 

@@ -11,6 +11,9 @@ use crate::plan::{
 };
 use crate::run::Run;
 
+use super::megatron_release::for_release;
+use super::refusal::Refusal;
+
 fn precision_flags(precision: Precision) -> Vec<String> {
     let fp8 = |recipe: &str| {
         vec!["--bf16".into(), "--fp8-format hybrid".into(), format!("--fp8-recipe {recipe}")]
@@ -117,8 +120,33 @@ fn hybrid_pattern(run: &Run, hybrid: &crate::model::Hybrid) -> String {
     chunks.join("|")
 }
 
-/// The arguments, one per line.
-pub fn arguments(run: &Run) -> String {
+/// The arguments for the run's stack, one per line: core_v0.15.0's names (and core_v0.16.0's
+/// where only it has the flag), respelled for a stack of an older release; every flag that
+/// release lacks as a refusal instead.
+pub fn arguments(run: &Run) -> Result<String, Vec<Refusal>> {
+    let (arguments, refused) = for_stack(run);
+    if !refused.is_empty() {
+        return Err(refused);
+    }
+    let mut out = String::new();
+    for argument in arguments {
+        out.push_str(&argument);
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+/// The arguments for the run's stack and what its release lacks (`megatron_release.rs`).
+pub fn for_stack(run: &Run) -> (Vec<String>, Vec<Refusal>) {
+    let arguments = newest_arguments(run);
+    match run.stack().megatron_arguments().minor() {
+        Some(minor) => for_release(run, arguments, minor),
+        None => (arguments, Vec::new()),
+    }
+}
+
+/// The arguments of the newest release meshplan writes, in order.
+fn newest_arguments(run: &Run) -> Vec<String> {
     let (model, plan, training) = (run.model(), run.plan(), run.training());
     let mut args: Vec<String> = vec![
         format!("--num-layers {}", model.num_layers()),
@@ -300,10 +328,5 @@ pub fn arguments(run: &Run) -> String {
     if plan.tp_comm_overlap() {
         args.push("--tp-comm-overlap".into());
     }
-    let mut out = String::new();
-    for arg in args {
-        out.push_str(&arg);
-        out.push('\n');
-    }
-    out
+    args
 }

@@ -11,6 +11,7 @@
 pub mod capability;
 mod deepspeed;
 mod megatron;
+mod megatron_release;
 mod offload;
 mod refusal;
 mod torchtitan;
@@ -98,7 +99,9 @@ pub fn export(engine: Engine, run: &Run) -> Result<String, Unsupported> {
         return Err(Unsupported { engine, refusals: vec![Refusal::LinearAttentionLayers] });
     }
     Ok(match engine {
-        Engine::Megatron => megatron::arguments(run),
+        Engine::Megatron => {
+            megatron::arguments(run).map_err(|refusals| Unsupported { engine, refusals })?
+        }
         Engine::Torchtitan => torchtitan::job_config(run),
         Engine::Deepspeed => deepspeed::config(run),
     })

@@ -186,6 +186,16 @@ pub enum Refusal {
         /// The plan's moment precision.
         moments: AdamMoments,
     },
+    /// A flag the plan needs that the stack's Megatron-Core release does not define
+    /// (`[export] megatron_core`; `megatron_release.rs`).
+    FlagNotInRelease {
+        /// The flag (with its value where only the value is missing).
+        flag: &'static str,
+        /// The minor release that first defines it (`u32::MAX`: none known).
+        since: u32,
+        /// The stack's minor release.
+        release: u32,
+    },
     /// A precision the engine has no recipe for.
     Precision {
         /// The engine.
@@ -227,6 +237,14 @@ impl Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Refusal::FlagNotInRelease { flag, since, release } if since == u32::MAX => write!(
+                f,
+                "the stack runs Megatron-Core 0.{release}, and meshplan does not know which release first has `{flag}`; pick a stack of a newer release with --stack"
+            ),
+            Refusal::FlagNotInRelease { flag, since, release } => write!(
+                f,
+                "the stack runs Megatron-Core 0.{release}, whose arguments have no `{flag}` (core_v0.{since}.0 added it); pick a stack of 0.{since} or later with --stack, or a plan without it"
+            ),
             Refusal::LinearAttentionLayers => f.write_str(
                 "meshplan does not write the flags of gated DeltaNet (G) layers yet; price the plan with estimate or search, and write those flags by hand",
             ),

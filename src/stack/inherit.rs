@@ -9,7 +9,7 @@ use toml::Table;
 pub const MAX_INHERITANCE_DEPTH: usize = 32;
 
 /// Tables merged key by key; every other key of the child replaces the parent's whole value.
-const MERGED_TABLES: [&str; 13] = [
+const MERGED_TABLES: [&str; 14] = [
     "stack",
     "attention",
     "gemm",
@@ -21,6 +21,7 @@ const MERGED_TABLES: [&str; 13] = [
     "defaults",
     "memory",
     "parallelism",
+    "export",
     "recipes",
     "sources",
 ];

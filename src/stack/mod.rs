@@ -11,6 +11,7 @@
 //! (`recipe.rs`) say what a published run of a given model, GPU and precision used when the run
 //! does not say ([`Stack::recipe_for`]).
 
+mod arguments_release;
 mod inherit;
 pub mod kinds;
 mod recipe;
@@ -19,6 +20,7 @@ mod spec;
 
 use std::collections::BTreeMap;
 
+pub use arguments_release::MegatronArguments;
 pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
     AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, ExpertLaunches, ExpertLayout,
@@ -34,7 +36,7 @@ use crate::plan::{Engine, Precision};
 use crate::violation::{Collector, Violations};
 
 /// The tables of a stack file whose fields need a source.
-const SOURCED_TABLES: [&str; 10] = [
+const SOURCED_TABLES: [&str; 11] = [
     "attention",
     "gemm",
     "precision",
@@ -45,6 +47,7 @@ const SOURCED_TABLES: [&str; 10] = [
     "defaults",
     "memory",
     "parallelism",
+    "export",
 ];
 
 /// What a published run of a stack used when it does not say, complete.
@@ -114,6 +117,8 @@ pub struct Stack {
     expert_layout: ExpertLayout,
     /// Whether expert parallelism runs beside context parallelism.
     experts_with_context_parallel: bool,
+    /// The Megatron-Core release its exported flags are written for.
+    megatron_arguments: MegatronArguments,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -195,6 +200,18 @@ impl Stack {
                 );
             }
         }
+        let megatron_arguments = match spec.export.megatron_core.as_deref() {
+            None => MegatronArguments::Newest,
+            Some(text) => MegatronArguments::parse(text).unwrap_or_else(|| {
+                problems.add(
+                    "export.megatron_core",
+                    text,
+                    "is not a Megatron-Core release meshplan checks flags against",
+                    "give the release as \"0.N\" (0.4 or later), or \"newest\"",
+                );
+                MegatronArguments::Newest
+            }),
+        };
         let defaults = complete_defaults(spec, &mut problems);
         let recipes = recipe::check_recipes(&spec.recipe, &mut problems);
         let defaults = problems.finish_with(defaults, "stack.defaults")?;
@@ -237,6 +254,7 @@ impl Stack {
                 .parallelism
                 .experts_with_context_parallel
                 .unwrap_or(true),
+            megatron_arguments,
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -253,6 +271,11 @@ impl Stack {
     /// Whether expert parallelism runs beside context parallelism (`ep > 1` with `cp > 1`).
     pub fn experts_with_context_parallel(&self) -> bool {
         self.experts_with_context_parallel
+    }
+
+    /// The Megatron-Core release whose arguments its exported plans are written for.
+    pub fn megatron_arguments(&self) -> MegatronArguments {
+        self.megatron_arguments
     }
 
     /// Short name (`nemo-26.04`).

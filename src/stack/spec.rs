@@ -48,6 +48,9 @@ pub struct StackSpec {
     /// Which layouts of the parallel groups it can build.
     #[serde(default)]
     pub parallelism: ParallelismSpec,
+    /// Which release's launch arguments its exported plans are written for.
+    #[serde(default)]
+    pub export: ExportSpec,
     /// Per-model notes on its published performance recipes (text only, not read by the model).
     #[serde(default)]
     pub recipes: BTreeMap<String, BTreeMap<String, serde_json::Value>>,
@@ -242,6 +245,17 @@ pub struct ParallelismSpec {
     /// unset: true.
     #[serde(default)]
     pub experts_with_context_parallel: Option<bool>,
+}
+
+/// The `[export]` table: what an exported plan of this stack must launch on.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExportSpec {
+    /// The Megatron-Core release whose `arguments.py` the exported flags are checked against:
+    /// `"0.N"` (the lowest release of a stack that spans several) or `"newest"` (an open-ended
+    /// range: the newest arguments meshplan writes). Unset: the newest.
+    #[serde(default)]
+    pub megatron_core: Option<String>,
 }
 
 /// The `[fusions]` table: `true` when the fused kernel is used by default.

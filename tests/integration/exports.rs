@@ -338,3 +338,73 @@ fn hybrid_models_export_their_pattern_for_megatron_and_are_refused_elsewhere() {
         assert!(err.contains("Mamba-1 (S)") || err.contains("builds no hybrid"), "{err}");
     }
 }
+
+/// `plan` on the stack `stack`.
+fn on_stack(stack: &str, plan: PlanSpec) -> PlanSpec {
+    PlanSpec { stack: Some(stack.to_owned()), ..plan }
+}
+
+#[test]
+fn an_older_megatron_core_gets_its_own_flag_spellings() {
+    // The interleaved 70B plan with delayed-scaling FP8, for the core 0.6 that FlagPerf launches:
+    // Megatron-Core's model asked for by flag, the interleaved schedule given as layers per model
+    // chunk (80 / (4 x 5)), and FP8 without a recipe flag (delayed scaling is the only one).
+    let plan = PlanSpec { tp: Some(8), pp: Some(4), vp: Some(5), ..PlanSpec::default() };
+    let old =
+        run("llama3.1-70b", 64, 128, Precision::Fp8Delayed, on_stack("megatron-core-0.6", plan));
+    let args = export(Engine::Megatron, &old).unwrap();
+    insta::assert_snapshot!("megatron_core_0_6_interleaved", args);
+    assert!(args.starts_with("--use-mcore-models\n"));
+    assert!(args.contains("--num-layers-per-virtual-pipeline-stage 4\n"));
+    assert!(!args.contains("--num-virtual-stages-per-pipeline-rank"));
+    assert!(args.contains("--fp8-format hybrid\n") && !args.contains("--fp8-recipe"));
+    // The newest release's spelling of the same plan.
+    let new = export(Engine::Megatron, &interleaved()).unwrap();
+    assert!(new.contains("--num-virtual-stages-per-pipeline-rank 5\n--"));
+    assert!(new.contains("--fp8-recipe delayed\n") && !new.contains("--use-mcore-models"));
+}
+
+#[test]
+fn what_an_older_megatron_core_lacks_is_refused_flag_by_flag() {
+    // Per-tensor current scaling (core 0.12's `--fp8-recipe tensorwise`) and the embedding and
+    // loss counted in the pipeline split (core 0.11), each named with the release that added it.
+    let plan = PlanSpec {
+        tp: Some(8),
+        pp: Some(2),
+        pipeline_split: Some(PipelineSplit::EmbeddingAndLoss),
+        ..PlanSpec::default()
+    };
+    let old = run(
+        "llama3.1-70b",
+        64,
+        128,
+        Precision::Fp8Current,
+        on_stack("megatron-core-0.8-0.11", plan.clone()),
+    );
+    let error = export(Engine::Megatron, &old).unwrap_err();
+    let text = error.to_string();
+    for (flag, since) in [
+        ("--fp8-recipe", 12),
+        ("--account-for-embedding-in-pipeline-split", 11),
+        ("--account-for-loss-in-pipeline-split", 11),
+    ] {
+        assert!(text.contains(&format!("no `{flag}` (core_v0.{since}.0 added it)")), "{text}");
+    }
+    assert_eq!(error.refusals.len(), 3, "{text}");
+    assert!(text.contains("Megatron-Core 0.8"), "{text}");
+    // The newest arguments write both.
+    let plan = PlanSpec { pipeline_split: Some(PipelineSplit::EmbeddingAndLoss), ..plan };
+    let new = run("llama3.1-70b", 64, 128, Precision::Fp8Current, plan);
+    assert!(export(Engine::Megatron, &new).is_ok());
+}
+
+#[test]
+fn megatron_fsdp_takes_its_core_0_12_name() {
+    let plan = PlanSpec { fsdp: Some(true), ..PlanSpec::default() };
+    let run = run("llama3.1-8b", 8, 16, Precision::Bf16, on_stack("megatron-core-0.12-0.13", plan));
+    let args = export(Engine::Megatron, &run).unwrap();
+    assert!(
+        args.contains("--use-custom-fsdp\n--data-parallel-sharding-strategy optim_grads_params\n")
+    );
+    assert!(!args.contains("--use-megatron-fsdp"), "{args}");
+}
