@@ -118,6 +118,7 @@ pub const STACKS: &[PresetFile] = presets!("stacks":
     "nemo-26.06.01",
     "nemo-26.08",
     "nemo-automodel",
+    "torchtitan-0.2",
     "torchtitan-2024-12",
 );
 
@@ -130,7 +131,7 @@ pub const GENERIC_STACK: &str = "generic";
 pub fn default_stack_id(engine: Engine) -> &'static str {
     match engine {
         Engine::Megatron => "megatron-core-0.14-plus",
-        Engine::Torchtitan => "torchtitan-2024-12",
+        Engine::Torchtitan => "torchtitan-0.2",
         Engine::Deepspeed => "deepspeed",
     }
 }

@@ -2,7 +2,7 @@
 //! runs it, refused with every reason when the engine cannot run it, and refused when the plan is
 //! predicted over the GPU's memory unless `--allow-over-capacity` asks for it anyway.
 
-use crate::export::{Engine, Unsupported, check, check_memory, export};
+use crate::export::{Engine, Unsupported, check_export, check_memory, export};
 use crate::violation::{Violation, Violations};
 use anyhow::Context as _;
 
@@ -26,7 +26,7 @@ pub fn run(args: &ExportArgs) -> Result<String, CliError> {
     let inputs = inputs::build_run(&run_args)?;
     let engine = inputs.run.plan().engine();
     let mut problems = Vec::new();
-    if let Err(refused) = check(engine, &inputs.run) {
+    if let Err(refused) = check_export(engine, &inputs.run) {
         problems.push(unsupported(engine, &refused));
     }
     if !args.allow_over_capacity {

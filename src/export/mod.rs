@@ -20,6 +20,7 @@ use std::fmt;
 
 use crate::estimate::Estimate;
 use crate::run::Run;
+use crate::stack::TorchtitanConfig;
 use crate::units::Bytes;
 
 pub use capability::{Capabilities, data_refusal, data_refusal_sentence, refusals};
@@ -90,14 +91,24 @@ pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
     })
 }
 
+/// Whether the plan of a run can be exported for an engine: every reason the engine refuses it
+/// ([`check`]) and those of the writer alone, which the search does not apply since the engine
+/// runs the plan: gated DeltaNet layers (Megatron-Core 0.17 builds them; meshplan does not write
+/// their flags) and a torchtitan that reads an older job configuration than meshplan writes.
+pub fn check_export(engine: Engine, run: &Run) -> Result<(), Unsupported> {
+    let mut refusals = refusals(engine, run);
+    if engine == Engine::Megatron && run.model().hybrid_linear_attention().is_some() {
+        refusals.push(Refusal::LinearAttentionLayers);
+    }
+    if engine == Engine::Torchtitan && run.stack().torchtitan_config() == TorchtitanConfig::Legacy {
+        refusals.push(Refusal::TorchtitanConfig);
+    }
+    if refusals.is_empty() { Ok(()) } else { Err(Unsupported { engine, refusals }) }
+}
+
 /// The plan of a run as the engine's launch configuration.
 pub fn export(engine: Engine, run: &Run) -> Result<String, Unsupported> {
-    check(engine, run)?;
-    // Megatron-Core 0.17 builds gated DeltaNet layers, so the search offers their plans for it;
-    // what is missing is meshplan's writer of their flags.
-    if engine == Engine::Megatron && run.model().hybrid_linear_attention().is_some() {
-        return Err(Unsupported { engine, refusals: vec![Refusal::LinearAttentionLayers] });
-    }
+    check_export(engine, run)?;
     Ok(match engine {
         Engine::Megatron => {
             megatron::arguments(run).map_err(|refusals| Unsupported { engine, refusals })?

@@ -186,6 +186,10 @@ pub enum Refusal {
         /// The plan's moment precision.
         moments: AdamMoments,
     },
+    /// A stack whose torchtitan reads an older job configuration than the one meshplan writes:
+    /// an export's refusal only (`export::export`), since that torchtitan runs the plan and the
+    /// search still ranks it.
+    TorchtitanConfig,
     /// A flag the plan needs that the stack's Megatron-Core release does not define
     /// (`[export] megatron_core`; `megatron_release.rs`).
     FlagNotInRelease {
@@ -237,6 +241,9 @@ impl Refusal {
 impl fmt::Display for Refusal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Refusal::TorchtitanConfig => f.write_str(
+                "the stack's torchtitan reads the job configuration of its 2024 releases (degrees under [training] and [experimental]), and meshplan writes torchtitan v0.2's ([parallelism]); price the plan with this stack, and export it with --stack torchtitan-0.2",
+            ),
             Refusal::FlagNotInRelease { flag, since, release } if since == u32::MAX => write!(
                 f,
                 "the stack runs Megatron-Core 0.{release}, and meshplan does not know which release first has `{flag}`; pick a stack of a newer release with --stack"

@@ -404,7 +404,7 @@ pub struct PlanSpec {
     pub engine: Option<Engine>,
     /// The software stack and release the plan runs on (`meshplan presets` lists them): it
     /// decides the kernels priced, such as the attention kernel and fused or eager norms.
-    /// [default: the engine's newest: megatron-core-0.14-plus, torchtitan-2024-12, deepspeed]
+    /// [default: the engine's newest: megatron-core-0.14-plus, torchtitan-0.2, deepspeed]
     #[arg(long, value_name = "STACK", help_heading = PLAN)]
     pub stack: Option<String>,
 }

@@ -97,6 +97,33 @@ impl AttentionKernel {
     }
 }
 
+/// Which torchtitan job configuration a stack's torchtitan reads (`[export] torchtitan_config`).
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
+pub enum TorchtitanConfig {
+    /// torchtitan v0.2's `[training]` and `[parallelism]` dataclasses
+    /// (`torchtitan/config/job_config.py@v0.2.2`), which meshplan's exporter writes.
+    #[default]
+    #[serde(rename = "v0.2")]
+    V0_2,
+    /// torchtitan before its `config/` package: the degrees under `[training]` and
+    /// `[experimental]`, a pipeline's micro-batch count and split points
+    /// (`torchtitan/config_manager.py` in 2024); meshplan does not write it.
+    #[serde(rename = "legacy")]
+    Legacy,
+}
+
 /// How a stack lays the routed experts over the ranks of a pipeline stage.
 #[derive(
     Debug,

@@ -25,7 +25,7 @@ pub use inherit::{MAX_INHERITANCE_DEPTH, merge_inherited};
 pub use kinds::{
     AttentionKernel, CpKvExchange, CudaGraphImpl, CudaGraphModule, ExpertLaunches, ExpertLayout,
     FlexBackend, GemmPath, GradReduce, GraphScope, GroupedMoe, LossLogits, PipelineMicrobatches,
-    RecomputeDefault, StackFamily,
+    RecomputeDefault, StackFamily, TorchtitanConfig,
 };
 pub use recipe::{Recipe, RecipeSettings, model_key};
 pub use recipe_spec::RecipeSpec;
@@ -119,6 +119,8 @@ pub struct Stack {
     experts_with_context_parallel: bool,
     /// The Megatron-Core release its exported flags are written for.
     megatron_arguments: MegatronArguments,
+    /// The torchtitan job configuration its torchtitan reads.
+    torchtitan_config: TorchtitanConfig,
     defaults: StackDefaults,
     code: String,
     sources: BTreeMap<String, String>,
@@ -255,6 +257,7 @@ impl Stack {
                 .experts_with_context_parallel
                 .unwrap_or(true),
             megatron_arguments,
+            torchtitan_config: spec.export.torchtitan_config.unwrap_or_default(),
             defaults,
             code: header.code.clone(),
             sources: spec.sources.clone(),
@@ -276,6 +279,11 @@ impl Stack {
     /// The Megatron-Core release whose arguments its exported plans are written for.
     pub fn megatron_arguments(&self) -> MegatronArguments {
         self.megatron_arguments
+    }
+
+    /// The torchtitan job configuration its torchtitan reads.
+    pub fn torchtitan_config(&self) -> TorchtitanConfig {
+        self.torchtitan_config
     }
 
     /// Short name (`nemo-26.04`).
@@ -515,5 +523,38 @@ mod tests {
         for choice in ["te-grouped", "cutlass-grouped", "sequential", "none"] {
             assert!(error.contains(choice), "{choice} missing from {error}");
         }
+    }
+
+    #[test]
+    fn torchtitan_0_2_runs_cudnn_attention_on_grouped_heads_where_2024_ran_flash_attention_2() {
+        let hopper = Some(Generation::Hopper);
+        let new = crate::presets::stack("torchtitan-0.2").unwrap();
+        assert_eq!(new.attention_kernel(hopper), Some(AttentionKernel::CudnnFused));
+        assert_eq!(new.attention_speed(hopper), (1.0, 1.0));
+        assert!(!new.repeats_kv_heads());
+        assert_eq!(new.torchtitan_config(), TorchtitanConfig::V0_2);
+        assert_eq!(new.defaults().pipeline_microbatches, PipelineMicrobatches::OneSequence);
+        let old = crate::presets::stack("torchtitan-2024-12").unwrap();
+        assert_eq!(old.attention_speed(hopper), (0.564, 0.610));
+        assert!(old.repeats_kv_heads());
+        assert_eq!(old.torchtitan_config(), TorchtitanConfig::Legacy);
+    }
+
+    #[test]
+    fn an_export_release_is_read_or_refused_by_name() {
+        let old = crate::presets::stack("megatron-core-0.6").unwrap();
+        assert_eq!(old.megatron_arguments(), MegatronArguments::Release { minor: 6 });
+        // A NeMo release inherits its Megatron-Core range's, the open-ended range the newest.
+        let nemo = crate::presets::stack("nemo-24.07-25.07").unwrap();
+        assert_eq!(nemo.megatron_arguments(), MegatronArguments::Release { minor: 8 });
+        let newest = crate::presets::stack("nemo-26.04").unwrap();
+        assert_eq!(newest.megatron_arguments(), MegatronArguments::Newest);
+        let mut spec = crate::presets::stack_spec("megatron-core-0.6").unwrap();
+        spec.export.megatron_core = Some("0.6.0".to_owned());
+        let problems = Stack::from_spec(&spec).unwrap_err().to_string();
+        assert!(
+            problems.contains("export.megatron_core") && problems.contains("0.6.0"),
+            "{problems}"
+        );
     }
 }

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::kinds::{
     AttentionKernel, CpKvExchange, ExpertLayout, GemmPath, GradReduce, GraphScope, GroupedMoe,
     LossLogits, PipelineMicrobatches, RecomputeDefault, ShardingDefault, StackFamily,
+    TorchtitanConfig,
 };
 use super::recipe_spec::RecipeSpec;
 use crate::plan::{Engine, Precision};
@@ -256,6 +257,9 @@ pub struct ExportSpec {
     /// range: the newest arguments meshplan writes). Unset: the newest.
     #[serde(default)]
     pub megatron_core: Option<String>,
+    /// The job configuration its torchtitan reads; unset: v0.2's, which meshplan writes.
+    #[serde(default)]
+    pub torchtitan_config: Option<TorchtitanConfig>,
 }
 
 /// The `[fusions]` table: `true` when the fused kernel is used by default.

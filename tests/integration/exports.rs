@@ -408,3 +408,25 @@ fn megatron_fsdp_takes_its_core_0_12_name() {
     );
     assert!(!args.contains("--use-megatron-fsdp"), "{args}");
 }
+
+#[test]
+fn torchtitan_exports_for_the_stack_whose_job_config_it_writes() {
+    let plan = PlanSpec {
+        engine: Some(Engine::Torchtitan),
+        fsdp: Some(true),
+        recompute: Some(RecomputeKind::Op),
+        ..PlanSpec::default()
+    };
+    // The default torchtitan stack reads v0.2's job config, which the exporter writes.
+    let default = run("llama3.1-8b", 8, 16, Precision::Bf16, plan.clone());
+    assert_eq!(default.stack().id(), "torchtitan-0.2");
+    let toml = export(Engine::Torchtitan, &default).unwrap();
+    assert!(toml.contains("[parallelism]\n"), "{toml}");
+    // The 2024 commit of the calibration rows reads the older one: refused at export only, so
+    // that a search on that stack still ranks the plan.
+    let old = run("llama3.1-8b", 8, 16, Precision::Bf16, on_stack("torchtitan-2024-12", plan));
+    let error = export(Engine::Torchtitan, &old).unwrap_err();
+    assert_eq!(error.refusals, [meshplan::export::Refusal::TorchtitanConfig]);
+    assert!(error.to_string().contains("--stack torchtitan-0.2"), "{error}");
+    assert!(meshplan::export::check(Engine::Torchtitan, &old).is_ok());
+}
