@@ -20,7 +20,7 @@ use std::fmt;
 
 use crate::estimate::Estimate;
 use crate::run::Run;
-use crate::stack::TorchtitanConfig;
+use crate::stack::{MegatronArguments, TorchtitanConfig};
 use crate::units::Bytes;
 
 pub use capability::{Capabilities, data_refusal, data_refusal_sentence, refusals};
@@ -94,7 +94,8 @@ pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
 /// Whether the plan of a run can be exported for an engine: every reason the engine refuses it
 /// ([`check`]) and those of the writer alone, which the search does not apply since the engine
 /// runs the plan: gated DeltaNet layers (Megatron-Core 0.17 builds them; meshplan does not write
-/// their flags) and a torchtitan that reads an older job configuration than meshplan writes.
+/// their flags), Megatron-LM before Megatron-Core, and a torchtitan that reads an older job
+/// configuration than meshplan writes.
 pub fn check_export(engine: Engine, run: &Run) -> Result<(), Unsupported> {
     let mut refusals = refusals(engine, run);
     if engine == Engine::Megatron && run.model().hybrid_linear_attention().is_some() {
@@ -102,6 +103,11 @@ pub fn check_export(engine: Engine, run: &Run) -> Result<(), Unsupported> {
     }
     if engine == Engine::Torchtitan && run.stack().torchtitan_config() == TorchtitanConfig::Legacy {
         refusals.push(Refusal::TorchtitanConfig);
+    }
+    if engine == Engine::Megatron
+        && run.stack().megatron_arguments() == MegatronArguments::BeforeCore
+    {
+        refusals.push(Refusal::MegatronBeforeCore);
     }
     if refusals.is_empty() { Ok(()) } else { Err(Unsupported { engine, refusals }) }
 }

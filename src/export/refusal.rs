@@ -190,6 +190,9 @@ pub enum Refusal {
     /// an export's refusal only (`export::export`), since that torchtitan runs the plan and the
     /// search still ranks it.
     TorchtitanConfig,
+    /// A stack of Megatron-LM before Megatron-Core, whose arguments meshplan does not write: an
+    /// export's refusal only.
+    MegatronBeforeCore,
     /// A flag the plan needs that the stack's Megatron-Core release does not define
     /// (`[export] megatron_core`; `megatron_release.rs`).
     FlagNotInRelease {
@@ -243,6 +246,9 @@ impl fmt::Display for Refusal {
         match *self {
             Refusal::TorchtitanConfig => f.write_str(
                 "the stack's torchtitan reads the job configuration of its 2024 releases (degrees under [training] and [experimental]), and meshplan writes torchtitan v0.2's ([parallelism]); price the plan with this stack, and export it with --stack torchtitan-0.2",
+            ),
+            Refusal::MegatronBeforeCore => f.write_str(
+                "the stack is Megatron-LM before Megatron-Core (2020-2022), whose arguments meshplan does not write (it writes Megatron-Core's); price the plan with this stack, and export it with --stack megatron-core-0.6 or a later release",
             ),
             Refusal::FlagNotInRelease { flag, since, release } if since == u32::MAX => write!(
                 f,

@@ -15,6 +15,9 @@ pub enum MegatronArguments {
     /// The newest arguments meshplan writes (core_v0.15.0's names, core_v0.16.0's for hybrid
     /// context parallelism and activation offload): a stack whose range is open-ended.
     Newest,
+    /// Megatron-LM before Megatron-Core (`megatron/arguments.py` of 2020-2022), whose arguments
+    /// meshplan does not write.
+    BeforeCore,
 }
 
 /// The lowest minor release a file may name: the flag table starts at core_v0.4.0.
@@ -23,20 +26,23 @@ const FIRST_MINOR: u32 = 4;
 const LAST_MINOR: u32 = 99;
 
 impl MegatronArguments {
-    /// Reads `"0.N"` or `"newest"`; `None` for any other text.
+    /// Reads `"0.N"`, `"newest"` or `"before-core"`; `None` for any other text.
     pub fn parse(text: &str) -> Option<MegatronArguments> {
-        if text == "newest" {
-            return Some(MegatronArguments::Newest);
+        match text {
+            "newest" => return Some(MegatronArguments::Newest),
+            "before-core" => return Some(MegatronArguments::BeforeCore),
+            _ => {}
         }
         let minor: u32 = text.strip_prefix("0.")?.parse().ok()?;
         (FIRST_MINOR..=LAST_MINOR).contains(&minor).then_some(MegatronArguments::Release { minor })
     }
 
-    /// The minor release checked against, `None` for the newest.
+    /// The minor release checked against, `None` for the newest (and for Megatron-LM before
+    /// Megatron-Core, whose exports are refused whole).
     pub fn minor(self) -> Option<u32> {
         match self {
             MegatronArguments::Release { minor } => Some(minor),
-            MegatronArguments::Newest => None,
+            MegatronArguments::Newest | MegatronArguments::BeforeCore => None,
         }
     }
 }
@@ -46,6 +52,7 @@ impl fmt::Display for MegatronArguments {
         match self {
             MegatronArguments::Release { minor } => write!(f, "0.{minor}"),
             MegatronArguments::Newest => f.write_str("newest"),
+            MegatronArguments::BeforeCore => f.write_str("before-core"),
         }
     }
 }
@@ -58,6 +65,9 @@ mod tests {
     fn releases_read_as_written_and_nothing_else() {
         assert_eq!(MegatronArguments::parse("0.6"), Some(MegatronArguments::Release { minor: 6 }));
         assert_eq!(MegatronArguments::parse("newest"), Some(MegatronArguments::Newest));
+        let before = MegatronArguments::parse("before-core");
+        assert_eq!(before, Some(MegatronArguments::BeforeCore));
+        assert_eq!(before.and_then(MegatronArguments::minor), None);
         for bad in ["0.3", "1.0", "0.6.0", "6", "", "0.x", "0.100"] {
             assert_eq!(MegatronArguments::parse(bad), None, "{bad}");
         }

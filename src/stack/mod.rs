@@ -209,7 +209,7 @@ impl Stack {
                     "export.megatron_core",
                     text,
                     "is not a Megatron-Core release meshplan checks flags against",
-                    "give the release as \"0.N\" (0.4 or later), or \"newest\"",
+                    "give the release as \"0.N\" (0.4 or later), \"newest\" or \"before-core\"",
                 );
                 MegatronArguments::Newest
             }),

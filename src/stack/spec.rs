@@ -253,8 +253,9 @@ pub struct ParallelismSpec {
 #[serde(deny_unknown_fields)]
 pub struct ExportSpec {
     /// The Megatron-Core release whose `arguments.py` the exported flags are checked against:
-    /// `"0.N"` (the lowest release of a stack that spans several) or `"newest"` (an open-ended
-    /// range: the newest arguments meshplan writes). Unset: the newest.
+    /// `"0.N"` (the lowest release of a stack that spans several), `"newest"` (an open-ended
+    /// range: the newest arguments meshplan writes) or `"before-core"` (Megatron-LM before
+    /// Megatron-Core, which meshplan does not write). Unset: the newest.
     #[serde(default)]
     pub megatron_core: Option<String>,
     /// The job configuration its torchtitan reads; unset: v0.2's, which meshplan writes.

@@ -430,3 +430,14 @@ fn torchtitan_exports_for_the_stack_whose_job_config_it_writes() {
     assert!(error.to_string().contains("--stack torchtitan-0.2"), "{error}");
     assert!(meshplan::export::check(Engine::Torchtitan, &old).is_ok());
 }
+
+#[test]
+fn megatron_lm_before_megatron_core_is_priced_but_not_written() {
+    let plan = PlanSpec { tp: Some(8), ..PlanSpec::default() };
+    let old = run("llama3.1-8b", 8, 16, Precision::Bf16, on_stack("megatron-lm-2020-2022", plan));
+    let error = export(Engine::Megatron, &old).unwrap_err();
+    assert_eq!(error.refusals, [meshplan::export::Refusal::MegatronBeforeCore]);
+    assert!(error.to_string().contains("--stack megatron-core-0.6"), "{error}");
+    // The engine runs it, so a search on that stack still ranks it.
+    assert!(meshplan::export::check(Engine::Megatron, &old).is_ok());
+}
