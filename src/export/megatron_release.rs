@@ -166,10 +166,9 @@ pub fn for_release(run: &Run, arguments: Vec<String>, minor: u32) -> (Vec<String
             // Before core_v0.10.0 the experts' MLP takes `--ffn-hidden-size`
             // (megatron/core/transformer/moe/experts.py@core_v0.8.0: config.ffn_hidden_size).
             "--moe-ffn-hidden-size" if minor < 10 && value == ffn => Some(None),
-            // core_v0.12.0 and core_v0.13.0 name Megatron's FSDP `--use-custom-fsdp`.
-            "--use-megatron-fsdp" if (12..14).contains(&minor) => {
-                Some(Some("--use-custom-fsdp".to_owned()))
-            }
+            // core_v0.12.0 and core_v0.13.0 name Megatron's FSDP `--use-custom-fsdp` (and an
+            // older release, which has neither, is refused naming the release that added it).
+            "--use-megatron-fsdp" if minor < 14 => Some(Some("--use-custom-fsdp".to_owned())),
             _ => None,
         };
         match respelled {

@@ -407,6 +407,17 @@ fn megatron_fsdp_takes_its_core_0_12_name() {
         args.contains("--use-custom-fsdp\n--data-parallel-sharding-strategy optim_grads_params\n")
     );
     assert!(!args.contains("--use-megatron-fsdp"), "{args}");
+    // A release before either name is refused naming the first release that runs it.
+    let plan = PlanSpec { fsdp: Some(true), ..PlanSpec::default() };
+    let older = crate::exports::run(
+        "llama3.1-8b",
+        8,
+        16,
+        Precision::Bf16,
+        on_stack("megatron-core-0.8-0.11", plan),
+    );
+    let error = export(Engine::Megatron, &older).unwrap_err().to_string();
+    assert!(error.contains("no `--use-custom-fsdp` (core_v0.12.0 added it)"), "{error}");
 }
 
 #[test]
