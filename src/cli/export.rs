@@ -10,12 +10,12 @@ use super::args::ExportArgs;
 use super::{CliError, inputs, write_atomically};
 
 fn unsupported(engine: Engine, unsupported: &Unsupported) -> Violation {
-    Violation::new(
-        "to",
-        engine.name(),
-        unsupported.to_string(),
-        "change the plan (see `meshplan search --engine`), or export to another engine",
-    )
+    let hint = if unsupported.refusals.iter().all(|refusal| refusal.concerns_writer()) {
+        "the plan runs; `meshplan estimate` prices it, and the message says what to export instead"
+    } else {
+        "change the plan (see `meshplan search --engine`), or export to another engine"
+    };
+    Violation::new("to", engine.name(), unsupported.to_string(), hint)
 }
 
 /// Builds the run and writes its configuration to stdout or `--output`.

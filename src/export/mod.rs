@@ -39,7 +39,15 @@ pub struct Unsupported {
 
 impl fmt::Display for Unsupported {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} cannot run this plan: ", self.engine.name())?;
+        if self.refusals.iter().all(Refusal::concerns_writer) {
+            write!(
+                f,
+                "meshplan does not write {}'s configuration of this plan: ",
+                self.engine.name()
+            )?;
+        } else {
+            write!(f, "{} cannot run this plan: ", self.engine.name())?;
+        }
         match self.refusals.as_slice() {
             [one] => write!(f, "{one}"),
             all => {

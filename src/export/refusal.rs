@@ -234,6 +234,17 @@ impl Refusal {
         )
     }
 
+    /// Whether it is meshplan's writer that refuses, not the engine, which runs the plan: the
+    /// export's own refusals ([`crate::export::check_export`]), which the search does not apply.
+    pub fn concerns_writer(&self) -> bool {
+        matches!(
+            self,
+            Refusal::LinearAttentionLayers
+                | Refusal::TorchtitanConfig
+                | Refusal::MegatronBeforeCore
+        )
+    }
+
     /// Whether it refuses the run's data whatever the layout (but per-document context-parallel
     /// groups, which the engine may not have): how its loaders batch documents.
     pub fn concerns_data(&self) -> bool {

@@ -439,6 +439,8 @@ fn torchtitan_exports_for_the_stack_whose_job_config_it_writes() {
     let error = export(Engine::Torchtitan, &old).unwrap_err();
     assert_eq!(error.refusals, [meshplan::export::Refusal::TorchtitanConfig]);
     assert!(error.to_string().contains("--stack torchtitan-0.2"), "{error}");
+    let text = error.to_string();
+    assert!(text.starts_with("meshplan does not write torchtitan's configuration"), "{text}");
     assert!(meshplan::export::check(Engine::Torchtitan, &old).is_ok());
 }
 
