@@ -119,12 +119,13 @@ pub const VALUE_SINCE: &[(&str, u32)] = &[
 fn first_release(argument: &str) -> (&'static str, Option<u32>) {
     let mut words = argument.splitn(3, ' ');
     let flag = words.next().unwrap_or_default();
-    let with_value = match words.next() {
-        Some(value) => format!("{flag} {value}"),
-        None => flag.to_owned(),
-    };
-    if let Some(&(name, since)) = VALUE_SINCE.iter().find(|(name, _)| *name == with_value) {
-        return (name, Some(since));
+    if let Some(value) = words.next() {
+        let written = |entry: &str| {
+            entry.strip_prefix(flag).and_then(|rest| rest.strip_prefix(' ')) == Some(value)
+        };
+        if let Some(&(name, since)) = VALUE_SINCE.iter().find(|(entry, _)| written(entry)) {
+            return (name, Some(since));
+        }
     }
     match FLAG_SINCE.iter().find(|(name, _)| *name == flag) {
         Some(&(name, since)) => (name, Some(since)),
@@ -180,8 +181,7 @@ pub fn for_release(run: &Run, arguments: Vec<String>, minor: u32) -> (Vec<String
     let mut refusals = Vec::new();
     for argument in &out {
         let (flag, since) = first_release(argument);
-        let since = since.unwrap_or(u32::MAX);
-        if since > minor {
+        if since.is_none_or(|since| since > minor) {
             let refusal = Refusal::FlagNotInRelease { flag, since, release: minor };
             if !refusals.contains(&refusal) {
                 refusals.push(refusal);

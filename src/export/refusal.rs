@@ -187,7 +187,7 @@ pub enum Refusal {
         moments: AdamMoments,
     },
     /// A stack whose torchtitan reads an older job configuration than the one meshplan writes:
-    /// an export's refusal only (`export::export`), since that torchtitan runs the plan and the
+    /// an export's refusal only (`export::check_export`), since that torchtitan runs the plan and the
     /// search still ranks it.
     TorchtitanConfig,
     /// A stack of Megatron-LM before Megatron-Core, whose arguments meshplan does not write: an
@@ -198,8 +198,8 @@ pub enum Refusal {
     FlagNotInRelease {
         /// The flag (with its value where only the value is missing).
         flag: &'static str,
-        /// The minor release that first defines it (`u32::MAX`: none known).
-        since: u32,
+        /// The minor release that first defines it (`None`: a flag outside meshplan's table).
+        since: Option<u32>,
         /// The stack's minor release.
         release: u32,
     },
@@ -261,11 +261,11 @@ impl fmt::Display for Refusal {
             Refusal::MegatronBeforeCore => f.write_str(
                 "the stack is Megatron-LM before Megatron-Core (2020-2022), whose arguments meshplan does not write (it writes Megatron-Core's); price the plan with this stack, and export it with --stack megatron-core-0.6 or a later release",
             ),
-            Refusal::FlagNotInRelease { flag, since, release } if since == u32::MAX => write!(
+            Refusal::FlagNotInRelease { flag, since: None, release } => write!(
                 f,
                 "the stack runs Megatron-Core 0.{release}, and meshplan does not know which release first has `{flag}`; pick a stack of a newer release with --stack"
             ),
-            Refusal::FlagNotInRelease { flag, since, release } => write!(
+            Refusal::FlagNotInRelease { flag, since: Some(since), release } => write!(
                 f,
                 "the stack runs Megatron-Core 0.{release}, whose arguments have no `{flag}` (core_v0.{since}.0 added it); pick a stack of 0.{since} or later with --stack, or a plan without it"
             ),

@@ -2,10 +2,8 @@
 //! for (`[export] megatron_core`): a plan exported for an older release uses that release's flag
 //! spellings and is refused where the release lacks a flag it needs.
 
-use std::fmt;
-
 /// The Megatron-Core release whose `arguments.py` a stack's exported flags are checked against.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MegatronArguments {
     /// Release `0.minor` (the lowest release of a stack that spans several).
     Release {
@@ -47,16 +45,6 @@ impl MegatronArguments {
     }
 }
 
-impl fmt::Display for MegatronArguments {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            MegatronArguments::Release { minor } => write!(f, "0.{minor}"),
-            MegatronArguments::Newest => f.write_str("newest"),
-            MegatronArguments::BeforeCore => f.write_str("before-core"),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,7 +59,5 @@ mod tests {
         for bad in ["0.3", "1.0", "0.6.0", "6", "", "0.x", "0.100"] {
             assert_eq!(MegatronArguments::parse(bad), None, "{bad}");
         }
-        assert_eq!(MegatronArguments::Release { minor: 12 }.to_string(), "0.12");
-        assert!(MegatronArguments::Release { minor: 8 } < MegatronArguments::Newest);
     }
 }
