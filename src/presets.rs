@@ -105,6 +105,7 @@ pub const STACKS: &[PresetFile] = presets!("stacks":
     "megatron-core-0.6",
     "megatron-core-0.8-0.11",
     "megatron-deepspeed",
+    "megatron-deepspeed-2024-01",
     "megatron-lm-2020-2022",
     "nemo-24.07-25.07",
     "nemo-25.07",
@@ -487,6 +488,10 @@ mod tests {
         };
         let flagperf = "FlagPerf (repo HEAD 1b5a0303, 2025-11); framework per README";
         assert_eq!(of(flagperf, "DeepSpeed 0.11.1, HF Llama-2-7B, flash-attn"), "deepspeed");
+        assert_eq!(
+            of(flagperf, "Megatron-DeepSpeed @11f2d9342, DeepSpeed 0.11.0, flash-attn 2"),
+            "megatron-deepspeed-2024-01"
+        );
         assert_eq!(
             of(flagperf, "Megatron-LM core_v0.6.0 (TE impl, --sequence-parallel)"),
             "megatron-core-0.6"

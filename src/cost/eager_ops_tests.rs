@@ -1,14 +1,15 @@
 //! Tests of the element-wise work a stack runs as eager PyTorch kernels for a model feature
-//! (`Stack::eager_ops`): the YaRN rotation, the routed experts' output bias and the clamp of a
-//! clamped gated activation, priced at the bytes their kernels move, only where the model has the
+//! (`Stack::eager_ops`): the rotary embedding (Hugging Face's, and Megatron-Core's YaRN
+//! rotation), the routed experts' output bias and the clamp of a clamped gated activation, priced at the bytes their kernels move, only where the model has the
 //! feature and the stack runs it eagerly.
 
 use std::sync::Arc;
 
 use crate::cost::layer::{
-    EAGER_GLU_CLAMP_BACKWARD_BYTES, EAGER_GLU_CLAMP_FORWARD_BYTES, EAGER_YARN_ROPE_BACKWARD_BYTES,
-    EAGER_YARN_ROPE_FORWARD_BYTES, OpTable, Phase, Rows, expert_bias_backward_bytes,
-    expert_bias_forward_bytes, routed_rows, transformer_layer,
+    EAGER_GLU_CLAMP_BACKWARD_BYTES, EAGER_GLU_CLAMP_FORWARD_BYTES, EAGER_HF_ROPE_BACKWARD_BYTES,
+    EAGER_HF_ROPE_FORWARD_BYTES, EAGER_YARN_ROPE_BACKWARD_BYTES, EAGER_YARN_ROPE_FORWARD_BYTES,
+    OpTable, Phase, Rows, expert_bias_backward_bytes, expert_bias_forward_bytes, routed_rows,
+    transformer_layer,
 };
 use crate::plan::{ExpertDispatch, PlanSpec, RecomputeKind, RecomputeModule};
 use crate::presets;
@@ -52,6 +53,10 @@ fn each_eager_kernel_is_counted_once() {
         EAGER_YARN_ROPE_BACKWARD_BYTES,
         2.0 * (2.0 + 2.0 + 1.0 + 2.0 + 3.0 + 3.0 + 1.0 + 3.0)
     );
+    // `q * cos`, the negated half, the concatenation, `* sin`, the sum.
+    assert_eq!(EAGER_HF_ROPE_FORWARD_BYTES, 2.0 * (2.0 + 1.0 + 2.0 + 2.0 + 3.0));
+    // The products' gradients, the negation, the two half slices' zeroed gradients, two sums.
+    assert_eq!(EAGER_HF_ROPE_BACKWARD_BYTES, 2.0 * (2.0 + 2.0 + 1.0 + 2.0 + 2.0 + 3.0 + 3.0));
     assert_eq!(EAGER_GLU_CLAMP_FORWARD_BYTES, 2.0 * 4.0);
     assert_eq!(EAGER_GLU_CLAMP_BACKWARD_BYTES, 2.0 * 5.0);
 }
@@ -141,4 +146,26 @@ fn recomputing_the_expert_activation_reruns_the_clamp() {
         table.ops.iter().find(|op| op.name == "expert-activation" && op.phase == Phase::Forward);
     let expected = clamp.unwrap().time + activation.unwrap().time;
     assert!((rerun.compute.value() / expected.value() - 1.0).abs() < 1e-12);
+}
+
+#[test]
+fn a_hugging_face_model_under_deepspeed_rotates_eagerly_unless_compiled() {
+    let deepspeed = presets::stack("deepspeed").unwrap();
+    assert!(deepspeed.eager_ops().rope && deepspeed.eager_elementwise());
+    let llama = |stack: Stack| {
+        let plan = PlanSpec { stack: Some(stack.id().to_owned()), ..PlanSpec::default() };
+        let spec = test_spec("llama2-7b", 8, 4096, 8, 1, plan);
+        Run::from_spec_with_stack(&spec, Arc::new(stack)).unwrap()
+    };
+    let run = llama(deepspeed.clone());
+    let table = transformer_layer(&run, false, Rows::Keep);
+    let rotated =
+        (run.model().query_width() + run.model().kv_width()) as f64 * run.tokens_per_microbatch();
+    close(bytes(&table, "rope", Phase::Forward), 20.0 * rotated);
+    close(bytes(&table, "rope", Phase::Backward), 30.0 * rotated);
+    // Compiled, Inductor fuses the rotation: one read and one write of each element.
+    let compiled = llama(deepspeed.compiled());
+    assert!(!compiled.stack().eager_ops().rope);
+    let table = transformer_layer(&compiled, false, Rows::Keep);
+    close(bytes(&table, "rope", Phase::Forward), 4.0 * rotated);
 }

@@ -45,6 +45,18 @@ pub const EAGER_YARN_ROPE_FORWARD_BYTES: f64 = 24.0;
 /// slices of the input (`t[..., :rot_dim]` and the empty `t[..., rot_dim:]`), each writing a
 /// zeroed input-sized gradient (3 and 1), summed (3): 17 passes of 2 bytes.
 pub const EAGER_YARN_ROPE_BACKWARD_BYTES: f64 = 34.0;
+/// Bytes the eager rotation of Hugging Face transformers' Llama-family models
+/// (`models/llama/modeling_llama.py`: `apply_rotary_pos_emb` with `rotate_half`, the whole head
+/// dimension rotated) reads and writes per bf16 element of the rotated queries and keys,
+/// forward: `q * cos` (2 passes), `rotate_half`'s negation of one half and concatenation
+/// (1 + 2), `* sin` (2) and the sum (3), 10 passes of 2 bytes. The YaRN rotation above does the
+/// same plus a concatenation with its pass-through part.
+pub const EAGER_HF_ROPE_FORWARD_BYTES: f64 = 20.0;
+/// The same rotation's backward, as autograd runs it: the gradients of the two products (2 + 2),
+/// the negation (1), the two half slices of the input (`x[..., :d/2]` and `x[..., d/2:]`), each
+/// writing a zeroed input-sized gradient and copying its half in (2 and 2), and the three
+/// gradients of the input summed (3 + 3): 15 passes of 2 bytes.
+pub const EAGER_HF_ROPE_BACKWARD_BYTES: f64 = 30.0;
 /// Bytes per element of the experts' output Megatron-Core's `TEGroupedMLP._apply_bias`
 /// (`transformer/moe/experts.py@core_v0.15.0..core_v0.18.0`) reads and writes in its forward, a
 /// Python loop over the local experts of `t + b * p` (`b` the expert's output bias, `p` each
@@ -338,16 +350,24 @@ pub(super) fn attention_block(ctx: &Ctx, table: &mut OpTable, pre_norm: bool) {
         // Megatron-LM's MLA up-projection checkpoint reruns the rotary embedding too.
         table.enter(model.mla().map(|_| RecomputeModule::MlaUpProj));
         let width = (model.query_width() + model.kv_width()) as f64 / tp;
-        if model.rope_scaling() == Some(RopeScaling::Yarn) && ctx.run.stack().eager_ops().yarn_rope
-        {
-            let gpu = ctx.run.cluster().gpu();
-            let elements = width * ctx.tokens;
-            let forward = Bytes::new(EAGER_YARN_ROPE_FORWARD_BYTES * elements);
-            let backward = Bytes::new(EAGER_YARN_ROPE_BACKWARD_BYTES * elements);
-            table.push_memory(gpu, "rope", Phase::Forward, forward);
-            table.push_memory(gpu, "rope", Phase::Backward, backward);
+        let eager = ctx.run.stack().eager_ops();
+        let eager_bytes = if model.rope_scaling() == Some(RopeScaling::Yarn) && eager.yarn_rope {
+            Some((EAGER_YARN_ROPE_FORWARD_BYTES, EAGER_YARN_ROPE_BACKWARD_BYTES))
+        } else if eager.rope {
+            Some((EAGER_HF_ROPE_FORWARD_BYTES, EAGER_HF_ROPE_BACKWARD_BYTES))
         } else {
-            ctx.streaming(table, "rope", 2.0 * width * act);
+            None
+        };
+        match eager_bytes {
+            Some((forward_bytes, backward_bytes)) => {
+                let gpu = ctx.run.cluster().gpu();
+                let elements = width * ctx.tokens;
+                let forward = Bytes::new(forward_bytes * elements);
+                let backward = Bytes::new(backward_bytes * elements);
+                table.push_memory(gpu, "rope", Phase::Forward, forward);
+                table.push_memory(gpu, "rope", Phase::Backward, backward);
+            }
+            None => ctx.streaming(table, "rope", 2.0 * width * act),
         }
     }
     table.enter(Some(RecomputeModule::CoreAttn));

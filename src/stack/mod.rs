@@ -88,6 +88,9 @@ pub struct StackDefaults {
 /// the model features that need it (`[fusions]` fields set to `false`; unset is fused).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EagerOps {
+    /// The rotary embedding of every RoPE model, as Hugging Face transformers' `rotate_half`
+    /// rotation (`fusions.rope = false`).
+    pub rope: bool,
     /// The rotary embedding of a YaRN model (`fusions.yarn_rope = false`).
     pub yarn_rope: bool,
     /// The routed experts' output bias (`fusions.expert_bias = false`).
@@ -234,6 +237,7 @@ impl Stack {
         let expert_launches =
             if per_expert { ExpertLaunches::PerExpertEager } else { ExpertLaunches::OneKernel };
         let eager = EagerOps {
+            rope: spec.fusions.rope == Some(false) && spec.fusions.compile != Some(true),
             yarn_rope: spec.fusions.yarn_rope == Some(false),
             expert_bias: spec.fusions.expert_bias == Some(false),
             glu_clamp: spec.fusions.glu_clamp == Some(false),
@@ -391,10 +395,11 @@ impl Stack {
     }
 
     /// The stack with the model compiled (`torch.compile`), as a run of it may state: Inductor
-    /// generates fused kernels for the norms and activations, so none runs as eager PyTorch code
-    /// ([`Stack::eager_elementwise`] is false).
+    /// generates fused kernels for the norms, activations and rotary embedding, so none runs as
+    /// eager PyTorch code ([`Stack::eager_elementwise`] and [`EagerOps::rope`] are false).
     pub fn compiled(&self) -> Stack {
-        Stack { eager_elementwise: false, ..self.clone() }
+        let eager = EagerOps { rope: false, ..self.eager };
+        Stack { eager_elementwise: false, eager, ..self.clone() }
     }
 
     /// The stack with `kernel` as its attention on `generation`, as a run that names its kernel
