@@ -56,7 +56,30 @@ fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeMod
     };
     let routed = if dense_mlp { Bytes::ZERO } else { routed_activation_bytes(run, modules) };
     let freed = selective_freed_width(run, dense_mlp, modules, mlp_width, gemm_in);
-    Bytes::new((norms + attention + scores + mlp + masks - freed).max(0.0)) * tokens + routed
+    let eager = eager_elementwise_extra_width(run, mlp_width);
+    Bytes::new((norms + attention + scores + mlp + masks + eager - freed).max(0.0)) * tokens
+        + routed
+}
+
+/// Bytes per token an eager PyTorch layer (`Stack::eager_elementwise`: Hugging Face's
+/// `LlamaRMSNorm` and `LlamaMLP`, torchtitan's `RMSNorm` and `FeedForward`) stores beyond a
+/// fused one, as autograd saves them: each norm keeps the fp32 copy of its input (`pow` and the
+/// product with `rsqrt` save it) and the normalized bf16 tensor (the weight's product saves it)
+/// instead of its bf16 input, 4 more bytes per element; a gated MLP keeps the SiLU output (the
+/// product with the up projection saves both factors), which a fused SwiGLU recomputes.
+fn eager_elementwise_extra_width(run: &Run, mlp_width: u64) -> f64 {
+    if !run.stack().eager_elementwise() {
+        return 0.0;
+    }
+    let model = run.model();
+    let sp = run.plan().sequence_split() as f64;
+    let tp = run.plan().tp() as f64;
+    // The fp32 copy (4) and the normalized tensor (2) in place of the bf16 input (2).
+    let per_norm = 4.0;
+    let norms = 2.0 * per_norm * model.hidden_size() as f64 / sp;
+    let gated = model.up_width(mlp_width) > mlp_width;
+    let silu = if gated { mlp_width as f64 * Precision::ACTIVATION_BYTES / tp } else { 0.0 };
+    norms + silu
 }
 
 /// What an MoE block's routed experts store for one micro-batch on one GPU: per routed row the
@@ -595,5 +618,20 @@ mod tests {
         // 4096 tokens: stored once for both mixers.
         assert_eq!(parts - bytes(Sublayer::ParallelHybrid), 2.0 * 1024.0 * 2.0 * 4096.0);
         assert!(bytes(Sublayer::ParallelHybrid) > bytes(Sublayer::Mamba) + bytes(Sublayer::Mlp));
+    }
+
+    #[test]
+    fn an_eager_layer_keeps_its_norms_fp32_copies_and_the_silu_output() {
+        let deepspeed = crate::presets::stack("deepspeed").unwrap();
+        let llama = |stack: crate::stack::Stack| {
+            let plan = PlanSpec { stack: Some(stack.id().to_owned()), ..PlanSpec::default() };
+            let spec = crate::run::test_spec("llama2-7b", 8, 4096, 8, 1, plan);
+            Run::from_spec_with_stack(&spec, std::sync::Arc::new(stack)).unwrap()
+        };
+        let eager = layer_activation_bytes(&llama(deepspeed.clone()), true).value();
+        let fused = layer_activation_bytes(&llama(deepspeed.compiled()), true).value();
+        // Two norms of width 4096 at 4 more bytes an element, the SiLU output of width 11008 in
+        // bf16, for 4096 tokens.
+        assert_eq!(eager - fused, (2.0 * 4.0 * 4096.0 + 2.0 * 11008.0) * 4096.0);
     }
 }
