@@ -546,6 +546,19 @@ mod tests {
     }
 
     #[test]
+    fn a_torchtitan_config_outside_the_listed_choices_is_refused_naming_them() {
+        let spec = crate::presets::stack_spec("torchtitan-2024-12").unwrap();
+        let mut file = toml::Value::try_from(&spec).unwrap();
+        file["export"]["torchtitan_config"] = toml::Value::String("v0.3".into());
+        let text = toml::to_string(&file).unwrap();
+        let error = toml::from_str::<StackSpec>(&text).unwrap_err().to_string();
+        assert!(error.contains("torchtitan_config") && error.contains("v0.3"), "{error}");
+        for choice in ["v0.2", "legacy"] {
+            assert!(error.contains(choice), "{choice} missing from {error}");
+        }
+    }
+
+    #[test]
     fn an_export_release_is_read_or_refused_by_name() {
         let old = crate::presets::stack("megatron-core-0.6").unwrap();
         assert_eq!(old.megatron_arguments(), MegatronArguments::Release { minor: 6 });
