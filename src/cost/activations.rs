@@ -6,7 +6,7 @@ use crate::cost::layer::padded_vocab;
 use crate::cost::mesh_attention::gathered_bytes;
 use crate::cost::unfused_attention::stored_score_bytes_per_token;
 use crate::cost::work::Segment;
-use crate::model::{PARALLEL_HYBRID_PARTS, SUBLAYER_KINDS, Sublayer};
+use crate::model::{NormKind, PARALLEL_HYBRID_PARTS, SUBLAYER_KINDS, Sublayer};
 use crate::plan::{Precision, RecomputeKind, RecomputeModule, RecomputeModules};
 use crate::run::Run;
 use crate::units::Bytes;
@@ -63,7 +63,7 @@ fn layer_activation_bytes_with(run: &Run, dense_mlp: bool, modules: RecomputeMod
 
 /// Bytes per token an eager PyTorch layer (`Stack::eager_elementwise`: Hugging Face's
 /// `LlamaRMSNorm` and `LlamaMLP`, torchtitan's `RMSNorm` and `FeedForward`) stores beyond a
-/// fused one, as autograd saves them: each norm keeps the fp32 copy of its input (`pow` and the
+/// fused one, as autograd saves them: each RMSNorm keeps the fp32 copy of its input (`pow` and the
 /// product with `rsqrt` save it) and the normalized bf16 tensor (the weight's product saves it)
 /// instead of its bf16 input, 4 more bytes per element; a gated MLP keeps the SiLU output (the
 /// product with the up projection saves both factors), which a fused SwiGLU recomputes.
@@ -74,8 +74,9 @@ fn eager_elementwise_extra_width(run: &Run, mlp_width: u64) -> f64 {
     let model = run.model();
     let sp = run.plan().sequence_split() as f64;
     let tp = run.plan().tp() as f64;
-    // The fp32 copy (4) and the normalized tensor (2) in place of the bf16 input (2).
-    let per_norm = 4.0;
+    // The fp32 copy (4) and the normalized tensor (2) in place of the bf16 input (2); PyTorch's
+    // LayerNorm is one native kernel that keeps its input as a fused norm does.
+    let per_norm = if model.norm() == NormKind::Rmsnorm { 4.0 } else { 0.0 };
     let norms = 2.0 * per_norm * model.hidden_size() as f64 / sp;
     let gated = model.up_width(mlp_width) > mlp_width;
     let silu = if gated { mlp_width as f64 * Precision::ACTIVATION_BYTES / tp } else { 0.0 };

@@ -1,7 +1,8 @@
 //! Tests of the element-wise work a stack runs as eager PyTorch kernels for a model feature
 //! (`Stack::eager_ops`): the rotary embedding (Hugging Face's, and Megatron-Core's YaRN
-//! rotation), the routed experts' output bias and the clamp of a clamped gated activation, priced at the bytes their kernels move, only where the model has the
-//! feature and the stack runs it eagerly.
+//! rotation), the routed experts' output bias and the clamp of a clamped gated activation,
+//! priced at the bytes their kernels move, only where the model has the feature and the stack
+//! runs it eagerly.
 
 use std::sync::Arc;
 
