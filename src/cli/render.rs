@@ -121,6 +121,7 @@ pub fn run_header(inputs: &Inputs) -> String {
         recompute_label(plan, run.stage_layers(0)),
         plan.schedule().name(),
     );
+    let _ = writeln!(out, "Software: {}: {}", run.stack().id(), run.stack().name());
     if let Some(data) = run.data() {
         let _ = writeln!(out, "Data: {}", data_label(run, data));
     }
@@ -173,6 +174,7 @@ pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
         ),
         ("Sharding", sharding_label(plan)),
         ("Recompute", recompute_label(plan, run.stage_layers(0))),
+        ("Software", format!("{}: {}", run.stack().id(), run.stack().name())),
     ];
     let data = run.data().map(|data| ("Data", data_label(run, data)));
     rows.into_iter().chain(data).map(|(name, value)| (name.to_owned(), value)).collect()
@@ -403,11 +405,15 @@ pub(super) struct PlanJson {
 }
 
 impl PlanJson {
-    /// The JSON of a validated plan.
-    pub(super) fn of(plan: &crate::plan::Plan) -> PlanJson {
+    /// The JSON of a run's validated plan, naming the software stack that priced it.
+    pub(super) fn of(run: &crate::run::Run) -> PlanJson {
+        let plan = run.plan();
         PlanJson {
             label: plan.label(),
-            options: plan.to_spec(),
+            options: crate::plan::PlanSpec {
+                stack: Some(run.stack().id().to_owned()),
+                ..plan.to_spec()
+            },
             shard_group: plan.shard_group(),
             edp: plan.edp(),
             num_microbatches: plan.num_microbatches(),
@@ -533,7 +539,7 @@ pub fn estimate_json<W: Serialize>(
     whole_run: Option<W>,
 ) -> serde_json::Result<String> {
     let run = &inputs.run;
-    let (model, cluster, training, plan) = (run.model(), run.cluster(), run.training(), run.plan());
+    let (model, cluster, training) = (run.model(), run.cluster(), run.training());
     let json = EstimateJson {
         run: RunJson {
             example: inputs.example,
@@ -548,7 +554,7 @@ pub fn estimate_json<W: Serialize>(
             global_batch: training.global_batch(),
             micro_batch: training.micro_batch(),
             precision: training.precision().name(),
-            plan: PlanJson::of(plan),
+            plan: PlanJson::of(run),
         },
         memory: MemoryJson::from(estimate),
         time: TimeJson {

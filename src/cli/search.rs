@@ -555,12 +555,11 @@ fn json(
         .iter()
         .enumerate()
         .map(|(rank, plan)| {
-            let p = plan.run.plan();
             let e = &plan.estimate;
             RankedJson {
                 rank: rank + 1,
                 description: plan.label(),
-                plan: render::PlanJson::of(p),
+                plan: render::PlanJson::of(&plan.run),
                 micro_batch: plan.run.training().micro_batch(),
                 step_time_s: e.time.step_time().value(),
                 closed_form_step_time_s: plan.closed_form.value(),
