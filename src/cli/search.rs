@@ -421,13 +421,20 @@ fn text(report: &SearchReport, engine: Option<Engine>) -> String {
     let mut out = String::new();
     let target = engine.map_or("any engine".to_owned(), |e| e.name().to_owned());
     out.push_str(&format!(
-        "Searched {} candidates for {target}: {} priced, {} simulated, {} pruned by bound, {} rejected\n\n",
+        "Searched {} candidates for {target}: {} priced, {} simulated, {} pruned by bound, {} rejected\n",
         report.considered,
         report.priced,
         report.simulated,
         report.pruned,
         report.rejections.total(),
     ));
+    let mut stacks: Vec<&str> = report.plans.iter().map(|plan| plan.run.stack().id()).collect();
+    stacks.sort_unstable();
+    stacks.dedup();
+    if !stacks.is_empty() {
+        out.push_str(&format!("Software: {}\n", stacks.join(", ")));
+    }
+    out.push('\n');
     let mut table = render::table(&[
         "#",
         "plan",

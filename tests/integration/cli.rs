@@ -1014,3 +1014,22 @@ fn search_rejections_carry_their_figures() {
     assert!(field.starts_with("plan.") || field.starts_with("training."), "{rule}");
     assert!(rule["example"].as_str().unwrap().starts_with(field), "{rule}");
 }
+
+#[test]
+fn every_report_names_the_stack_that_priced_it() {
+    let stack = |args: &[&str]| json(args)["run"]["plan"]["stack"].as_str().map(str::to_owned);
+    assert_eq!(
+        stack(&["estimate", "--format", "json"]).as_deref(),
+        Some("megatron-core-0.14-plus")
+    );
+    let deepspeed = ["estimate", "--engine", "deepspeed", "--format", "json"];
+    assert_eq!(stack(&deepspeed).as_deref(), Some("deepspeed"));
+    let text = run(&["estimate", "--stack", "megatron-core-0.6"]).stdout;
+    assert!(
+        text.contains("\nSoftware: megatron-core-0.6: Megatron-LM / Megatron-Core r0.6\n"),
+        "{text}"
+    );
+    let search = run(&["search", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "2048"]);
+    assert_eq!(search.code, 0, "{}", search.stderr);
+    assert_eq!(search.stdout.lines().nth(1), Some("Software: megatron-core-0.14-plus"));
+}
