@@ -155,6 +155,8 @@ struct StageJson {
 struct SimulationJson<'a> {
     model: &'a str,
     plan: String,
+    /// The software stack that priced the run.
+    stack: &'a str,
     schedule: &'static str,
     microbatches: u32,
     step_time_s: f64,
@@ -175,6 +177,7 @@ fn json(
     let report = SimulationJson {
         model: inputs.run.model().name(),
         plan: plan.label(),
+        stack: inputs.run.stack().id(),
         schedule: plan.schedule().name(),
         microbatches: simulation.program.microbatches,
         step_time_s: simulation.step_time().value(),

@@ -1029,6 +1029,8 @@ fn every_report_names_the_stack_that_priced_it() {
         text.contains("\nSoftware: megatron-core-0.6: Megatron-LM / Megatron-Core r0.6\n"),
         "{text}"
     );
+    let simulate = json(&["simulate", "--engine", "torchtitan", "--format", "json"]);
+    assert_eq!(simulate["stack"], "torchtitan-0.2");
     let search = run(&["search", "--model", "llama3-8b", "--gpus", "8", "--seq-len", "2048"]);
     assert_eq!(search.code, 0, "{}", search.stderr);
     assert_eq!(search.stdout.lines().nth(1), Some("Software: megatron-core-0.14-plus"));
