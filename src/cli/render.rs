@@ -121,7 +121,7 @@ pub fn run_header(inputs: &Inputs) -> String {
         recompute_label(plan, run.stage_layers(0)),
         plan.schedule().name(),
     );
-    let _ = writeln!(out, "Software: {}: {}", run.stack().id(), run.stack().name());
+    let _ = writeln!(out, "Software: {}", software_label(run));
     if let Some(data) = run.data() {
         let _ = writeln!(out, "Data: {}", data_label(run, data));
     }
@@ -144,6 +144,11 @@ fn precision_label(run: &crate::Run) -> String {
         (0, 0) => name.to_owned(),
         (start, end) => format!("{name} (the first {start} and last {end} layers in bf16)"),
     }
+}
+
+/// The software stack that prices the run: its id and name.
+fn software_label(run: &crate::Run) -> String {
+    format!("{}: {}", run.stack().id(), run.stack().name())
 }
 
 /// The run as (label, value) rows, for the header of an HTML report.
@@ -174,7 +179,7 @@ pub fn run_facts(run: &crate::Run) -> Vec<(String, String)> {
         ),
         ("Sharding", sharding_label(plan)),
         ("Recompute", recompute_label(plan, run.stage_layers(0))),
-        ("Software", format!("{}: {}", run.stack().id(), run.stack().name())),
+        ("Software", software_label(run)),
     ];
     let data = run.data().map(|data| ("Data", data_label(run, data)));
     rows.into_iter().chain(data).map(|(name, value)| (name.to_owned(), value)).collect()
