@@ -269,10 +269,12 @@ pub struct PlanSpec {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
     pub sequence_parallel: Option<bool>,
-    /// ZeRO stage 0-3; 1 is Megatron's distributed optimizer. [default: 1]
+    /// ZeRO stage 0-3; 1 is Megatron's distributed optimizer. [default: the stack's: 1 (Megatron-Core),
+    /// FSDP full shard (torchtitan), 0 (DeepSpeed)]
     #[arg(long, value_name = "0|1|2|3", allow_negative_numbers = true, help_heading = PLAN)]
     pub zero: Option<i64>,
-    /// Shard with PyTorch FSDP instead of ZeRO (`--fsdp` alone means true). [default: false]
+    /// Shard with PyTorch FSDP instead of ZeRO (`--fsdp` alone means true). [default: true on a
+    /// stack that shards with FSDP (torchtitan) when --zero is not given, else false]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
     pub fsdp: Option<bool>,
@@ -290,7 +292,8 @@ pub struct PlanSpec {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
     pub fsdp_reshard_after_forward: Option<bool>,
-    /// Activation recomputation granularity (Megatron-LM --recompute-granularity). [default: none]
+    /// Activation recomputation granularity (Megatron-LM --recompute-granularity). [default: the
+    /// stack's: op (torchtitan), none (Megatron-Core, DeepSpeed)]
     #[arg(long, value_enum, value_name = "KIND", help_heading = PLAN)]
     #[arg(alias = "recompute-granularity")]
     pub recompute: Option<RecomputeKind>,

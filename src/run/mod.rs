@@ -20,7 +20,7 @@ mod rules;
 use crate::data::{DataSpec, DynamicBatches};
 use crate::hardware::{Cluster, ClusterSpec};
 use crate::model::{Model, ModelSpec};
-use crate::plan::{Engine, PipelineSplit, Plan, PlanSpec, Training, TrainingSpec};
+use crate::plan::{Engine, PipelineSplit, Plan, PlanSpec, RecomputeKind, Training, TrainingSpec};
 use crate::presets;
 use crate::stack::{GradReduce, Stack};
 use crate::violation::{Collector, Violation, Violations};
@@ -144,7 +144,8 @@ impl Run {
             gpus: u64::try_from(spec.cluster.num_gpus) == Ok(num_gpus),
             training: training_accepted,
         };
-        let plan_spec = with_stack_defaults(&spec.plan, &stack);
+        let hybrid = model.as_ref().is_some_and(|model| model.hybrid().is_some());
+        let plan_spec = with_stack_defaults(&spec.plan, &stack, hybrid);
         let plan = model.as_ref().and_then(|model| {
             validate_plan(
                 &mut collector,
@@ -418,17 +419,39 @@ fn check_stack(collector: &mut Collector, plan: &PlanSpec, stack: &Stack) {
     }
 }
 
-/// The plan as validated: one that names no engine is run by its stack's engine, and one that
-/// does not say how its gradients are reduced reduces them as its stack does (NeMo's performance
-/// recipes in bf16).
-fn with_stack_defaults(plan: &PlanSpec, stack: &Stack) -> PlanSpec {
+/// The plan as validated: one that names no engine is run by its stack's engine; one that does
+/// not say how its gradients are reduced reduces them as its stack does (NeMo's performance
+/// recipes in bf16); one that does not say how it shards data-parallel state or what it
+/// recomputes does what its stack does by default (torchtitan: FSDP and per-op checkpointing,
+/// DeepSpeed: no ZeRO, Megatron-Core: the distributed optimizer and no recompute). A stack whose
+/// default recompute depends on memory (the least that fits) leaves it unset, which is none, and
+/// a `hybrid` model (per-op checkpointing of its mixers is not modelled) keeps none too.
+fn with_stack_defaults(plan: &PlanSpec, stack: &Stack, hybrid: bool) -> PlanSpec {
     let mut plan_spec = plan.clone();
+    let defaults = stack.defaults();
     if plan_spec.engine.is_none() {
         plan_spec.engine = stack.engine();
     }
     if plan_spec.grad_reduce_in_fp32.is_none() {
-        plan_spec.grad_reduce_in_fp32 =
-            stack.defaults().grad_reduce.map(|dtype| dtype == GradReduce::Fp32);
+        plan_spec.grad_reduce_in_fp32 = defaults.grad_reduce.map(|dtype| dtype == GradReduce::Fp32);
+    }
+    let sharding_unstated = plan_spec.zero.is_none()
+        && plan_spec.fsdp.is_none()
+        && plan_spec.fsdp_mode.is_none()
+        && plan_spec.hybrid_shard.is_none();
+    if sharding_unstated {
+        if defaults.fsdp {
+            plan_spec.fsdp = Some(true);
+        } else {
+            plan_spec.zero = Some(defaults.zero);
+        }
+    }
+    let recompute_unstated = plan_spec.recompute.is_none()
+        && plan_spec.recompute_num_layers.is_none()
+        && plan_spec.recompute_modules.is_none();
+    if recompute_unstated {
+        plan_spec.recompute =
+            defaults.recompute.kind().filter(|kind| !(hybrid && *kind == RecomputeKind::Op));
     }
     plan_spec
 }
@@ -557,6 +580,54 @@ mod tests {
         // What the plan says wins over its stack.
         assert!(stack_of("nemo-26.04.01", Some(true)));
         assert!(!stack_of("megatron-core-0.14-plus", Some(false)));
+    }
+
+    #[test]
+    fn a_plan_that_does_not_say_shards_and_recomputes_as_its_stack_does() {
+        use crate::plan::Sharding;
+        let resolved = |model: &str, id: &str, plan: PlanSpec| {
+            let plan = PlanSpec { stack: Some(id.to_owned()), ..plan };
+            let run = Run::from_spec(&test_spec(model, 16, 8192, 32, 1, plan)).unwrap();
+            (run.plan().sharding(), run.plan().fsdp(), run.plan().recompute())
+        };
+        let unstated = PlanSpec::default();
+        // torchtitan shards with FSDP2 and checkpoints per op (its llama3 train configs).
+        assert_eq!(
+            resolved("llama3.1-8b", "torchtitan-0.2", unstated.clone()),
+            (Sharding::Full, true, RecomputeKind::Op)
+        );
+        assert_eq!(
+            resolved("llama3.1-8b", "deepspeed", unstated.clone()),
+            (Sharding::None, false, RecomputeKind::None)
+        );
+        assert_eq!(
+            resolved("llama3.1-8b", "megatron-core-0.14-plus", unstated.clone()),
+            (Sharding::Optimizer, false, RecomputeKind::None)
+        );
+        assert_eq!(
+            resolved("llama3.1-8b", "megatron-lm-2020-2022", unstated.clone()),
+            (Sharding::None, false, RecomputeKind::Full)
+        );
+        // What the plan says wins; a stated ZeRO stage or FSDP option leaves the stack's aside.
+        let stated = PlanSpec {
+            zero: Some(2),
+            recompute: Some(RecomputeKind::Selective),
+            ..PlanSpec::default()
+        };
+        assert_eq!(
+            resolved("llama3.1-8b", "torchtitan-0.2", stated),
+            (Sharding::OptimizerAndGradients, false, RecomputeKind::Selective)
+        );
+        // A layer count alone states the recompute: it needs full recompute said beside it.
+        let layers = PlanSpec {
+            stack: Some("megatron-lm-2020-2022".into()),
+            recompute_num_layers: Some(4),
+            ..PlanSpec::default()
+        };
+        let err = Run::from_spec(&test_spec("llama3.1-8b", 16, 8192, 32, 1, layers)).unwrap_err();
+        assert_eq!(err.list()[0].field, "plan.recompute_num_layers");
+        // Per-op checkpointing of a hybrid model's mixers is not modelled: such a model keeps none.
+        assert_eq!(resolved("nemotronh-8b", "torchtitan-0.2", unstated).2, RecomputeKind::None);
     }
 
     #[test]

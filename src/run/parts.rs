@@ -80,7 +80,7 @@ impl RunParts {
         };
         // The cluster passed its checks when the parts were built.
         let accepted = Accepted { gpus: true, training: collector.len() == before };
-        let plan_spec = with_stack_defaults(plan, &self.stack);
+        let plan_spec = with_stack_defaults(plan, &self.stack, self.model.hybrid().is_some());
         let num_gpus = self.cluster.num_gpus();
         let plan = validate_plan(
             &mut collector,

@@ -508,12 +508,23 @@ fn export_writes_an_engine_config_or_refuses_with_the_reason() {
         "{}",
         output.stdout
     );
-    let output = run(&words(
-        "export --to torchtitan --model llama3.1-8b --gpus 16 --tp 4 --pp 2 --global-batch 32",
-    ));
+    // Left unstated, the sharding and recompute are torchtitan's own (FSDP, per-op
+    // checkpointing); ZeRO-1, which torchtitan does not have, is refused with the reason.
+    let line =
+        "export --to torchtitan --model llama3.1-8b --gpus 16 --tp 4 --pp 2 --global-batch 32";
+    let output = run(&words(line));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.contains("data_parallel_shard_degree = 2\n")
+            && output.stdout.contains("selective_ac_option = \"op\"\n"),
+        "{}",
+        output.stdout
+    );
+    let output = run(&words(&format!("{line} --zero 1")));
     assert_eq!(output.code, 2);
     assert!(
         output.stderr.contains("torchtitan cannot run this plan")
+            && output.stderr.contains("no ZeRO-1/2")
             && output.stderr.contains("hint:"),
         "{}",
         output.stderr
@@ -561,7 +572,7 @@ fn export_refuses_a_plan_over_gpu_memory_unless_told_to_write_it_anyway() {
     assert_eq!(output.code, 0, "{}", output.stderr);
     assert!(output.stdout.contains("--num-layers 80\n"), "{}", output.stdout);
     // Both refusals at once: an engine that cannot run the plan, and the memory.
-    let output = run(&words("export --to torchtitan --model llama3.1-70b --gpus 8"));
+    let output = run(&words("export --to torchtitan --model llama3.1-70b --gpus 8 --zero 1"));
     assert_eq!(output.code, 2);
     assert!(
         output.stderr.starts_with("error: 2 problems in the input:")
