@@ -13,7 +13,8 @@ use crate::run::Run;
 
 use super::refusal::Refusal;
 
-/// Each flag the exporter writes, with the minor release of Megatron-Core that first defines it.
+/// Each flag the exporter writes, with the minor release of Megatron-Core that first defines it,
+/// in byte order of the flag (looked up by binary search; a test keeps the order).
 pub const FLAG_SINCE: &[(&str, u32)] = &[
     ("--account-for-embedding-in-pipeline-split", 11),
     ("--account-for-loss-in-pipeline-split", 11),
@@ -127,9 +128,9 @@ fn first_release(argument: &str) -> (&'static str, Option<u32>) {
             return (name, Some(since));
         }
     }
-    match FLAG_SINCE.iter().find(|(name, _)| *name == flag) {
-        Some(&(name, since)) => (name, Some(since)),
-        None => ("(a flag outside meshplan's release table)", None),
+    match FLAG_SINCE.binary_search_by(|(name, _)| (*name).cmp(flag)) {
+        Ok(index) => (FLAG_SINCE[index].0, Some(FLAG_SINCE[index].1)),
+        Err(_) => ("(a flag outside meshplan's release table)", None),
     }
 }
 
@@ -147,7 +148,7 @@ pub fn for_release(run: &Run, arguments: Vec<String>, minor: u32) -> (Vec<String
         // GPT model over the legacy one, the default; core_v0.8.0 makes Megatron-Core's the default.
         out.push("--use-mcore-models".to_owned());
     }
-    for argument in &arguments {
+    for argument in arguments {
         let (flag, value) = argument.split_once(' ').unwrap_or((argument.as_str(), ""));
         let respelled = match flag {
             // Before core_v0.11.0 the interleaved schedule is given by layers per model chunk.
@@ -175,7 +176,7 @@ pub fn for_release(run: &Run, arguments: Vec<String>, minor: u32) -> (Vec<String
         match respelled {
             Some(Some(replacement)) => out.push(replacement),
             Some(None) => {}
-            None => out.push(argument.clone()),
+            None => out.push(argument),
         }
     }
     let mut refusals = Vec::new();
@@ -200,7 +201,8 @@ mod tests {
         for (index, (flag, since)) in FLAG_SINCE.iter().enumerate() {
             assert!(flag.starts_with("--") && !flag.contains(' '), "{flag}");
             assert!((4..=16).contains(since), "{flag}");
-            assert!(FLAG_SINCE[..index].iter().all(|(other, _)| other != flag), "{flag}");
+            // Strictly increasing: each flag once, in the order the binary search needs.
+            assert!(index == 0 || FLAG_SINCE[index - 1].0 < *flag, "{flag}");
         }
         for (entry, since) in VALUE_SINCE {
             let (flag, _) = entry.split_once(' ').unwrap();
