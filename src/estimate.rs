@@ -10,7 +10,9 @@
 use serde::Serialize;
 
 use crate::cost;
-pub use crate::cost::breakdown::{MemoryBreakdown, StageMemory, Throughput, TimeBreakdown};
+pub use crate::cost::breakdown::{
+    HostMemory, MemoryBreakdown, StageMemory, Throughput, TimeBreakdown,
+};
 use crate::cost::imbalance::DataImbalance;
 use crate::cost::priced::PricedRun;
 use crate::run::Run;
@@ -46,6 +48,9 @@ pub struct Estimate {
     /// sequence is one document of the run's length.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_balance: Option<DataImbalance>,
+    /// Host memory the offloaded activations take; absent without activation offload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host_memory: Option<HostMemory>,
 }
 
 impl Estimate {
@@ -53,6 +58,11 @@ impl Estimate {
     /// buffers within the capacity ([`MemoryBreakdown::fit_need`]; the allocator's cache gives
     /// way before an out-of-memory).
     pub fn fits(&self) -> bool {
+        self.fits_on_gpu() && self.host_memory.is_none_or(|host| host.fits())
+    }
+
+    /// Whether the worst stage fits in GPU memory, leaving host memory aside.
+    pub fn fits_on_gpu(&self) -> bool {
         self.peak_memory.breakdown.fit_need() <= self.memory_capacity
     }
 
@@ -69,6 +79,12 @@ impl Estimate {
                 if !(bytes.value().is_finite() && bytes.value() >= 0.0) {
                     return fail(format!("stage {} {what}", stage.stage), bytes.value());
                 }
+            }
+        }
+        if let Some(host) = &self.host_memory {
+            let offloaded = host.offloaded.value();
+            if !(offloaded.is_finite() && offloaded >= 0.0) {
+                return fail("offloaded host memory".to_owned(), offloaded);
             }
         }
         for (what, seconds) in self.time.parts() {
@@ -142,8 +158,18 @@ pub fn closed_form_from(priced: &PricedRun) -> Estimate {
         memory_capacity: run.cluster().gpu().memory(),
         throughput: cost::step::throughput(run, &time),
         data_balance: priced.data_imbalance(),
+        host_memory: host_memory(priced),
         time,
     }
+}
+
+/// The host memory of a run's offloaded activations, where it offloads any.
+fn host_memory(priced: &PricedRun) -> Option<HostMemory> {
+    let run = priced.run();
+    (run.plan().offload_activation_layers() > 0).then(|| HostMemory {
+        offloaded: priced.host_offload_need(),
+        capacity: run.cluster().interconnect().host_memory_per_gpu(),
+    })
 }
 
 /// Prices one run with the step simulated under its pipeline schedule: the step time and each
@@ -183,6 +209,7 @@ pub fn estimate_simulated_from(
         memory_capacity: run.cluster().gpu().memory(),
         throughput: cost::step::throughput(run, &time),
         data_balance: priced.data_imbalance(),
+        host_memory: host_memory(priced),
         time,
     };
     Ok((estimate, simulation))

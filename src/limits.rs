@@ -64,6 +64,8 @@ pub const LATENCY_SECONDS: (f64, f64) = (0.0, 1.0);
 pub const BANDWIDTH: (f64, f64) = (1e6, 1e15);
 /// A GPU's memory, in bytes (1 GB to 100 TB).
 pub const GPU_MEMORY: (f64, f64) = (1e9, 1e14);
+/// Host memory of one server, bytes: 1 GB to 1 PB.
+pub const HOST_MEMORY: (f64, f64) = (1e9, 1e15);
 /// A GPU's peak rate, in FLOP/s (1 TFLOP/s to 1 EFLOP/s).
 pub const PEAK_FLOPS: (f64, f64) = (1e12, 1e18);
 /// A GPU's board power, in watts (10 W to 10 kW).

@@ -303,6 +303,11 @@ pub struct RunArgs {
     /// Latency of one network hop, e.g. "10 us". [default: the GPU preset's]
     #[arg(long, value_name = "TIME", help_heading = "Interconnect")]
     pub inter_node_latency: Option<String>,
+    /// Host (CPU) memory of one server, shared by its GPUs, e.g. "2 TB": the activations a plan
+    /// offloads (--offload-activation-layers) must fit in it. [default: the GPU preset's, 2 TB
+    /// for h100-sxm (DGX H100)]
+    #[arg(long, value_name = "SIZE", help_heading = "Interconnect")]
+    pub host_memory: Option<String>,
 
     /// Tokens per sequence. [default: 8192]
     #[arg(long, value_name = "N", allow_negative_numbers = true, help_heading = "Training")]

@@ -2,7 +2,7 @@
 //! runs it, refused with every reason when the engine cannot run it, and refused when the plan is
 //! predicted over the GPU's memory unless `--allow-over-capacity` asks for it anyway.
 
-use crate::export::{Engine, Unsupported, check_export, check_memory, export};
+use crate::export::{Engine, OverCapacity, Unsupported, check_export, check_memory, export};
 use crate::violation::{Violation, Violations};
 use anyhow::Context as _;
 
@@ -35,14 +35,26 @@ pub fn run(args: &ExportArgs) -> Result<String, CliError> {
         let (estimate, _) = crate::estimate::estimate_simulated_with(&inputs.run, options)
             .context("cannot simulate the pipeline schedule")
             .map_err(CliError::Other)?;
-        if let Err(over) = check_memory(&estimate) {
+        for over in check_memory(&estimate) {
+            let (field, hint) = match over {
+                OverCapacity::Gpu { .. } => (
+                    "memory",
+                    "shard more (--zero, --fsdp), recompute (--recompute), raise --tp or --pp, or \
+                     lower --micro-batch (`meshplan search` finds plans that fit); \
+                     --allow-over-capacity writes it anyway",
+                ),
+                OverCapacity::Host { .. } => (
+                    "host_memory",
+                    "offload fewer layers (--offload-activation-layers), recompute instead \
+                     (--recompute), or state the server's memory (--host-memory); \
+                     --allow-over-capacity writes it anyway",
+                ),
+            };
             problems.push(Violation::new(
-                "memory",
-                format!("{:.2} GiB", over.needed.as_gib()),
+                field,
+                format!("{:.2} GiB", over.needed().as_gib()),
                 over.to_string(),
-                "shard more (--zero, --fsdp), recompute (--recompute), raise --tp or --pp, or \
-                 lower --micro-batch (`meshplan search` finds plans that fit); \
-                 --allow-over-capacity writes it anyway",
+                hint,
             ));
         }
     }

@@ -332,6 +332,17 @@ fn with_interconnect_flags(problems: &mut Collector, args: &RunArgs, mut gpu: Gp
             false,
         ),
     ];
+    if let Some(text) = &args.host_memory {
+        match crate::units::parse_bytes(text) {
+            Ok(_) => links.host_memory = Some(text.clone()),
+            Err(err) => problems.add(
+                "cluster.host_memory",
+                text,
+                format!("--host-memory: {err}"),
+                "the server's CPU memory, e.g. \"2 TB\" or \"1024 GiB\"",
+            ),
+        }
+    }
     for (value, target, field, flag, is_bandwidth) in overrides {
         let Some(text) = value else { continue };
         let checked = if is_bandwidth {

@@ -7,7 +7,7 @@ use comfy_table::{CellAlignment, Table, presets};
 use serde::Serialize;
 
 use crate::Estimate;
-use crate::estimate::{MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
+use crate::estimate::{HostMemory, MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
 use crate::plan::{Plan, RecomputeKind, Sharding};
 use crate::search::fit::FitSuggestion;
 use crate::validate::{CalibrationReport, GroupSummary, ValidationReport};
@@ -80,6 +80,26 @@ pub fn memory_parts(memory: &MemoryBreakdown) -> [(&'static str, f64); 10] {
 
 // ---------------------------------------------------------------------------------------------
 // estimate: text
+
+/// The line under the capacity that says where the offloaded activations go: their host memory
+/// per GPU against the server's host memory over its GPUs.
+fn host_memory_line(host: &HostMemory) -> String {
+    let offloaded = host.offloaded.as_gib();
+    match host.capacity {
+        None => format!(
+            "Host memory: offloaded activations {offloaded:.2} GiB per GPU (the GPU's file states no host memory: not checked; pass --host-memory)"
+        ),
+        Some(capacity) if host.fits() => format!(
+            "Host memory: offloaded activations {offloaded:.2} GiB per GPU of {:.2} GiB (the server's, shared by its GPUs): fits",
+            capacity.as_gib()
+        ),
+        Some(capacity) => format!(
+            "Host memory: offloaded activations {offloaded:.2} GiB per GPU of {:.2} GiB (the server's, shared by its GPUs): DOES NOT FIT ({:.2} GiB over)",
+            capacity.as_gib(),
+            offloaded - capacity.as_gib()
+        ),
+    }
+}
 
 /// A step-time breakdown as a table: each part in ms and % of the step, and the total.
 pub fn time_table(title: &str, time: &TimeBreakdown) -> Table {
@@ -211,7 +231,7 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
     let _ = writeln!(out, "\n{memory}");
     let capacity = estimate.memory_capacity.as_gib();
     let need = peak.breakdown.fit_need().as_gib();
-    if estimate.fits() {
+    if estimate.fits_on_gpu() {
         let _ = writeln!(
             out,
             "Capacity {capacity:.2} GiB per GPU: fits ({:.2} GiB free for allocated tensors, CUDA context and NCCL)",
@@ -223,6 +243,9 @@ pub fn estimate_text(inputs: &Inputs, estimate: &Estimate) -> String {
             "Capacity {capacity:.2} GiB per GPU: DOES NOT FIT (allocated tensors, CUDA context and NCCL {:.2} GiB over)",
             need - capacity
         );
+    }
+    if let Some(host) = &estimate.host_memory {
+        let _ = writeln!(out, "{}", host_memory_line(host));
     }
 
     let title = match estimate.time_source {
@@ -483,6 +506,18 @@ pub(super) struct MemoryJson {
     capacity_gib: f64,
     fits: bool,
     stages: Vec<StageJson>,
+    /// Host memory of the offloaded activations; absent without activation offload.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    host: Option<HostMemoryJson>,
+}
+
+/// The host memory of an estimate's offloaded activations in JSON.
+#[derive(Serialize)]
+struct HostMemoryJson {
+    offloaded_gib: f64,
+    /// The server's host memory over its GPUs; null where the GPU's file does not state it.
+    capacity_gib: Option<f64>,
+    fits: bool,
 }
 
 impl From<&Estimate> for MemoryJson {
@@ -495,6 +530,11 @@ impl From<&Estimate> for MemoryJson {
             capacity_gib: estimate.memory_capacity.as_gib(),
             fits: estimate.fits(),
             stages: estimate.stages.iter().map(StageJson::from).collect(),
+            host: estimate.host_memory.map(|host| HostMemoryJson {
+                offloaded_gib: host.offloaded.as_gib(),
+                capacity_gib: host.capacity.map(|c| c.as_gib()),
+                fits: host.fits(),
+            }),
         }
     }
 }

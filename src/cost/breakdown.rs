@@ -120,6 +120,24 @@ impl MemoryBreakdown {
     }
 }
 
+/// Host memory taken by the activations a plan offloads, against what the server gives each GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct HostMemory {
+    /// The offloaded activations one GPU holds in host memory at the plan's peak.
+    pub offloaded: Bytes,
+    /// The server's host memory over its GPUs; `None` where the GPU's file does not state it
+    /// (no check).
+    pub capacity: Option<Bytes>,
+}
+
+impl HostMemory {
+    /// Whether the offloaded activations fit in the host memory each GPU has (an unstated
+    /// capacity is not checked).
+    pub fn fits(&self) -> bool {
+        self.capacity.is_none_or(|capacity| self.offloaded <= capacity)
+    }
+}
+
 /// Memory of one pipeline stage.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct StageMemory {

@@ -16,8 +16,8 @@ use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::hybrid_cp::{HybridCpStep, hybrid_cp_step};
 use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::memory::{
-    ActivationBytes, LayerParams, Params, TokenPeaks, model_state_memory, segment_params_with,
-    stage_allocated, stage_peak,
+    ActivationBytes, LayerParams, Params, TokenPeaks, in_flight_microbatches, model_state_memory,
+    segment_params_with, stage_allocated, stage_peak,
 };
 use crate::cost::repacking::repacked_token_peaks;
 use crate::cost::step_terms::{
@@ -473,6 +473,26 @@ impl<'a> PricedRun<'a> {
         let need = self.fit_need_with_peaks(window.token_peaks.as_deref());
         debug_assert_eq!(need, self.fit_need_with_window(window.window));
         need
+    }
+
+    /// Host memory one GPU's offloaded activations take at the plan's peak (zero without
+    /// offload): each stage's offloaded activations per micro-batch times the micro-batches it
+    /// holds at once, as [`stage_allocated`] counts the activations it keeps.
+    pub fn host_offload_need(&self) -> Bytes {
+        if self.run.plan().offload_activation_layers() == 0 {
+            return Bytes::ZERO;
+        }
+        let slot = self.token_peaks(self.run.plan().balance_window());
+        let peaks = slot.get().and_then(Option::as_deref);
+        self.stages()
+            .iter()
+            .zip(0..)
+            .map(|(priced, stage)| {
+                let tokens = TokenPeaks::from_table(self.run, peaks, stage);
+                let held = in_flight_microbatches(self.run, stage) * tokens.held;
+                self.activations().offloaded(&priced.segment) * held
+            })
+            .fold(Bytes::ZERO, Bytes::max)
     }
 
     fn fit_need_with_peaks(&self, peaks: Option<&[f64]>) -> Bytes {

@@ -226,3 +226,33 @@ fn a_gpu_without_a_host_link_cannot_offload() {
     let err = Run::from_spec(&spec).unwrap_err().to_string();
     assert!(err.contains("host link"), "{err}");
 }
+
+#[test]
+fn host_memory_holds_each_stage_s_offloaded_layers_for_every_micro_batch_in_flight() {
+    use crate::cost::memory::in_flight_microbatches;
+    use crate::cost::priced::PricedRun;
+    // Llama 3.1 70B on 64 GB200, pp 4: stage 0 holds 4 micro-batches under 1F1B, each with 10 of
+    // its 20 layers' activations in host memory.
+    let run = |offloaded: i64| {
+        let plan = PlanSpec {
+            pp: Some(4),
+            offload_activation_layers: Some(offloaded),
+            ..PlanSpec::default()
+        };
+        let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, 1, plan);
+        spec.cluster = ClusterSpec { gpu: presets::gpu("gb200").unwrap(), num_gpus: 64 };
+        spec.training.precision = Some(Precision::Bf16);
+        Run::from_spec(&spec).unwrap()
+    };
+    let offloading = run(10);
+    let per_microbatch =
+        ActivationBytes::new(&offloading).offloaded(&stage_segments(&offloading)[0]);
+    assert_eq!(in_flight_microbatches(&offloading, 0), 4.0);
+    let need = PricedRun::new(&offloading).host_offload_need();
+    assert_eq!(need, per_microbatch * 4.0);
+    assert!(need > Bytes::ZERO);
+    assert_eq!(PricedRun::new(&run(0)).host_offload_need(), Bytes::ZERO);
+    // A GB200 compute tray's 960 GB over its 4 GPUs.
+    let per_gpu = offloading.cluster().interconnect().host_memory_per_gpu().unwrap();
+    assert!((per_gpu.value() - 240e9).abs() < 1.0, "{per_gpu:?}");
+}

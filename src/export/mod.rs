@@ -70,33 +70,65 @@ pub fn check(engine: Engine, run: &Run) -> Result<(), Unsupported> {
     if refusals.is_empty() { Ok(()) } else { Err(Unsupported { engine, refusals }) }
 }
 
-/// A plan's predicted peak memory per GPU over the GPU's capacity.
+/// A plan's memory over what the hardware has: the worst stage's peak over the GPU's memory, or
+/// its offloaded activations over the host memory each GPU of the server has.
 #[derive(Debug, Clone, Copy, PartialEq, thiserror::Error)]
-#[error(
-    "the plan needs {:.2} GiB per GPU (stage {stage}, the peak) but the GPU has {:.2} GiB",
-    needed.as_gib(),
-    available.as_gib()
-)]
-pub struct OverCapacity {
-    /// Predicted peak memory of the worst stage.
-    pub needed: Bytes,
-    /// Usable memory of one GPU.
-    pub available: Bytes,
-    /// The stage with that peak.
-    pub stage: u64,
+pub enum OverCapacity {
+    /// GPU memory.
+    #[error(
+        "the plan needs {:.2} GiB per GPU (stage {stage}, the peak) but the GPU has {:.2} GiB",
+        needed.as_gib(),
+        available.as_gib()
+    )]
+    Gpu {
+        /// Predicted peak memory of the worst stage.
+        needed: Bytes,
+        /// Usable memory of one GPU.
+        available: Bytes,
+        /// The stage with that peak.
+        stage: u64,
+    },
+    /// Host memory of the offloaded activations.
+    #[error(
+        "the plan offloads {:.2} GiB of activations per GPU but the server's host memory gives \
+         each GPU {:.2} GiB",
+        needed.as_gib(),
+        available.as_gib()
+    )]
+    Host {
+        /// Offloaded activations one GPU holds in host memory at the peak.
+        needed: Bytes,
+        /// The server's host memory over its GPUs.
+        available: Bytes,
+    },
 }
 
-/// Whether an estimate's worst stage fits in GPU memory; an export of a plan that does not is
-/// refused unless the user asks for it anyway.
-pub fn check_memory(estimate: &Estimate) -> Result<(), OverCapacity> {
-    if estimate.fits() {
-        return Ok(());
+impl OverCapacity {
+    /// The memory the plan needs.
+    pub fn needed(&self) -> Bytes {
+        match self {
+            OverCapacity::Gpu { needed, .. } | OverCapacity::Host { needed, .. } => *needed,
+        }
     }
-    Err(OverCapacity {
-        needed: estimate.peak_memory.breakdown.fit_need(),
-        available: estimate.memory_capacity,
-        stage: estimate.peak_memory.stage,
-    })
+}
+
+/// What an estimate needs beyond the hardware's memory, GPU first (empty when it fits); an export
+/// of a plan that does not fit is refused unless the user asks for it anyway.
+pub fn check_memory(estimate: &Estimate) -> Vec<OverCapacity> {
+    let mut over = Vec::new();
+    if !estimate.fits_on_gpu() {
+        over.push(OverCapacity::Gpu {
+            needed: estimate.peak_memory.breakdown.fit_need(),
+            available: estimate.memory_capacity,
+            stage: estimate.peak_memory.stage,
+        });
+    }
+    if let Some(host) = estimate.host_memory.filter(|host| !host.fits())
+        && let Some(available) = host.capacity
+    {
+        over.push(OverCapacity::Host { needed: host.offloaded, available });
+    }
+    over
 }
 
 /// Whether the plan of a run can be exported for an engine: every reason the engine refuses it

@@ -5,7 +5,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::units::{BytesPerSec, QuantityError, Seconds, parse_bandwidth, parse_seconds};
+use crate::units::{
+    Bytes, BytesPerSec, QuantityError, Seconds, parse_bandwidth, parse_bytes, parse_seconds,
+};
 use crate::violation::{Collector, Violations};
 
 /// Interconnect figures as written in a preset or overridden by flags.
@@ -36,6 +38,11 @@ pub struct InterconnectSpec {
     /// Fraction of the host link's line rate a pinned-memory copy reaches.
     #[serde(default)]
     pub host_efficiency: Option<f64>,
+    /// Host (CPU) memory of one server, shared by its `gpus_per_node` GPUs (`"2 TB"`): what the
+    /// activations a plan offloads must fit in. Without it, offload is priced with no host-memory
+    /// check.
+    #[serde(default)]
+    pub host_memory: Option<String>,
 }
 
 /// Which link a group of GPUs talks over.
@@ -57,6 +64,7 @@ pub struct Interconnect {
     network_bandwidth: BytesPerSec,
     network_latency: Seconds,
     host_bandwidth: Option<BytesPerSec>,
+    host_memory: Option<Bytes>,
 }
 
 impl Interconnect {
@@ -152,6 +160,25 @@ impl Interconnect {
                 None
             }
         };
+        let host_memory = spec.host_memory.as_deref().and_then(|text| {
+            let parsed = parse_bytes(text).and_then(|b| {
+                if crate::limits::within(b.value(), crate::limits::HOST_MEMORY) {
+                    Ok(b)
+                } else {
+                    Err(QuantityError::OutOfRange { text: text.to_owned(), range: "1 GB to 1 PB" })
+                }
+            });
+            parsed
+                .map_err(|err| {
+                    collector.add(
+                        "cluster.host_memory",
+                        text,
+                        err.to_string(),
+                        "the server's CPU memory, e.g. \"2 TB\" for a DGX H100",
+                    );
+                })
+                .ok()
+        });
         let mut latency = |field: &str, text: &str| {
             let parsed = parse_seconds(text).and_then(|t| {
                 if crate::limits::within(t.value(), crate::limits::LATENCY_SECONDS) {
@@ -176,7 +203,14 @@ impl Interconnect {
             network_bandwidth,
             network_latency,
             host_bandwidth,
+            host_memory,
         })
+    }
+
+    /// Host memory one GPU's offloaded activations may use: the server's, shared evenly by its
+    /// GPUs, where the GPU's file (or `--host-memory`) states it.
+    pub fn host_memory_per_gpu(&self) -> Option<Bytes> {
+        self.host_memory.map(|node| node / self.gpus_per_node as f64)
     }
 
     /// Achievable one-direction bandwidth between one GPU and host memory, where the GPU's file
@@ -239,6 +273,18 @@ mod tests {
         assert!((link.value() - 64e9 * 0.86).abs() < 1.0, "{link:?}");
         let without = InterconnectSpec { host_bandwidth: None, host_efficiency: None, ..h100() };
         assert_eq!(Interconnect::from_spec(&without).unwrap().host_bandwidth(), None);
+    }
+
+    #[test]
+    fn host_memory_is_the_servers_shared_by_its_gpus_and_a_bad_size_is_named() {
+        let links = Interconnect::from_spec(&h100()).unwrap();
+        assert_eq!(links.host_memory_per_gpu().unwrap().value(), 2e12 / 8.0);
+        let without = InterconnectSpec { host_memory: None, ..h100() };
+        assert_eq!(Interconnect::from_spec(&without).unwrap().host_memory_per_gpu(), None);
+        for bad in ["lots", "0 GB", "10 PB"] {
+            let text = problems(&InterconnectSpec { host_memory: Some(bad.into()), ..h100() });
+            assert!(text.contains("cluster.host_memory") && text.contains(bad), "{text}");
+        }
     }
 
     #[test]

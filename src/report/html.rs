@@ -122,11 +122,22 @@ fn key_numbers(out: &mut String, plan: &PlanView) {
         &format!("peak memory (stage {}) of {capacity:.1} GiB", e.peak_memory.stage),
     );
     out.push_str("</ul>\n");
-    if !e.fits() {
+    if !e.fits_on_gpu() {
         let _ = writeln!(
             out,
             "<p class=\"warning\">Does not fit: {:.1} GiB over the GPU's memory.</p>",
             peak - capacity
+        );
+    }
+    if let Some(host) = e.host_memory.filter(|host| !host.fits())
+        && let Some(available) = host.capacity
+    {
+        let _ = writeln!(
+            out,
+            "<p class=\"warning\">Does not fit: its offloaded activations take {:.1} GiB of host \
+             memory per GPU, {:.1} GiB over what the server gives each GPU.</p>",
+            host.offloaded.as_gib(),
+            host.offloaded.as_gib() - available.as_gib()
         );
     }
 }

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use rayon::prelude::*;
 
 use super::place::Place;
-use super::rejection::{MemoryCheck, Rejection, RejectionKind, Rejections};
+use super::rejection::{MemoryCheck, OverMemory, Rejection, RejectionKind, Rejections};
 use super::space::{Block, Candidate, RecomputeChoice};
 use super::{SearchSpec, Template, candidate_run, fits_in, over_memory};
 use crate::cost::priced::{PricedRun, SharedPricing};
@@ -119,6 +119,21 @@ fn price_run(
         let example =
             explain.then(|| Box::new(over_memory(spec, run, peak, MemoryCheck::ClosedForm)));
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
+    }
+    // Offloaded activations must fit in the host memory each GPU of the server has.
+    if let Some(host) = run.cluster().interconnect().host_memory_per_gpu() {
+        let offloaded = priced.host_offload_need();
+        if offloaded > host {
+            let example = explain.then(|| {
+                Box::new(Rejection::DoesNotFit(OverMemory {
+                    plan: run.plan().label(),
+                    needed: offloaded,
+                    available: host,
+                    check: MemoryCheck::HostMemory,
+                }))
+            });
+            return Priced::Rejected(RejectionKind::DoesNotFit, example);
+        }
     }
     let breakdown = step_time_from(&priced);
     // The simulation's lower bound leaves the data's imbalance out, and the simulation adds it

@@ -51,6 +51,8 @@ pub enum MemoryCheck {
     ClosedForm,
     /// The peak over the simulated schedule.
     Simulated,
+    /// The offloaded activations against the host memory each GPU of the server has.
+    HostMemory,
 }
 
 /// A candidate's memory over the GPU's capacity minus the headroom.
@@ -100,6 +102,15 @@ impl fmt::Display for Rejection {
                     MemoryCheck::ModelStates => " for its model states alone",
                     MemoryCheck::ClosedForm => "",
                     MemoryCheck::Simulated => " under its simulated schedule",
+                    MemoryCheck::HostMemory => {
+                        return write!(
+                            f,
+                            "{} offloads {:.1} GiB of activations per GPU, {:.1} GiB of host memory available",
+                            over.plan,
+                            over.needed.as_gib(),
+                            over.available.as_gib()
+                        );
+                    }
                 };
                 write!(
                     f,

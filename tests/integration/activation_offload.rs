@@ -9,7 +9,7 @@ use meshplan::export::{Engine, Refusal, export, refusals};
 use meshplan::plan::{PlanSpec, Precision, RecomputeKind};
 use meshplan::search::{Constraints, SearchSpec, search};
 
-use crate::support::{preset_run, run, spec, training, words};
+use crate::support::{json, preset_run, run, spec, training, words};
 
 /// Llama 3.1 8B at 64K tokens on 16 H100 (tp 4 and cp 4 unless `plan` says, the distributed
 /// optimizer), `layers` per pipeline rank offloaded, on top of `plan`.
@@ -274,4 +274,72 @@ fn recomputing_half_and_offloading_the_rest_beats_either_alone_when_the_link_is_
     assert!(recomputed_fits && split_fits && offloaded_fits);
     assert!(!half_offloaded_fits && !half_recomputed_fits);
     assert!(split < recomputed && split < offloaded, "{split} vs {recomputed}, {offloaded}");
+}
+
+/// The offloaded activations must fit in the host memory each GPU of the server has: the
+/// estimate prints and reports them against it, export refuses a plan over it, and the search
+/// drops such plans.
+#[test]
+fn offloaded_activations_must_fit_in_the_servers_host_memory() {
+    // Llama 3.1 8B at 64K tokens, tp 4, cp 4: 24 layers offloaded on a DGX H100 (2 TB, 8 GPUs).
+    let line = "estimate --model llama3.1-8b --gpus 16 --seq-len 65536 --global-batch 16 --tp 4 \
+                --cp 4 --zero 1 --offload-activation-layers 24";
+    let output = run(&words(line));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.contains("Host memory: offloaded activations ")
+            && output
+                .stdout
+                .contains(" GiB per GPU of 232.83 GiB (the server's, shared by its GPUs): fits"),
+        "{}",
+        output.stdout
+    );
+    // The same plan on servers of 16 GB: 2 GB a GPU.
+    let small = format!("{line} --host-memory 16GB");
+    let output = run(&words(&small));
+    assert_eq!(output.code, 0, "{}", output.stderr);
+    assert!(
+        output.stdout.contains("of 1.86 GiB (the server's, shared by its GPUs): DOES NOT FIT (")
+    );
+    let value = json(&words(&format!("{small} --format json")));
+    let host = &value["memory"]["host"];
+    assert_eq!(host["fits"], false, "{value}");
+    assert_eq!(value["memory"]["fits"], false, "{value}");
+    let offloaded = host["offloaded_gib"].as_f64().unwrap();
+    assert!(offloaded > 1.86 && (host["capacity_gib"].as_f64().unwrap() - 1.8626).abs() < 1e-3);
+    let export = small.replacen("estimate", "export --to megatron", 1);
+    let output = run(&words(&export));
+    assert_eq!(output.code, 2, "{}", output.stdout);
+    assert!(
+        output.stderr.contains("host_memory")
+            && output.stderr.contains(
+                "of activations per GPU but the server's host memory gives each GPU 1.86 GiB"
+            )
+            && output.stderr.contains("--host-memory"),
+        "{}",
+        output.stderr
+    );
+    // A bad size names the flag.
+    let output = run(&words(&format!("{line} --host-memory lots")));
+    assert_eq!(output.code, 2);
+    assert!(output.stderr.contains("cluster.host_memory") && output.stderr.contains("lots"));
+}
+
+/// A search keeps only plans whose offloaded activations fit in host memory: Llama 3.1 405B on
+/// 512 H100 ranks plans that offload 125 layers among its best with a DGX H100's 2 TB, and none
+/// on servers of 400 GB (50 GB a GPU).
+#[test]
+fn a_search_drops_plans_whose_offload_does_not_fit_in_host_memory() {
+    let line = "search --model llama3.1-405b --gpus 512 --seq-len 8192 --global-batch 256 --top 5";
+    let offloading = |args: &str| {
+        let value = json(&words(&format!("{args} --format json")));
+        value["plans"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["plan"]["offload_activation_layers"].as_i64().unwrap_or(0) > 0)
+            .count()
+    };
+    assert!(offloading(line) > 0);
+    assert_eq!(offloading(&format!("{line} --host-memory 400GB")), 0);
 }
