@@ -79,7 +79,8 @@ class Estimate(Record):
     """One priced run (``meshplan estimate --format json``).
 
     Attributes: ``run`` (model, GPU, counts and the plan), ``memory`` (the peak stage's
-    ``breakdown_gib``, ``total_gib``, ``capacity_gib``, ``fits`` and every stage), ``time``
+    ``breakdown_gib``, ``total_gib``, ``capacity_gib``, ``fits``, every stage and, with offload,
+    ``host``), ``time``
     (``source``, ``step_time_s``, ``breakdown_s``), ``throughput`` (``tokens_per_sec_per_gpu``,
     ``model_tflops_per_gpu``, ``mfu_pct``, ``hfu_pct``), ``error_band`` (the 80 % band, or None),
     ``fit_suggestions`` and, with a token budget, ``whole_run``.
@@ -113,7 +114,8 @@ class Estimate(Record):
 
     @property
     def fits(self) -> bool:
-        """Whether the peak stage fits in the GPU's memory."""
+        """Whether the plan fits: the peak stage in the GPU's memory, any offloaded activations in
+        the host memory each GPU of the server has."""
         return self._data["memory"]["fits"]
 
     def _repr_html_(self) -> str:
