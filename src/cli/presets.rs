@@ -46,6 +46,8 @@ struct GpuRow {
     nvlink_domain: u64,
     nvlink_gbps: f64,
     network_gbps: f64,
+    /// Host memory of one server, GB (`null` where the preset does not state it).
+    host_memory_gb_per_node: Option<f64>,
     calibration: f64,
     source: String,
 }
@@ -137,6 +139,9 @@ fn catalogue() -> anyhow::Result<Catalogue> {
             nvlink_domain: links.nvlink_domain(),
             nvlink_gbps: links.bandwidth(LinkTier::Nvlink).as_giga(),
             network_gbps: links.bandwidth(LinkTier::Network).as_giga(),
+            host_memory_gb_per_node: links
+                .host_memory_per_gpu()
+                .map(|per_gpu| per_gpu.value() * links.gpus_per_node() as f64 / 1e9),
             calibration,
             source: spec.source.unwrap_or_default(),
         });
@@ -208,6 +213,7 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
         "node/NVL",
         "NVLink GB/s*",
         "NIC GB/s*",
+        "host GB/node",
         "calib.",
     ]);
     let optional = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.0}"));
@@ -222,6 +228,7 @@ pub fn run(args: &PresetsArgs) -> Result<String, CliError> {
             format!("{}/{}", g.gpus_per_node, g.nvlink_domain),
             format!("{:.0}", g.nvlink_gbps),
             format!("{:.1}", g.network_gbps),
+            optional(g.host_memory_gb_per_node),
             format!("{:.3}", g.calibration),
         ]);
     }
