@@ -148,6 +148,27 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
             String::new()
         },
     );
+    if let Some(host) = &ckpt.host {
+        let per_gpu = host.per_gpu.as_gib();
+        let _ = match host.capacity {
+            None => writeln!(
+                out,
+                "Checkpoint in host memory: {per_gpu:.2} GiB per GPU (its share and a peer's \
+                 replica; the GPU's file states no host memory: not checked, pass --host-memory)"
+            ),
+            Some(capacity) => writeln!(
+                out,
+                "Checkpoint in host memory: {per_gpu:.2} GiB per GPU (its share and a peer's \
+                 replica) of {:.2} GiB (the server's, shared by its GPUs): {}",
+                capacity.as_gib(),
+                if host.fits() {
+                    "fits".to_owned()
+                } else {
+                    format!("DOES NOT FIT ({:.2} GiB over)", per_gpu - capacity.as_gib())
+                }
+            ),
+        };
+    }
     let _ = write!(out, "{:.3}M GPU-hours", outlook.gpu_hours / 1e6);
     match outlook.cost {
         Some(cost) => {
@@ -206,6 +227,12 @@ pub struct WholeRunJson {
     restart_parts: Vec<RestartPartJson>,
     spare_free: f64,
     checkpoint_in_host_memory: bool,
+    /// Host memory an in-memory checkpoint takes per GPU (its share and a peer's replica).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoint_host_gib_per_gpu: Option<f64>,
+    /// Whether that fits in the host memory each GPU has (null where not stated).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    checkpoint_fits_in_host_memory: Option<bool>,
     gpu_hours: f64,
     cost_dollars: Option<f64>,
     /// GPUs' board power at full load over the wall-clock time; hosts, network, cooling not
@@ -293,6 +320,11 @@ pub fn json(outlook: &RunOutlook, goodput: &Goodput, drawn: Option<&MonteCarlo>)
             .collect(),
         spare_free: outlook.spare_free,
         checkpoint_in_host_memory: ckpt.in_host_memory,
+        checkpoint_host_gib_per_gpu: ckpt.host.map(|host| host.per_gpu.as_gib()),
+        checkpoint_fits_in_host_memory: ckpt
+            .host
+            .filter(|host| host.capacity.is_some())
+            .map(|host| host.fits()),
         gpu_hours: outlook.gpu_hours,
         cost_dollars: outlook.cost,
         energy_mwh: outlook.energy_mwh,

@@ -48,7 +48,30 @@ pub struct Checkpoint {
     pub save: Seconds,
     /// Time to read it back at a restart.
     pub load: Seconds,
+    /// Kept in host memory: what it takes of the host memory each GPU has, two copies of the
+    /// largest share (the rank's own and the peer's replica it keeps, GEMINI's two), and that
+    /// capacity where the GPU's file states it.
+    pub host: Option<CheckpointHostMemory>,
 }
+
+/// The host memory an in-memory checkpoint takes per GPU, against what each GPU has.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CheckpointHostMemory {
+    /// Two copies of the largest rank's share.
+    pub per_gpu: Bytes,
+    /// The server's host memory over its GPUs; `None` where the GPU's file does not state it.
+    pub capacity: Option<Bytes>,
+}
+
+impl CheckpointHostMemory {
+    /// Whether the copies fit (an unstated capacity is not checked).
+    pub fn fits(&self) -> bool {
+        self.capacity.is_none_or(|capacity| self.per_gpu <= capacity)
+    }
+}
+
+/// Copies of each rank's share an in-memory checkpoint keeps: its own and one peer's replica.
+pub const HOST_MEMORY_CHECKPOINT_COPIES: f64 = 2.0;
 
 /// Where checkpoints are kept.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -104,7 +127,11 @@ pub fn checkpoint(run: &Run, mode: CheckpointMode, storage: Storage) -> Checkpoi
         _ => save,
     };
     let in_host_memory = storage == Storage::HostMemory;
-    Checkpoint { mode, in_host_memory, total, largest_share, blocking, save, load }
+    let host = in_host_memory.then(|| CheckpointHostMemory {
+        per_gpu: largest_share * HOST_MEMORY_CHECKPOINT_COPIES,
+        capacity: links.host_memory_per_gpu(),
+    });
+    Checkpoint { mode, in_host_memory, total, largest_share, blocking, save, load, host }
 }
 
 #[cfg(test)]
@@ -159,6 +186,15 @@ mod tests {
         let memory = checkpoint(&run, CheckpointMode::Async, Storage::HostMemory);
         assert!(memory.save.value() < 0.1 * ckpt.save.value(), "{:?}", memory.save);
         assert!(memory.load.value() < 0.1 * ckpt.load.value(), "{:?}", memory.load);
+        // Kept in memory, each host holds its ranks' shares and a peer's replica: two shares a
+        // GPU, against a DGX H100's 2 TB over 8 GPUs; on storage, no host memory.
+        let host = memory.host.unwrap();
+        assert_eq!(host.per_gpu, memory.largest_share * 2.0);
+        assert_eq!(host.capacity.unwrap().value(), 2e12 / 8.0);
+        assert!(host.fits());
+        let tight = CheckpointHostMemory { capacity: Some(host.per_gpu * 0.5), ..host };
+        assert!(!tight.fits());
+        assert_eq!(ckpt.host, None);
         // A slow node link bounds the save: 8 ranks' shares through 10 MB/s.
         let slow = Storage::Shared { write, read, per_node: Some(BytesPerSec::giga(0.01)) };
         let node_bound = checkpoint(&run, CheckpointMode::Sync, slow);

@@ -172,6 +172,29 @@ fn estimate_prices_the_whole_run_when_given_tokens() {
     assert!(json(&words("estimate --format json")).get("whole_run").is_none());
 }
 
+/// A checkpoint kept in the hosts' memory takes two shares a GPU (its own and a peer's
+/// replica), checked against the host memory each GPU of the server has.
+#[test]
+fn an_in_memory_checkpoint_is_checked_against_host_memory() {
+    let line = "estimate --train-tokens 1T --in-memory-checkpoints";
+    let value = json(&words(&format!("{line} --format json")));
+    let whole = &value["whole_run"];
+    let per_gpu = whole["checkpoint_host_gib_per_gpu"].as_f64().unwrap();
+    let share = whole["checkpoint_largest_share_bytes"].as_f64().unwrap();
+    assert!((per_gpu - 2.0 * share / (1u64 << 30) as f64).abs() < 1e-9, "{whole}");
+    assert_eq!(whole["checkpoint_fits_in_host_memory"], true, "{whole}");
+    let text = run(&words(&format!("{line} --host-memory 8GB")));
+    assert!(
+        text.stdout.contains(" GiB per GPU (its share and a peer's replica) of 0.93 GiB")
+            && text.stdout.contains("DOES NOT FIT"),
+        "{}",
+        text.stdout
+    );
+    // On storage the checkpoint takes no host memory.
+    let stored = json(&words("estimate --train-tokens 1T --format json"));
+    assert!(stored["whole_run"].get("checkpoint_host_gib_per_gpu").is_none());
+}
+
 #[test]
 fn simulate_draws_the_same_runs_from_the_same_seed() {
     let line = "simulate --train-tokens 2T --runs 200 --seed 3 --format json";
