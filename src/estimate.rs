@@ -54,14 +54,15 @@ pub struct Estimate {
 }
 
 impl Estimate {
-    /// Whether the worst stage fits in GPU memory: its allocated tensors, CUDA context and NCCL
-    /// buffers within the capacity ([`MemoryBreakdown::fit_need`]; the allocator's cache gives
-    /// way before an out-of-memory).
+    /// Whether the plan fits: the worst stage in GPU memory ([`Estimate::fits_on_gpu`]) and the
+    /// activations it offloads, if any, in the host memory each GPU has ([`HostMemory::fits`]).
     pub fn fits(&self) -> bool {
         self.fits_on_gpu() && self.host_memory.is_none_or(|host| host.fits())
     }
 
-    /// Whether the worst stage fits in GPU memory, leaving host memory aside.
+    /// Whether the worst stage fits in GPU memory: its allocated tensors, CUDA context and NCCL
+    /// buffers within the capacity ([`MemoryBreakdown::fit_need`]; the allocator's cache gives
+    /// way before an out-of-memory).
     pub fn fits_on_gpu(&self) -> bool {
         self.peak_memory.breakdown.fit_need() <= self.memory_capacity
     }
