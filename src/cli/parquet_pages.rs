@@ -1,9 +1,11 @@
 //! A Parquet column chunk's page headers checked before the parquet crate reads it: the chunk
 //! inside the file, every page header readable (Thrift's compact protocol), the bytes the pages
-//! decompress to within a budget, and a dictionary's values within its page, because the crate
-//! trusts all of these. It panics on a negative chunk offset and on a dictionary-encoded page
-//! without a dictionary, allocates a page's stated size (up to 2 GiB) before decompressing it,
-//! and a dictionary's stated count of values (up to 2^31) before decoding them, so that a
+//! decompress to within a budget, a dictionary's values within its page, and no page encoded
+//! BYTE_STREAM_SPLIT, because the crate trusts all of these. It panics on a negative chunk
+//! offset, on a dictionary-encoded page without a dictionary and on a BYTE_STREAM_SPLIT page whose
+//! bytes do not fill its values (`byte_stream_split_decoder.rs` in parquet 60.1.0, found by the
+//! `lengths_file` fuzz target), allocates a page's stated size (up to 2 GiB) before decompressing
+//! it, and a dictionary's stated count of values (up to 2^31) before decoding them, so that a
 //! corrupt file of a few bytes would abort meshplan or hold gigabytes.
 
 use parquet::file::metadata::ColumnChunkMetaData;
@@ -21,6 +23,9 @@ const DICTIONARY_PAGE: i64 = 2;
 const DATA_PAGE_V2: i64 = 3;
 const PLAIN_DICTIONARY: i64 = 2;
 const RLE_DICTIONARY: i64 = 8;
+/// The encoding that splits each value's bytes into streams (Parquet format 2.8 for floats, 2.11
+/// for integers); pandas, pyarrow, polars and DuckDB write integers without it by default.
+const BYTE_STREAM_SPLIT: i64 = 9;
 
 /// Checks the pages of one column chunk of `file` whose values are `width` bytes each, taking
 /// what they decompress to from `budget`.
@@ -73,6 +78,12 @@ pub fn check_chunk(
             {
                 return Err(format!(
                     "a dictionary-encoded page has no dictionary page before it (before byte {at})"
+                ));
+            }
+            DATA_PAGE | DATA_PAGE_V2 if header.encoding == Some(BYTE_STREAM_SPLIT) => {
+                return Err(format!(
+                    "a page is encoded BYTE_STREAM_SPLIT, which meshplan does not read (before \
+                     byte {at}); write the column with the default encoding"
                 ));
             }
             _ => {}

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use parquet::basic::Compression;
+use parquet::basic::{Compression, Encoding};
 use parquet::data_type::{DoubleType, Int64Type};
 use parquet::file::properties::WriterProperties;
 use parquet::file::writer::SerializedFileWriter;
@@ -154,4 +154,39 @@ fn a_bad_parquet_file_is_refused_naming_the_field() {
         assert!(stderr.contains("write the file again"), "{stderr}");
         assert!(!stderr.contains("panicked"), "{stderr}");
     }
+}
+
+/// A column encoded BYTE_STREAM_SPLIT is refused before the parquet crate decodes it: its decoder
+/// panics on a page whose bytes do not fill its values (the reproducer under
+/// `fuzz/regressions/lengths_file`), so no such page is read, valid or not.
+#[test]
+fn a_byte_stream_split_column_is_refused_before_it_is_decoded() {
+    let dir = tempfile::tempdir().unwrap();
+    let split = dir.path().join("split.parquet");
+    let schema = Arc::new(parse_message_type("message m { required int64 length; }").unwrap());
+    let properties = WriterProperties::builder()
+        .set_dictionary_enabled(false)
+        .set_encoding(Encoding::BYTE_STREAM_SPLIT)
+        .build();
+    let file = std::fs::File::create(&split).unwrap();
+    let mut writer = SerializedFileWriter::new(file, schema, Arc::new(properties)).unwrap();
+    let mut group = writer.next_row_group().unwrap();
+    let mut column = group.next_column().unwrap().unwrap();
+    column.typed::<Int64Type>().write_batch(&[1000, 2000], None, None).unwrap();
+    column.close().unwrap();
+    group.close().unwrap();
+    writer.close().unwrap();
+    let stderr = refusal(&split);
+    assert!(
+        stderr.contains("is encoded BYTE_STREAM_SPLIT, which meshplan does not read"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    // The fuzzer's file: one selector byte, then the Parquet bytes.
+    let reproducer = "fuzz/regressions/lengths_file/byte-stream-split-short-page";
+    let found = std::fs::read(crate::support::repo_path(reproducer)).unwrap();
+    let short = dir.path().join("short.parquet");
+    std::fs::write(&short, &found[1..]).unwrap();
+    let stderr = refusal(&short);
+    assert!(stderr.contains("BYTE_STREAM_SPLIT"), "{stderr}");
 }
