@@ -150,21 +150,29 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
     );
     if let Some(host) = &ckpt.host {
         let per_gpu = host.per_gpu.as_gib();
+        let offloaded = host.offloaded.as_gib();
+        let beside = if offloaded > 0.0 {
+            format!(", beside {offloaded:.2} GiB of offloaded activations")
+        } else {
+            String::new()
+        };
         let _ = match host.capacity {
             None => writeln!(
                 out,
                 "Checkpoint in host memory: {per_gpu:.2} GiB per GPU (its share and a peer's \
-                 replica; the GPU's file states no host memory: not checked, pass --host-memory)"
+                 replica{beside}; the GPU's file states no host memory: not checked, pass \
+                 --host-memory)"
             ),
             Some(capacity) => writeln!(
                 out,
                 "Checkpoint in host memory: {per_gpu:.2} GiB per GPU (its share and a peer's \
-                 replica) of {:.2} GiB (the server's, shared by its GPUs): {}",
+                 replica{beside}) of {:.2} GiB (the server's, shared by its GPUs): {}",
                 capacity.as_gib(),
                 if host.fits() {
                     "fits".to_owned()
                 } else {
-                    format!("DOES NOT FIT ({:.2} GiB over)", per_gpu - capacity.as_gib())
+                    let over = per_gpu + offloaded - capacity.as_gib();
+                    format!("DOES NOT FIT ({over:.2} GiB over)")
                 }
             ),
         };
@@ -230,7 +238,8 @@ pub struct WholeRunJson {
     /// Host memory an in-memory checkpoint takes per GPU (its share and a peer's replica).
     #[serde(skip_serializing_if = "Option::is_none")]
     checkpoint_host_gib_per_gpu: Option<f64>,
-    /// Whether that fits in the host memory each GPU has (null where not stated).
+    /// Whether that, with the activations the plan offloads to the same memory, fits in the
+    /// host memory each GPU has (null where not stated).
     #[serde(skip_serializing_if = "Option::is_none")]
     checkpoint_fits_in_host_memory: Option<bool>,
     gpu_hours: f64,

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cost::memory::{WEIGHT_BYTES_PER_PARAM, optimizer_bytes_per_param, stage_memory};
+use crate::cost::priced::PricedRun;
 use crate::hardware::LinkTier;
 use crate::run::Run;
 use crate::units::{Bytes, BytesPerSec, Seconds};
@@ -54,19 +55,23 @@ pub struct Checkpoint {
     pub host: Option<CheckpointHostMemory>,
 }
 
-/// The host memory an in-memory checkpoint takes per GPU, against what each GPU has.
+/// The host memory an in-memory checkpoint takes per GPU, beside the activations the plan
+/// offloads there, against what each GPU has.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct CheckpointHostMemory {
     /// Two copies of the largest rank's share.
     pub per_gpu: Bytes,
+    /// The activations the plan offloads to the same memory at its peak (zero without offload).
+    pub offloaded: Bytes,
     /// The server's host memory over its GPUs; `None` where the GPU's file does not state it.
     pub capacity: Option<Bytes>,
 }
 
 impl CheckpointHostMemory {
-    /// Whether the copies fit (an unstated capacity is not checked).
+    /// Whether the copies and the offloaded activations fit together (an unstated capacity is
+    /// not checked).
     pub fn fits(&self) -> bool {
-        self.capacity.is_none_or(|capacity| self.per_gpu <= capacity)
+        self.capacity.is_none_or(|capacity| self.per_gpu + self.offloaded <= capacity)
     }
 }
 
@@ -129,6 +134,7 @@ pub fn checkpoint(run: &Run, mode: CheckpointMode, storage: Storage) -> Checkpoi
     let in_host_memory = storage == Storage::HostMemory;
     let host = in_host_memory.then(|| CheckpointHostMemory {
         per_gpu: largest_share * HOST_MEMORY_CHECKPOINT_COPIES,
+        offloaded: PricedRun::new(run).host_offload_need(),
         capacity: links.host_memory_per_gpu(),
     });
     Checkpoint { mode, in_host_memory, total, largest_share, blocking, save, load, host }
@@ -192,8 +198,16 @@ mod tests {
         assert_eq!(host.per_gpu, memory.largest_share * 2.0);
         assert_eq!(host.capacity.unwrap().value(), 2e12 / 8.0);
         assert!(host.fits());
+        assert_eq!(host.offloaded, Bytes::ZERO);
         let tight = CheckpointHostMemory { capacity: Some(host.per_gpu * 0.5), ..host };
         assert!(!tight.fits());
+        // Activations offloaded to the same memory count against it too.
+        let shared = CheckpointHostMemory {
+            offloaded: host.per_gpu,
+            capacity: Some(host.per_gpu * 1.5),
+            ..host
+        };
+        assert!(!shared.fits());
         assert_eq!(ckpt.host, None);
         // A slow node link bounds the save: 8 ranks' shares through 10 MB/s.
         let slow = Storage::Shared { write, read, per_node: Some(BytesPerSec::giga(0.01)) };

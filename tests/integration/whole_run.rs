@@ -190,6 +190,18 @@ fn an_in_memory_checkpoint_is_checked_against_host_memory() {
         "{}",
         text.stdout
     );
+    // Activations offloaded to the same memory count with it: the 8B checkpoint's 13.1 GiB a GPU
+    // fits in 20 GiB alone, not beside 12.8 GiB of offloaded activations.
+    let offload = "estimate --model llama3.1-8b --gpus 16 --seq-len 65536 --global-batch 16 \
+                   --tp 4 --cp 4 --zero 1 --offload-activation-layers 24 --train-tokens 1T \
+                   --in-memory-checkpoints --host-memory 172GB";
+    let text = run(&words(offload));
+    assert!(
+        text.stdout.contains("GiB of offloaded activations) of 20.02 GiB")
+            && text.stdout.contains("DOES NOT FIT"),
+        "{}",
+        text.stdout
+    );
     // On storage the checkpoint takes no host memory.
     let stored = json(&words("estimate --train-tokens 1T --format json"));
     assert!(stored["whole_run"].get("checkpoint_host_gib_per_gpu").is_none());
