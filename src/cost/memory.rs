@@ -276,6 +276,38 @@ pub fn stage_memory(run: &Run) -> Vec<StageMemory> {
         .collect()
 }
 
+/// Host memory one GPU's offloaded activations take at the plan's peak (zero without offload),
+/// without the op tables a priced run builds ([`stage_memory`]'s way): see
+/// [`host_offload_peak`].
+pub fn host_offload_need(run: &Run) -> Bytes {
+    if run.plan().offload_activation_layers() == 0 {
+        return Bytes::ZERO;
+    }
+    let table = repacked_token_peaks(run, run.plan().balance_window());
+    let peaks = table.as_ref().and_then(|t| t.get()).map(Vec::as_slice);
+    host_offload_peak(run, &ActivationBytes::new(run), stage_segments(run), peaks)
+}
+
+/// Host memory one GPU's offloaded activations take at the plan's peak: each stage's offloaded
+/// activations per micro-batch (of `segments`, the stages in order) times
+/// the micro-batches it holds at once, at the token peaks of `peaks`
+/// ([`TokenPeaks::from_table`]), as [`stage_allocated`] counts the activations it keeps.
+pub fn host_offload_peak(
+    run: &Run,
+    activations: &ActivationBytes,
+    segments: impl IntoIterator<Item = Segment>,
+    peaks: Option<&[f64]>,
+) -> Bytes {
+    segments
+        .into_iter()
+        .zip(0..)
+        .map(|(segment, stage)| {
+            let tokens = TokenPeaks::from_table(run, peaks, stage);
+            activations.offloaded(&segment) * (in_flight_microbatches(run, stage) * tokens.held)
+        })
+        .fold(Bytes::ZERO, Bytes::max)
+}
+
 /// The tokens of the micro-batches a stage holds at once, and of the largest one, over as many
 /// full micro-batches (`mbs x seq_len` tokens each): 1 unless documents are re-packed, whose
 /// micro-batches carry unequal tokens (`crate::cost::repacking::repacked_token_peak`).

@@ -16,7 +16,7 @@ use crate::cost::breakdown::{MemoryBreakdown, StageMemory};
 use crate::cost::hybrid_cp::{HybridCpStep, hybrid_cp_step};
 use crate::cost::imbalance::{DataImbalance, data_imbalance};
 use crate::cost::memory::{
-    ActivationBytes, LayerParams, Params, TokenPeaks, in_flight_microbatches, model_state_memory,
+    ActivationBytes, LayerParams, Params, TokenPeaks, host_offload_peak, model_state_memory,
     segment_params_with, stage_allocated, stage_peak,
 };
 use crate::cost::repacking::repacked_token_peaks;
@@ -476,23 +476,15 @@ impl<'a> PricedRun<'a> {
     }
 
     /// Host memory one GPU's offloaded activations take at the plan's peak (zero without
-    /// offload): each stage's offloaded activations per micro-batch times the micro-batches it
-    /// holds at once, as [`stage_allocated`] counts the activations it keeps.
+    /// offload): [`host_offload_peak`] over the priced stages and their cached token peaks.
     pub fn host_offload_need(&self) -> Bytes {
         if self.run.plan().offload_activation_layers() == 0 {
             return Bytes::ZERO;
         }
         let slot = self.token_peaks(self.run.plan().balance_window());
         let peaks = slot.get().and_then(Option::as_deref);
-        self.stages()
-            .iter()
-            .zip(0..)
-            .map(|(priced, stage)| {
-                let tokens = TokenPeaks::from_table(self.run, peaks, stage);
-                let held = in_flight_microbatches(self.run, stage) * tokens.held;
-                self.activations().offloaded(&priced.segment) * held
-            })
-            .fold(Bytes::ZERO, Bytes::max)
+        let segments = self.stages().iter().map(|priced| priced.segment);
+        host_offload_peak(self.run, self.activations(), segments, peaks)
     }
 
     fn fit_need_with_peaks(&self, peaks: Option<&[f64]>) -> Bytes {

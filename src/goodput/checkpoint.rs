@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cost::memory::{WEIGHT_BYTES_PER_PARAM, optimizer_bytes_per_param, stage_memory};
-use crate::cost::priced::PricedRun;
+use crate::cost::memory::{
+    WEIGHT_BYTES_PER_PARAM, host_offload_need, optimizer_bytes_per_param, stage_memory,
+};
 use crate::hardware::LinkTier;
 use crate::run::Run;
 use crate::units::{Bytes, BytesPerSec, Seconds};
@@ -134,7 +135,7 @@ pub fn checkpoint(run: &Run, mode: CheckpointMode, storage: Storage) -> Checkpoi
     let in_host_memory = storage == Storage::HostMemory;
     let host = in_host_memory.then(|| CheckpointHostMemory {
         per_gpu: largest_share * HOST_MEMORY_CHECKPOINT_COPIES,
-        offloaded: PricedRun::new(run).host_offload_need(),
+        offloaded: host_offload_need(run),
         capacity: links.host_memory_per_gpu(),
     });
     Checkpoint { mode, in_host_memory, total, largest_share, blocking, save, load, host }
