@@ -10,6 +10,7 @@ use crate::Estimate;
 use crate::estimate::{HostMemory, MemoryBreakdown, StageMemory, TimeBreakdown, TimeSource};
 use crate::plan::{Plan, RecomputeKind, Sharding};
 use crate::search::fit::FitSuggestion;
+use crate::units::Bytes;
 use crate::validate::{CalibrationReport, GroupSummary, ValidationReport};
 
 use super::inputs::Inputs;
@@ -89,16 +90,22 @@ fn host_memory_line(host: &HostMemory) -> String {
         None => format!(
             "Host memory: offloaded activations {offloaded:.2} GiB per GPU (the GPU's file states no host memory: not checked; pass --host-memory)"
         ),
-        Some(capacity) if host.fits() => format!(
-            "Host memory: offloaded activations {offloaded:.2} GiB per GPU of {:.2} GiB (the server's, shared by its GPUs): fits",
-            capacity.as_gib()
-        ),
         Some(capacity) => format!(
-            "Host memory: offloaded activations {offloaded:.2} GiB per GPU of {:.2} GiB (the server's, shared by its GPUs): DOES NOT FIT ({:.2} GiB over)",
-            capacity.as_gib(),
-            offloaded - capacity.as_gib()
+            "Host memory: offloaded activations {offloaded:.2} GiB per GPU {}",
+            host_capacity_verdict(host.offloaded, capacity)
         ),
     }
+}
+
+/// What `need` bytes of host memory per GPU leave of each GPU's share of the server's, `capacity`:
+/// `of C GiB (the server's, shared by its GPUs): fits`, or `...: DOES NOT FIT (X GiB over)`.
+pub(super) fn host_capacity_verdict(need: Bytes, capacity: Bytes) -> String {
+    let verdict = if need <= capacity {
+        "fits".to_owned()
+    } else {
+        format!("DOES NOT FIT ({:.2} GiB over)", need.as_gib() - capacity.as_gib())
+    };
+    format!("of {:.2} GiB (the server's, shared by its GPUs): {verdict}", capacity.as_gib())
 }
 
 /// A step-time breakdown as a table: each part in ms and % of the step, and the total.

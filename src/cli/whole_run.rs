@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::CliError;
 use super::args::WholeRunArgs;
-use super::render::{align_numbers, table};
+use super::render::{self, align_numbers, table};
 
 impl WholeRunArgs {
     /// The flags as a spec.
@@ -166,14 +166,8 @@ pub fn text(outlook: &RunOutlook, drawn: Option<&MonteCarlo>) -> String {
             Some(capacity) => writeln!(
                 out,
                 "Checkpoint in host memory: {per_gpu:.2} GiB per GPU (its share and a peer's \
-                 replica{beside}) of {:.2} GiB (the server's, shared by its GPUs): {}",
-                capacity.as_gib(),
-                if host.fits() {
-                    "fits".to_owned()
-                } else {
-                    let over = per_gpu + offloaded - capacity.as_gib();
-                    format!("DOES NOT FIT ({over:.2} GiB over)")
-                }
+                 replica{beside}) {}",
+                render::host_capacity_verdict(host.per_gpu + host.offloaded, capacity)
             ),
         };
     }

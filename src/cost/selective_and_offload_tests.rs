@@ -37,7 +37,13 @@ fn llama70b_gb200(offload: i64, gpu: &str) -> Run {
         offload_activation_layers: Some(offload),
         ..PlanSpec::default()
     };
-    let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, 2, plan);
+    llama70b(gpu, 2, plan)
+}
+
+/// Llama 3.1 70B in BF16 on 64 `gpu`s, 8K tokens, 128 sequences a step in micro-batches of
+/// `micro_batch`, under `plan`.
+fn llama70b(gpu: &str, micro_batch: i64, plan: PlanSpec) -> Run {
+    let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, micro_batch, plan);
     spec.cluster = ClusterSpec { gpu: presets::gpu(gpu).unwrap(), num_gpus: 64 };
     spec.training.precision = Some(Precision::Bf16);
     Run::from_spec(&spec).unwrap()
@@ -142,10 +148,7 @@ fn recompute_and_offload_split_the_layers_between_them() {
             offload_activation_layers: Some(offloaded),
             ..PlanSpec::default()
         };
-        let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, 2, plan);
-        spec.cluster = ClusterSpec { gpu: presets::gpu("gb200").unwrap(), num_gpus: 64 };
-        spec.training.precision = Some(Precision::Bf16);
-        Run::from_spec(&spec).unwrap()
+        llama70b("gb200", 2, plan)
     };
     let layer = layer_activation_bytes(&llama70b_gb200(0, "gb200"), true);
     let bytes = |run: &Run| {
@@ -229,7 +232,7 @@ fn a_gpu_without_a_host_link_cannot_offload() {
 
 #[test]
 fn host_memory_holds_each_stage_s_offloaded_layers_for_every_micro_batch_in_flight() {
-    use crate::cost::memory::in_flight_microbatches;
+    use crate::cost::memory::{host_offload_need, in_flight_microbatches};
     use crate::cost::priced::PricedRun;
     // Llama 3.1 70B on 64 GB200, pp 4: stage 0 holds 4 micro-batches under 1F1B, each with 10 of
     // its 20 layers' activations in host memory.
@@ -239,10 +242,7 @@ fn host_memory_holds_each_stage_s_offloaded_layers_for_every_micro_batch_in_flig
             offload_activation_layers: Some(offloaded),
             ..PlanSpec::default()
         };
-        let mut spec = test_spec("llama3.1-70b", 64, 8192, 128, 1, plan);
-        spec.cluster = ClusterSpec { gpu: presets::gpu("gb200").unwrap(), num_gpus: 64 };
-        spec.training.precision = Some(Precision::Bf16);
-        Run::from_spec(&spec).unwrap()
+        llama70b("gb200", 1, plan)
     };
     let offloading = run(10);
     let per_microbatch =
@@ -251,7 +251,10 @@ fn host_memory_holds_each_stage_s_offloaded_layers_for_every_micro_batch_in_flig
     let need = PricedRun::new(&offloading).host_offload_need();
     assert_eq!(need, per_microbatch * 4.0);
     assert!(need > Bytes::ZERO);
+    // Without the op tables (the whole run's checkpoint check), the same figure.
+    assert_eq!(host_offload_need(&offloading), need);
     assert_eq!(PricedRun::new(&run(0)).host_offload_need(), Bytes::ZERO);
+    assert_eq!(host_offload_need(&run(0)), Bytes::ZERO);
     // A GB200 compute tray's 960 GB over its 4 GPUs.
     let per_gpu = offloading.cluster().interconnect().host_memory_per_gpu().unwrap();
     assert!((per_gpu.value() - 240e9).abs() < 1.0, "{per_gpu:?}");

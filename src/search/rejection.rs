@@ -55,14 +55,15 @@ pub enum MemoryCheck {
     HostMemory,
 }
 
-/// A candidate's memory over the GPU's capacity minus the headroom.
+/// A candidate's memory over the GPU's capacity minus the headroom, or (a
+/// [`MemoryCheck::HostMemory`] check) its offloaded activations over each GPU's host memory.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OverMemory {
     /// The candidate's plan label.
     pub plan: String,
     /// The memory it needs (bytes).
     pub needed: Bytes,
-    /// The memory a plan may use: capacity minus the headroom (bytes).
+    /// The memory a plan may use: capacity minus the headroom, or each GPU's host memory (bytes).
     pub available: Bytes,
     /// Which figure was checked.
     pub check: MemoryCheck,
