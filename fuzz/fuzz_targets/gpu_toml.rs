@@ -2,7 +2,8 @@
 //! `Cluster::from_spec` (at a few GPU counts); asserts no panic, and for a GPU that validates that
 //! memory, bandwidth and every peak are finite and positive, every efficiency a fraction in
 //! (0, 1] and every MXFP8 attention ratio a speed in (0, 4], and for a cluster that its link
-//! bandwidths are finite and positive and latencies finite and non-negative.
+//! bandwidths and any host memory per GPU are finite and positive and latencies finite and
+//! non-negative.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -64,6 +65,9 @@ fuzz_target!(|data: &[u8]| {
             positive("link bandwidth", links.bandwidth(tier).value());
             let latency = links.latency(tier).value();
             assert!(latency.is_finite() && latency >= 0.0, "latency {latency}");
+        }
+        if let Some(host) = links.host_memory_per_gpu() {
+            positive("host memory per GPU", host.value());
         }
     }
 });
