@@ -19,7 +19,7 @@ use super::measured::{FlopShape, measured};
 use super::recipe_use::RecipeUse;
 use super::row::{CalibrationRow, count, positive};
 use super::row_precision::precision;
-use super::row_settings::{experts_plan, recompute, sharding, stated_recompute};
+use super::row_settings::{experts_plan, recompute, sharding, stated_fsdp, stated_recompute};
 use super::stated_kernel::stated_attention;
 use super::structure;
 use crate::estimate::estimate_simulated_with;
@@ -291,6 +291,7 @@ pub(super) fn map_row(
     let layers_per_stage = layers.div_ceil(pp);
     let mut recipe =
         RecipeUse::find(stack, &row.model, gpu_name, precision, num_gpus, layers_per_stage);
+    recipe.check_sharding(stated_fsdp(row));
     sharding(row, defaults, dp, &mut plan, &mut assumptions, &mut recipe);
     let from_recipe = stated_recompute(row).is_none() && recipe.recompute(&model, &mut plan);
     let least_recompute = !from_recipe && recompute(row, defaults, &mut plan, &mut assumptions);

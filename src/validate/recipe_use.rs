@@ -4,7 +4,8 @@
 //!
 //! A recipe whose layer counts do not fit the row's stated pipeline (more offloaded or
 //! recomputed layers than a rank holds) is not the one the row ran: nothing is taken from it, and
-//! the assumption says so. A recompute module of a part the mapped model lacks is left out.
+//! the assumption says so. So is a recipe that runs Megatron-FSDP where the row states other
+//! sharding, or the other way round. A recompute module of a part the mapped model lacks is left out.
 
 use super::row::CalibrationRow;
 use crate::model::ModelSpec;
@@ -56,6 +57,26 @@ impl<'a> RecipeUse<'a> {
             ruled_out,
             dropped: Vec::new(),
         }
+    }
+
+    /// Rules the recipe out where the row states its data-parallel sharding and the recipe runs the
+    /// other one (`row_fsdp`: whether the row states Megatron-FSDP, `None` where it states
+    /// nothing): the published run then used another configuration than the recipe, so none of
+    /// the recipe's settings describe it.
+    pub(super) fn check_sharding(&mut self, row_fsdp: Option<bool>) {
+        let (Some(recipe), Some(row_fsdp)) = (self.recipe, row_fsdp) else { return };
+        let recipe_fsdp = recipe.settings().fsdp.unwrap_or(false);
+        if self.ruled_out.is_some() || recipe_fsdp == row_fsdp {
+            return;
+        }
+        let (row, ran) = if row_fsdp {
+            ("Megatron-FSDP", "does not run it")
+        } else {
+            ("no Megatron-FSDP", "runs Megatron-FSDP")
+        };
+        self.ruled_out = Some(format!(
+            "not used: the row states {row} and the recipe {ran}, so the row ran another configuration"
+        ));
     }
 
     /// The recipe, unless the row's layout rules it out.
@@ -321,5 +342,29 @@ mod tests {
         assert!(fp8 && text.contains("FP8 dot-product attention"), "{text}");
         let (fp8, text) = find("LLAMA3_70B");
         assert!(!fp8 && !text.contains("FP8 dot-product attention"), "{text}");
+    }
+
+    #[test]
+    fn a_recipe_is_not_used_where_the_row_states_the_other_sharding() {
+        // Megatron-Bridge v0.2.0 (NeMo 25.11): Llama 3 8B on H100 in FP8 with current scaling
+        // runs without Megatron-FSDP and recomputes 5 layers; a row that states Megatron-FSDP ran
+        // another configuration.
+        let stack = presets::stack("nemo-25.11").unwrap();
+        let find = |row_fsdp: Option<bool>| {
+            let mut recipe =
+                RecipeUse::find(&stack, "LLAMA3_8B", "h100-sxm", Precision::Fp8Current, 8, 32);
+            recipe.check_sharding(row_fsdp);
+            let mut plan = crate::plan::PlanSpec::default();
+            let model = presets::model("llama3-8b").unwrap();
+            let taken = recipe.recompute(&model, &mut plan);
+            (taken, recipe.assumption(stack.id(), "h100-sxm", Precision::Fp8Current))
+        };
+        let (taken, text) = find(Some(true));
+        assert!(!taken, "{text:?}");
+        assert!(text.unwrap().contains("the row states Megatron-FSDP"));
+        for stated in [None, Some(false)] {
+            let (taken, text) = find(stated);
+            assert!(taken && text.unwrap().contains("full recompute of 5 layers"));
+        }
     }
 }

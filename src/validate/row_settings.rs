@@ -61,6 +61,17 @@ pub(super) fn sharding(
     }
 }
 
+/// Whether a row's `zero_or_fsdp` states Megatron-FSDP or PyTorch FSDP (`Some(true)`), another
+/// sharding (`Some(false)`), or nothing (`None`: blank or "not stated").
+pub(super) fn stated_fsdp(row: &CalibrationRow) -> Option<bool> {
+    let text = row.zero_or_fsdp.trim().to_ascii_lowercase();
+    if text.is_empty() || text.starts_with("not stated") {
+        None
+    } else {
+        Some(text.contains("fsdp") && !text.contains("fsdp=0"))
+    }
+}
+
 /// The recompute a row's `activation_recompute` states, if it states one.
 pub(super) fn stated_recompute(row: &CalibrationRow) -> Option<RecomputeKind> {
     let text = row.activation_recompute.to_ascii_lowercase();
