@@ -404,7 +404,9 @@ pub fn fit_text(suggestions: &[FitSuggestion], fits: bool) -> String {
         ]);
     }
     align_numbers(&mut out, 1);
-    format!("\nChanges that make it fit, one group of options at a time, fastest first:\n\n{out}\n")
+    format!(
+        "\nChanges that make it fit, one group of options at a time (sharding and recompute also together), fastest first:\n\n{out}\n"
+    )
 }
 
 #[derive(Serialize)]

@@ -1,6 +1,7 @@
 //! What makes a plan that does not fit fit: one search per group of plan options (recompute,
-//! sharding, micro-batch, tp, pipeline, cp, experts) with that group freed and everything else
-//! pinned to the plan's resolved values, each giving its fastest plan that fits as the flags to add.
+//! sharding, both together, micro-batch, tp, pipeline, cp, experts) with that group freed and
+//! everything else pinned to the plan's resolved values, each giving its fastest plan that fits as
+//! the flags to add.
 
 use super::{Constraints, RankedPlan, SearchError, SearchSpec, search};
 use crate::plan::PlanSpec;
@@ -17,28 +18,34 @@ pub struct FitSuggestion {
     pub plan: RankedPlan,
 }
 
+/// `plan` with its recompute cleared.
+fn free_recompute(plan: &PlanSpec) -> PlanSpec {
+    PlanSpec { recompute: None, recompute_num_layers: None, ..plan.clone() }
+}
+
+/// `plan` with its data-parallel sharding cleared.
+fn free_sharding(plan: &PlanSpec) -> PlanSpec {
+    PlanSpec {
+        zero: None,
+        fsdp: None,
+        fsdp_mode: None,
+        hybrid_shard: None,
+        fsdp_reshard_after_forward: None,
+        ..plan.clone()
+    }
+}
+
 /// The option groups freed one at a time: the group's name, whether the micro-batch is free, and
 /// the plan with the group's options (and those that follow from them, such as dp) cleared.
-fn groups(plan: &PlanSpec) -> [(&'static str, bool, PlanSpec); 7] {
+/// Sharding and recompute are also freed together: the two memory savings that leave the layout
+/// as it is, which a run often needs both of (a data-parallel-only plan of an 8B model on 8 GPUs
+/// under DeepSpeed fits with ZeRO-3 and recompute, and with neither alone).
+fn groups(plan: &PlanSpec) -> [(&'static str, bool, PlanSpec); 8] {
     let clear_dp = PlanSpec { dp: None, ..plan.clone() };
     [
-        (
-            "recompute",
-            false,
-            PlanSpec { recompute: None, recompute_num_layers: None, ..plan.clone() },
-        ),
-        (
-            "sharding",
-            false,
-            PlanSpec {
-                zero: None,
-                fsdp: None,
-                fsdp_mode: None,
-                hybrid_shard: None,
-                fsdp_reshard_after_forward: None,
-                ..plan.clone()
-            },
-        ),
+        ("recompute", false, free_recompute(plan)),
+        ("sharding", false, free_sharding(plan)),
+        ("sharding and recompute", false, free_recompute(&free_sharding(plan))),
         ("micro-batch", true, plan.clone()),
         ("tp", false, PlanSpec { tp: None, sequence_parallel: None, ..clear_dp.clone() }),
         (
@@ -110,5 +117,23 @@ mod tests {
         assert!(groups.contains(&"recompute") && groups.contains(&"sharding"), "{groups:?}");
         let recompute = found.iter().find(|s| s.group == "recompute").unwrap();
         assert!(recompute.flags[0].starts_with("--recompute "), "{:?}", recompute.flags);
+    }
+
+    #[test]
+    fn sharding_and_recompute_are_also_freed_together() {
+        // Llama 3 8B at seq 8192 on 8 GPUs under DeepSpeed (ZeRO-0 by its defaults): neither
+        // ZeRO alone nor recompute alone makes the data-parallel plan fit; both together do.
+        let plan = PlanSpec { engine: Some(crate::plan::Engine::Deepspeed), ..PlanSpec::default() };
+        let base = crate::run::test_spec("llama3-8b", 8, 8192, 128, 1, plan);
+        let run = Run::from_spec(&base).unwrap();
+        assert!(!crate::estimate::closed_form(&run).fits());
+        let found = fit_suggestions(&base, &run).unwrap();
+        let groups: Vec<&str> = found.iter().map(|s| s.group).collect();
+        assert!(!groups.contains(&"recompute") && !groups.contains(&"sharding"), "{groups:?}");
+        let both = found.iter().find(|s| s.group == "sharding and recompute").unwrap();
+        assert!(both.plan.estimate.fits());
+        assert!(both.flags.iter().any(|f| f.starts_with("--recompute ")), "{:?}", both.flags);
+        assert!(both.flags.iter().any(|f| f.starts_with("--zero ")), "{:?}", both.flags);
+        assert_eq!(both.plan.run.plan().tp() * both.plan.run.plan().pp(), 1);
     }
 }
