@@ -12,6 +12,8 @@
 use crate::run::Run;
 
 use super::refusal::Refusal;
+#[cfg(test)]
+use super::refusal::{MODEL_FLAGS, is_model_flag};
 
 /// Each flag the exporter writes, with the minor release of Megatron-Core that first defines it,
 /// in byte order of the flag (looked up by binary search; a test keeps the order).
@@ -195,6 +197,18 @@ pub fn for_release(run: &Run, arguments: Vec<String>, minor: u32) -> (Vec<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_model_flags_are_sorted_and_in_the_release_tables() {
+        assert!(MODEL_FLAGS.windows(2).all(|pair| pair[0] < pair[1]));
+        for flag in MODEL_FLAGS {
+            let listed = FLAG_SINCE.iter().chain(VALUE_SINCE).any(|(name, _)| name == flag);
+            assert!(listed, "{flag}");
+            assert!(is_model_flag(flag));
+        }
+        assert!(!is_model_flag("--tensor-model-parallel-size"));
+        assert!(!is_model_flag("--position-embedding-type"));
+    }
 
     #[test]
     fn the_table_lists_each_flag_once_and_within_the_releases_read() {

@@ -10,6 +10,48 @@ use crate::plan::{AdamMoments, CpComm, PipelineSchedule, Precision, RecomputeKin
 
 use super::Engine;
 
+/// The flags (and flag values) the exporter writes from the model alone, whatever the plan: its
+/// attention, MLP, normalization, embedding, expert and multi-token-prediction structure. A
+/// release that lacks one of them runs no plan of the model. In byte order (a test keeps it).
+pub const MODEL_FLAGS: &[&str] = &[
+    "--disable-bias-linear",
+    "--group-query-attention",
+    "--hybrid-override-pattern",
+    "--kv-lora-rank",
+    "--mamba-head-dim",
+    "--mamba-num-groups",
+    "--mamba-num-heads",
+    "--mamba-state-dim",
+    "--moe-ffn-hidden-size",
+    "--moe-grouped-gemm",
+    "--moe-latent-size",
+    "--moe-layer-freq",
+    "--moe-router-load-balancing-type",
+    "--moe-router-topk",
+    "--moe-shared-expert-intermediate-size",
+    "--mtp-hybrid-override-pattern",
+    "--mtp-num-layers",
+    "--mtp-use-repeated-layer",
+    "--multi-latent-attention",
+    "--normalization",
+    "--num-experts",
+    "--num-query-groups",
+    "--position-embedding-type none",
+    "--q-lora-rank",
+    "--qk-head-dim",
+    "--qk-pos-emb-head-dim",
+    "--squared-relu",
+    "--swiglu",
+    "--untie-embeddings-and-output-weights",
+    "--v-head-dim",
+];
+
+/// Whether `flag` (a name of `megatron_release`'s release tables) is written from the model
+/// alone ([`MODEL_FLAGS`]).
+pub fn is_model_flag(flag: &str) -> bool {
+    MODEL_FLAGS.binary_search(&flag).is_ok()
+}
+
 /// Which expert-tensor-parallel sizes an engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExpertTensorParallel {
@@ -223,15 +265,18 @@ fn sharding_flag(sharding: Sharding) -> &'static str {
 
 impl Refusal {
     /// Whether it refuses the model itself, whatever the plan: layer kinds the engine does not
-    /// build.
+    /// build, or a flag of the model's structure that the stack's release lacks.
     pub fn concerns_model(&self) -> bool {
-        matches!(
-            self,
-            Refusal::LightningAttentionLayers
-                | Refusal::ParallelHybridLayers
-                | Refusal::Mamba1Layers
-                | Refusal::HybridLayers { .. }
-        )
+        match self {
+            Refusal::FlagNotInRelease { flag, .. } => is_model_flag(flag),
+            _ => matches!(
+                self,
+                Refusal::LightningAttentionLayers
+                    | Refusal::ParallelHybridLayers
+                    | Refusal::Mamba1Layers
+                    | Refusal::HybridLayers { .. }
+            ),
+        }
     }
 
     /// Whether it is meshplan's writer that refuses, not the engine, which runs the plan: the
@@ -265,10 +310,17 @@ impl fmt::Display for Refusal {
                 f,
                 "the stack runs Megatron-Core 0.{release}, and meshplan does not know which release first has `{flag}`; pick a stack of a newer release with --stack"
             ),
-            Refusal::FlagNotInRelease { flag, since: Some(since), release } => write!(
-                f,
-                "the stack runs Megatron-Core 0.{release}, whose arguments have no `{flag}` (core_v0.{since}.0 added it); pick a stack of 0.{since} or later with --stack, or a plan without it"
-            ),
+            Refusal::FlagNotInRelease { flag, since: Some(since), release } => {
+                let or = if self.concerns_model() {
+                    "; the model needs it whatever the plan"
+                } else {
+                    ", or a plan without it"
+                };
+                write!(
+                    f,
+                    "the stack runs Megatron-Core 0.{release}, whose arguments have no `{flag}` (core_v0.{since}.0 added it); pick a stack of 0.{since} or later with --stack{or}"
+                )
+            }
             Refusal::LinearAttentionLayers => f.write_str(
                 "meshplan does not write the flags of gated DeltaNet (G) layers yet; price the plan with estimate or search, and write those flags by hand",
             ),

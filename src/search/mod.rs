@@ -1,6 +1,10 @@
 //! The plan search: the best plans for a model, cluster, batch and precision over the whole space
 //! of `space.rs`, with every rejected candidate counted by reason.
 //!
+//! A target engine that refuses the model itself (layer kinds it does not build, or a flag of the
+//! model's structure its release lacks) refuses every candidate alike: that is read once and the
+//! space is counted as rejected for it, with nothing priced.
+//!
 //! Fast path: every candidate is validated and priced with the closed form in parallel (rayon);
 //! candidates that do not divide, do not fit (closed-form peak memory over capacity minus the
 //! headroom) or that the target engine cannot run are rejected. The best closed forms are
@@ -609,6 +613,60 @@ impl Simulating<'_> {
     }
 }
 
+/// The target engine's refusals of the model itself ([`crate::export::Refusal::concerns_model`]):
+/// they refuse every plan alike, so the search need not price any. Read once from the model on
+/// one GPU with the engine's and stack's defaults (what the model needs does not depend on the
+/// plan, the cluster or the data). `None` when the engine is free, that run is not valid, or
+/// nothing about the model is refused.
+fn model_refusal(spec: &SearchSpec, template: &Template) -> Option<crate::export::Unsupported> {
+    let engine = spec.engine?;
+    let base = RunSpec {
+        model: spec.base.model.clone(),
+        cluster: crate::hardware::ClusterSpec { num_gpus: 1, ..spec.base.cluster.clone() },
+        training: crate::plan::TrainingSpec {
+            global_batch: 1,
+            micro_batch: Some(1),
+            ..spec.base.training
+        },
+        plan: PlanSpec {
+            engine: Some(engine),
+            stack: template.plan.stack.clone(),
+            ..PlanSpec::default()
+        },
+        data: None,
+    };
+    let run = Run::from_spec(&base).ok()?;
+    let unsupported = crate::export::check(engine, &run).err()?;
+    let refusals: Vec<_> =
+        unsupported.refusals.into_iter().filter(|refusal| refusal.concerns_model()).collect();
+    (!refusals.is_empty()).then_some(crate::export::Unsupported { engine, refusals })
+}
+
+/// The report of a search whose engine refuses the model: every candidate of `blocks` rejected
+/// for it, none priced.
+fn refused_report(
+    blocks: Vec<Block>,
+    refused: crate::export::Unsupported,
+    progress: &(dyn Fn(usize, usize) + Sync),
+) -> SearchReport {
+    let considered: usize = blocks.iter().map(Block::len).sum();
+    let mut rejections = Rejections::default();
+    rejections.add_many(RejectionKind::UnsupportedByEngine, considered, || {
+        Rejection::UnsupportedByEngine(refused)
+    });
+    progress(considered, considered);
+    SearchReport {
+        considered,
+        priced: 0,
+        simulated: 0,
+        pruned: 0,
+        plans: Vec::new(),
+        rejections,
+        points: Vec::new(),
+        blocks,
+    }
+}
+
 /// Searches the space: the fast path described in the module documentation.
 pub fn search(
     spec: &SearchSpec,
@@ -617,6 +675,9 @@ pub fn search(
     let shape = shape(spec)?;
     let template = template(spec);
     let blocks = space_blocks(spec, &shape)?;
+    if let Some(refused) = model_refusal(spec, &template) {
+        return Ok(refused_report(blocks, refused, progress));
+    }
     let (kept, rejections) = price_all(spec, &template, &blocks, true, progress);
     let priced = kept.iter().map(Vec::len).sum();
     let mut state = Simulating {

@@ -169,6 +169,26 @@ fn a_model_no_engine_builds_has_no_plan_for_an_engine_and_plans_for_any() {
 }
 
 #[test]
+fn a_release_that_lacks_a_flag_of_the_model_refuses_every_candidate_without_pricing_one() {
+    // DeepSeek-V3's multi-latent attention needs `--multi-latent-attention` (core_v0.10.0 on):
+    // under Megatron-Core 0.8 no plan runs, and the search says so for the whole space.
+    let mut old = spec(64, Some(Engine::Megatron));
+    old.base.model = presets::model("deepseek-v3").unwrap();
+    old.base.plan.stack = Some("megatron-core-0.8-0.11".to_owned());
+    let report = search(&old, &|_, _| {}).unwrap();
+    assert!(report.plans.is_empty() && report.priced == 0 && report.considered > 0);
+    let (count, _) = &report.rejections.counts[&RejectionKind::UnsupportedByEngine];
+    assert_eq!((*count, report.rejections.counts.len()), (report.considered, 1));
+    let refused = report.model_refused().unwrap();
+    assert!(refused.contains("--multi-latent-attention") && refused.contains("whatever the plan"));
+    // A release that has the flag looks at each plan (on 64 GPUs none fits in memory).
+    old.base.plan.stack = Some("megatron-core-0.14-plus".to_owned());
+    let report = search(&old, &|_, _| {}).unwrap();
+    assert!(report.model_refused().is_none());
+    assert!(report.rejections.counts.contains_key(&RejectionKind::DoesNotFit));
+}
+
+#[test]
 fn points_hold_every_fitting_candidate_and_none_beats_the_best_plan() {
     let spec = spec(16, None);
     let report = search(&spec, &|_, _| {}).unwrap();
