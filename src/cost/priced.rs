@@ -482,7 +482,19 @@ impl<'a> PricedRun<'a> {
             return Bytes::ZERO;
         }
         let slot = self.token_peaks(self.run.plan().balance_window());
-        let peaks = slot.get().and_then(Option::as_deref);
+        self.host_offload_with_peaks(slot.get().and_then(Option::as_deref))
+    }
+
+    /// [`Self::host_offload_need`] were the documents re-packed over a window that a search
+    /// prices (`window` of [`Self::windows`]).
+    pub fn host_offload_need_with(&self, window: &WindowPricing) -> Bytes {
+        if self.run.plan().offload_activation_layers() == 0 {
+            return Bytes::ZERO;
+        }
+        self.host_offload_with_peaks(window.token_peaks.as_deref())
+    }
+
+    fn host_offload_with_peaks(&self, peaks: Option<&[f64]>) -> Bytes {
         let segments = self.stages().iter().map(|priced| priced.segment);
         host_offload_peak(self.run, self.activations(), segments, peaks)
     }

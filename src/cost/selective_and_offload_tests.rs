@@ -259,3 +259,36 @@ fn host_memory_holds_each_stage_s_offloaded_layers_for_every_micro_batch_in_flig
     let per_gpu = offloading.cluster().interconnect().host_memory_per_gpu().unwrap();
     assert!((per_gpu.value() - 240e9).abs() < 1.0, "{per_gpu:?}");
 }
+
+#[test]
+fn a_re_packing_window_offloads_the_activations_of_its_own_micro_batches() {
+    use crate::cost::priced::PricedRun;
+    use crate::data::{DataSpec, LengthBinSpec};
+    use crate::run::RunSpec;
+    // Llama 3.1 8B at 32K on 32 GPUs (tp 4, pp 2), offloading 4 layers a stage, a long-tailed mix
+    // of documents: re-packing over more global batches changes the tokens each micro-batch
+    // carries, and so what its offloaded layers hold in host memory.
+    let bin = |min, max, count| LengthBinSpec { min, max, count };
+    let data = DataSpec {
+        histogram: Some(vec![bin(256, 2048, 900), bin(8192, 32_768, 60), bin(32_768, 65_536, 10)]),
+        ..DataSpec::default()
+    };
+    let plan = PlanSpec {
+        tp: Some(4),
+        pp: Some(2),
+        offload_activation_layers: Some(4),
+        ..PlanSpec::default()
+    };
+    let spec = crate::run::test_spec("llama3.1-8b", 32, 32_768, 64, 1, plan);
+    let run = Run::from_spec(&RunSpec { data: Some(data), ..spec }).unwrap();
+    let priced = PricedRun::new(&run);
+    let windows = [1, 2, 8];
+    let needs: Vec<Bytes> =
+        priced.windows(&windows).iter().map(|w| priced.host_offload_need_with(w)).collect();
+    for (&window, &need) in windows.iter().zip(&needs) {
+        let own = run.with_balance_window(window);
+        assert_eq!(PricedRun::new(&own).host_offload_need(), need, "window {window}");
+        assert!(need > Bytes::ZERO);
+    }
+    assert!(needs.windows(2).any(|pair| pair[0] != pair[1]), "{needs:?}");
+}

@@ -121,7 +121,8 @@ fn price_run(
         return Priced::Rejected(RejectionKind::DoesNotFit, example);
     }
     // Offloaded activations must fit in the host memory each GPU of the server has.
-    if let Some(host) = run.cluster().interconnect().host_memory_per_gpu() {
+    let host = run.cluster().interconnect().host_memory_per_gpu();
+    if let Some(host) = host {
         let offloaded = priced.host_offload_need();
         if offloaded > host {
             let example = explain.then(|| {
@@ -167,6 +168,13 @@ fn price_run(
                 "window {window}"
             );
             if !fits_in(peak, capacity, spec.memory_headroom) {
+                return None;
+            }
+            // Its re-packed micro-batches offload their own activations.
+            let offloaded = priced.host_offload_need_with(priced_window);
+            #[cfg(debug_assertions)]
+            debug_assert_eq!(on_its_own.host_offload_need(), offloaded, "window {window}");
+            if host.is_some_and(|host| offloaded > host) {
                 return None;
             }
             let closed_form = step_time_with_imbalance(&breakdown, priced_window.imbalance);
