@@ -19,7 +19,7 @@ use crate::run::Run;
 use super::Engine;
 pub use super::offload::ActivationOffload;
 use super::refusal::Refusal;
-pub use super::refusal::{ExpertTensorParallel, OffloadMismatch};
+pub use super::refusal::{ExpertTensorParallel, OffloadMismatch, SequenceParallel};
 
 /// What one engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,9 @@ pub struct Capabilities {
     pub bf16_grad_reduce: bool,
     /// Whether it overlaps tensor-parallel communication with GEMMs.
     pub tp_comm_overlap: bool,
+    /// Whether its tensor parallelism shards the activations between TP regions over the
+    /// sequence.
+    pub sequence_parallel: SequenceParallel,
     /// The selective recompute it runs, if any: the attention core ([`RecomputeKind::Selective`])
     /// or per-op checkpointing ([`RecomputeKind::Op`]).
     pub selective_recompute: Option<RecomputeKind>,
@@ -119,6 +122,7 @@ const MEGATRON: Capabilities = Capabilities {
     param_gather_needs_grad_reduce: true,
     bf16_grad_reduce: true,
     tp_comm_overlap: true,
+    sequence_parallel: SequenceParallel::Optional,
     selective_recompute: Some(RecomputeKind::Selective),
     partial_recompute: true,
     // `--cp-comm-type p2p`, `a2a`, `a2a+p2p`; Mesh-Attention is in no release.
@@ -178,6 +182,9 @@ const TORCHTITAN: Capabilities = Capabilities {
     bf16_grad_reduce: false,
     // Async TP (`enable_async_tensor_parallel`, with torch.compile).
     tp_comm_overlap: true,
+    // models/llama3/infra/parallelize.py@v0.2.2 `apply_tp`: the norms' outputs are sharded on the
+    // sequence (`SequenceParallel()`) whenever tp > 1.
+    sequence_parallel: SequenceParallel::Always,
     selective_recompute: Some(RecomputeKind::Op),
     partial_recompute: false,
     cp_comms: &[CpComm::Ring],
@@ -216,6 +223,9 @@ const DEEPSPEED: Capabilities = Capabilities {
     bf16_grad_reduce: true,
     // AutoTP has no GEMM/communication overlap.
     tp_comm_overlap: false,
+    // module_inject/layers.py (AutoTP's `LinearAllreduce`, `LinearLayer`): all-reduce of each
+    // row-parallel output, no reduce-scatter over the sequence.
+    sequence_parallel: SequenceParallel::Never,
     selective_recompute: None,
     partial_recompute: true,
     cp_comms: &[],
@@ -342,6 +352,14 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     }
     if !caps.tp_comm_overlap && plan.tp_comm_overlap() {
         out.push(Refusal::TpCommOverlap);
+    }
+    let sequence_parallel_runs = match caps.sequence_parallel {
+        SequenceParallel::Optional => true,
+        SequenceParallel::Always => plan.sequence_parallel(),
+        SequenceParallel::Never => !plan.sequence_parallel(),
+    };
+    if tp > 1 && !sequence_parallel_runs {
+        out.push(Refusal::SequenceParallel { runs: caps.sequence_parallel });
     }
     let kind = plan.recompute();
     if matches!(kind, RecomputeKind::Selective | RecomputeKind::Op)
@@ -540,6 +558,7 @@ mod tests {
                     engine: Engine::Deepspeed,
                     schedule: PipelineSchedule::ZeroBubble
                 },
+                Refusal::SequenceParallel { runs: SequenceParallel::Never },
                 Refusal::RecomputeKind { kind: RecomputeKind::Selective, runs: None },
                 Refusal::ContextParallel { cp: 2 },
                 Refusal::BalancedSplit { engine: Engine::Deepspeed },
@@ -574,15 +593,16 @@ mod tests {
 
     #[test]
     fn tp_comm_overlap_is_exported_exactly_where_the_table_has_it() {
-        let plan = PlanSpec {
-            tp: Some(2),
-            fsdp: Some(true),
-            tp_comm_overlap: Some(true),
-            ..PlanSpec::default()
-        };
-        let run = run(8, Precision::Bf16, plan);
         for engine in Engine::ALL {
             let caps = engine.capabilities();
+            let plan = PlanSpec {
+                tp: Some(2),
+                fsdp: Some(true),
+                tp_comm_overlap: Some(true),
+                sequence_parallel: Some(caps.sequence_parallel != SequenceParallel::Never),
+                ..PlanSpec::default()
+            };
+            let run = run(8, Precision::Bf16, plan);
             match export(engine, &run) {
                 Ok(text) => {
                     assert!(caps.tp_comm_overlap, "{engine:?}");
@@ -599,6 +619,38 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn sequence_parallelism_is_refused_where_the_engine_shards_otherwise() {
+        let refused = |engine: Engine, tp: i64, sequence_parallel: bool| {
+            let plan = PlanSpec {
+                tp: Some(tp),
+                fsdp: Some(true),
+                sequence_parallel: Some(sequence_parallel),
+                tp_comm_overlap: Some(false),
+                ..PlanSpec::default()
+            };
+            refusals(engine, &run(8, Precision::Bf16, plan))
+        };
+        // Megatron-LM: as the plan says.
+        assert!(refused(Engine::Megatron, 2, true).is_empty());
+        assert!(refused(Engine::Megatron, 2, false).is_empty());
+        // torchtitan always shards the norms over the sequence with tp; DeepSpeed's AutoTP never.
+        let always = [Refusal::SequenceParallel { runs: SequenceParallel::Always }];
+        let never = [Refusal::SequenceParallel { runs: SequenceParallel::Never }];
+        assert_eq!(refused(Engine::Torchtitan, 2, false), always);
+        assert!(refused(Engine::Torchtitan, 2, true).is_empty());
+        assert_eq!(refused(Engine::Deepspeed, 2, true), never);
+        assert!(refused(Engine::Deepspeed, 2, false).is_empty());
+        // Without tensor parallelism there is nothing to shard.
+        for engine in Engine::ALL {
+            for sequence_parallel in [false, true] {
+                assert!(refused(engine, 1, sequence_parallel).is_empty(), "{engine:?}");
+            }
+        }
+        let text = never[0].to_string();
+        assert!(text.contains("drop --sequence-parallel"), "{text}");
     }
 
     #[test]

@@ -63,6 +63,19 @@ pub enum ExpertTensorParallel {
     One,
 }
 
+/// Whether an engine splits the activations between tensor-parallel regions (norms, dropout,
+/// residuals) over the sequence with tp > 1 (Megatron-style sequence parallelism).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SequenceParallel {
+    /// As the plan says.
+    Optional,
+    /// Always, with tp > 1.
+    Always,
+    /// Never: the tensor-parallel layers all-reduce their outputs and keep those activations
+    /// whole on every rank.
+    Never,
+}
+
 /// How a plan's activation offload differs from what an engine runs (`docs/activation-offload.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffloadMismatch {
@@ -146,6 +159,11 @@ pub enum Refusal {
     Bf16GradReduce,
     /// TP communication overlap where the engine has none.
     TpCommOverlap,
+    /// Sequence parallelism with tp > 1 where the engine does it otherwise.
+    SequenceParallel {
+        /// What the engine does.
+        runs: SequenceParallel,
+    },
     /// A recompute kind the engine does not run.
     RecomputeKind {
         /// The plan's kind.
@@ -390,6 +408,14 @@ impl fmt::Display for Refusal {
             Refusal::TpCommOverlap => f.write_str(
                 "its AutoTP does not overlap tensor-parallel communication with GEMMs; use --tp-comm-overlap false",
             ),
+            Refusal::SequenceParallel { runs } => match runs {
+                SequenceParallel::Never => f.write_str(
+                    "its AutoTP all-reduces each tensor-parallel layer's output and keeps the norms' activations whole on every rank (no sequence parallelism); drop --sequence-parallel",
+                ),
+                SequenceParallel::Always | SequenceParallel::Optional => f.write_str(
+                    "its tensor parallelism always shards the norms' activations over the sequence (SequenceParallel); add --sequence-parallel",
+                ),
+            },
             Refusal::RecomputeKind { runs, .. } => match runs {
                 Some(RecomputeKind::Op) => f.write_str("its selective checkpointing is per op (--recompute op) or per layer; recomputing only the attention core is Megatron-LM's"),
                 Some(_) => f.write_str("its selective recompute is the attention core (--recompute selective); per-op checkpointing is torchtitan's"),

@@ -312,14 +312,22 @@ fn tp_comm_overlap(engine: Option<Engine>) -> bool {
     engine.is_none_or(|engine| engine.capabilities().tp_comm_overlap)
 }
 
+/// Sequence parallelism with tp > 1, unless the engine searched for has none.
+fn sequence_parallel(engine: Option<Engine>) -> bool {
+    engine.is_none_or(|engine| {
+        engine.capabilities().sequence_parallel
+            != crate::export::capability::SequenceParallel::Never
+    })
+}
+
 /// The options every candidate shares: what the search turns on because it only removes exposed
-/// time (sequence parallelism, the DP overlaps, TP overlap where the engine has it), the engine,
+/// time (sequence parallelism and TP overlap where the engine has them, the DP overlaps), the engine,
 /// and every pin on top. How gradients are reduced and the MoE workload (routing imbalance,
 /// token dropping, dispatch, all-to-all overlap) are not searched: they come from the pins or
 /// their defaults.
 pub fn template(spec: &SearchSpec) -> Template {
     let searched = PlanSpec {
-        sequence_parallel: Some(true),
+        sequence_parallel: Some(sequence_parallel(spec.engine)),
         overlap_grad_reduce: Some(true),
         overlap_param_gather: Some(true),
         tp_comm_overlap: Some(tp_comm_overlap(spec.engine)),

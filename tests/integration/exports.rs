@@ -24,11 +24,17 @@ fn pure_fsdp() -> Run {
 }
 
 fn tp_pp() -> Run {
+    tp_pp_with(true)
+}
+
+/// The tp 4 pp 2 plan, with or without sequence parallelism (DeepSpeed's AutoTP has none).
+fn tp_pp_with(sequence_parallel: bool) -> Run {
     let plan = PlanSpec {
         tp: Some(4),
         pp: Some(2),
         zero: Some(1),
         recompute: Some(RecomputeKind::Full),
+        sequence_parallel: Some(sequence_parallel),
         ..PlanSpec::default()
     };
     run("llama3.1-8b", 16, 32, Precision::Bf16, plan)
@@ -149,13 +155,16 @@ fn deepspeed_configs() {
     insta::assert_snapshot!("deepspeed_zero3", export(Engine::Deepspeed, &zero3).unwrap());
     let refused = export(Engine::Deepspeed, &pure_fsdp()).unwrap_err().to_string();
     assert!(refused.contains("selective recompute"), "{refused}");
-    insta::assert_snapshot!("deepspeed_tp_pp", export(Engine::Deepspeed, &tp_pp()).unwrap());
+    let refused = export(Engine::Deepspeed, &tp_pp()).unwrap_err().to_string();
+    assert!(refused.contains("drop --sequence-parallel"), "{refused}");
+    let tp_pp = tp_pp_with(false);
+    insta::assert_snapshot!("deepspeed_tp_pp", export(Engine::Deepspeed, &tp_pp).unwrap());
     let json: serde_json::Value =
-        serde_json::from_str(&export(Engine::Deepspeed, &tp_pp()).unwrap()).unwrap();
+        serde_json::from_str(&export(Engine::Deepspeed, &tp_pp).unwrap()).unwrap();
     // train_batch_size = micro x accumulation x data-parallel ranks.
     let product = json["train_micro_batch_size_per_gpu"].as_u64().unwrap()
         * json["gradient_accumulation_steps"].as_u64().unwrap()
-        * tp_pp().plan().dp();
+        * tp_pp.plan().dp();
     assert_eq!(json["train_batch_size"].as_u64().unwrap(), product);
 }
 
