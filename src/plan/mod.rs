@@ -265,7 +265,8 @@ pub struct PlanSpec {
     /// Pipeline schedule. [default: interleaved when vp > 1, else 1f1b, as Megatron-LM runs]
     #[arg(long, value_enum, value_name = "SCHEDULE", help_heading = PLAN)]
     pub schedule: Option<PipelineSchedule>,
-    /// Megatron sequence parallelism. [default: true whenever tp > 1]
+    /// Megatron sequence parallelism, with tp > 1. [default: the stack's: true (Megatron-Core,
+    /// NeMo, torchtitan), false (DeepSpeed, Megatron-DeepSpeed, Megatron-LM 2020-2022)]
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     #[arg(help_heading = PLAN)]
     pub sequence_parallel: Option<bool>,

@@ -423,7 +423,10 @@ fn check_stack(collector: &mut Collector, plan: &PlanSpec, stack: &Stack) {
 /// not say how its gradients are reduced reduces them as its stack does (NeMo's performance
 /// recipes in bf16); one that does not say how it shards data-parallel state or what it
 /// recomputes does what its stack does by default (torchtitan: FSDP and per-op checkpointing,
-/// DeepSpeed: no ZeRO, Megatron-Core: the distributed optimizer and no recompute). A stack whose
+/// DeepSpeed: no ZeRO, Megatron-Core: the distributed optimizer and no recompute), and one that
+/// does not say whether it runs sequence parallelism runs it as its stack does with tp > 1
+/// (Megatron-Core, NeMo and torchtitan: on; DeepSpeed, whose AutoTP has none, Megatron-DeepSpeed
+/// and Megatron-LM of 2020-2022: off). A stack whose
 /// default recompute depends on memory (the least that fits) leaves it unset, which is none, and
 /// a `hybrid` model (per-op checkpointing of its mixers is not modelled) keeps none too.
 fn with_stack_defaults(plan: &PlanSpec, stack: &Stack, hybrid: bool) -> PlanSpec {
@@ -445,6 +448,9 @@ fn with_stack_defaults(plan: &PlanSpec, stack: &Stack, hybrid: bool) -> PlanSpec
         } else {
             plan_spec.zero = Some(defaults.zero);
         }
+    }
+    if plan_spec.sequence_parallel.is_none() {
+        plan_spec.sequence_parallel = Some(defaults.sequence_parallel);
     }
     let recompute_unstated = plan_spec.recompute.is_none()
         && plan_spec.recompute_num_layers.is_none()
@@ -628,6 +634,29 @@ mod tests {
         assert_eq!(err.list()[0].field, "plan.recompute_num_layers");
         // Per-op checkpointing of a hybrid model's mixers is not modelled: such a model keeps none.
         assert_eq!(resolved("nemotronh-8b", "torchtitan-0.2", unstated).2, RecomputeKind::None);
+    }
+
+    #[test]
+    fn a_plan_that_does_not_say_runs_sequence_parallelism_as_its_stack_does() {
+        let sequence_parallel = |id: &str, stated: Option<bool>| {
+            let plan = PlanSpec {
+                stack: Some(id.to_owned()),
+                tp: Some(2),
+                sequence_parallel: stated,
+                ..PlanSpec::default()
+            };
+            let run = Run::from_spec(&test_spec("llama3.1-8b", 16, 8192, 32, 1, plan)).unwrap();
+            run.plan().sequence_parallel()
+        };
+        // DeepSpeed's AutoTP has none, Megatron-LM before 2022 had none; Megatron-Core and
+        // torchtitan shard the norms over the sequence.
+        assert!(!sequence_parallel("deepspeed", None));
+        assert!(!sequence_parallel("megatron-lm-2020-2022", None));
+        assert!(sequence_parallel("megatron-core-0.14-plus", None));
+        assert!(sequence_parallel("torchtitan-0.2", None));
+        // What the plan says wins.
+        assert!(sequence_parallel("megatron-lm-2020-2022", Some(true)));
+        assert!(!sequence_parallel("megatron-core-0.14-plus", Some(false)));
     }
 
     #[test]
