@@ -89,7 +89,13 @@ CASES = [
     dict(name="ds-zero2-fp16", engine="deepspeed", model="mpt-1b", gpu="v100-sxm2", gpus=8,
          plan=dict(zero=2, precision="fp16", micro_batch=2, seq_len=2048, global_batch=64)),
     dict(name="ds-zero1-tp-pp", engine="deepspeed", model="llama3.1-8b", gpus=16,
-         plan=dict(tp=4, pp=2, zero=1, recompute="full", global_batch=32)),
+         plan=dict(tp=4, pp=2, zero=1, recompute="full", sequence_parallel=False,
+                   global_batch=32)),
+    # AutoTP all-reduces each tensor-parallel output (module_inject/layers.py): no sequence
+    # parallelism.
+    dict(name="ds-autotp-sp", engine="deepspeed", model="llama3.1-8b", gpus=16,
+         plan=dict(tp=4, zero=1, sequence_parallel=True, global_batch=32),
+         refused="no sequence parallelism"),
     # Megatron-LM: tp+pp, interleaved (vp), cp with tp-comm overlap, Megatron-FSDP, recompute.
     dict(name="mg-tp-pp", engine="megatron", model="gpt3-175b", gpu="a100-80gb", gpus=1024,
          plan=dict(tp=8, pp=16, zero=1, recompute="selective", seq_len=2048,
@@ -151,6 +157,7 @@ class Plan:
     schedule: str | None = None
     pipeline_split: str = "even"
     tp_comm_overlap: bool = False
+    sequence_parallel: bool | None = None
     grad_reduce_in_fp32: bool = True
     cp_comm: str = "ring"
     expert_dispatch: str = "all-to-all"
@@ -185,6 +192,8 @@ class Plan:
                "--tp-comm-overlap", str(self.tp_comm_overlap).lower(),
                "--grad-reduce-in-fp32", str(self.grad_reduce_in_fp32).lower()]
         out += ["--fsdp"] if self.fsdp else ["--zero", str(self.zero)]
+        if self.sequence_parallel is not None:
+            out += ["--sequence-parallel", str(self.sequence_parallel).lower()]
         if self.hybrid_shard:
             out += ["--hybrid-shard", str(self.hybrid_shard)]
         if self.recompute_num_layers is not None:
