@@ -91,6 +91,9 @@ CASES = [
     dict(name="ds-zero1-tp-pp", engine="deepspeed", model="llama3.1-8b", gpus=16,
          plan=dict(tp=4, pp=2, zero=1, recompute="full", sequence_parallel=False,
                    global_batch=32)),
+    # Ulysses context parallelism (Arctic Long Sequence Training) beside ZeRO-3.
+    dict(name="ds-ulysses", engine="deepspeed", model="llama3.1-8b", gpus=16,
+         plan=dict(cp=2, cp_comm="all-to-all", zero=3, global_batch=32)),
     # AutoTP all-reduces each tensor-parallel output (module_inject/layers.py): no sequence
     # parallelism.
     dict(name="ds-autotp-sp", engine="deepspeed", model="llama3.1-8b", gpus=16,
@@ -573,8 +576,9 @@ def check_deepspeed(path: Path, plan: Plan, shape: dict, checks: Checks):
     from deepspeed.runtime.config import DeepSpeedConfig, get_pipeline_config
 
     _deepspeed_process_group()
-    # DeepSpeed's data-parallel ranks: AutoTP and pipeline stages divide the world.
-    dp = plan.gpus // (plan.tp * plan.pp)
+    # DeepSpeed's data-parallel ranks: AutoTP, pipeline stages and Ulysses' sequence-parallel
+    # groups divide the world.
+    dp = plan.gpus // (plan.tp * plan.pp * plan.cp)
     try:
         cfg = DeepSpeedConfig(str(path), mpu=_DataParallel(dp))
     except Exception as error:  # AssertionError, pydantic ValidationError, DeepSpeedConfigError
@@ -584,8 +588,21 @@ def check_deepspeed(path: Path, plan: Plan, shape: dict, checks: Checks):
     raw = json.loads(path.read_text())
     tracked = _ReadKeys(raw)
     DeepSpeedConfig(tracked, mpu=_DataParallel(dp))
-    for key in sorted(set(raw) - tracked.read):
+    # `sequence_parallel_size` is read by DeepSpeedConfig only without an mpu (Hugging Face's
+    # zero.init); Arctic Long Sequence Training's script passes the mpu UlyssesSPAttentionHF
+    # returns, built with the same size (docs/_tutorials/ulysses-alst-sequence-parallelism.md).
+    ulysses = {"sequence_parallel_size"} if plan.cp > 1 else set()
+    for key in sorted(set(raw) - tracked.read - ulysses):
         checks.reject(f"top-level key {key!r} is never read by DeepSpeedConfig")
+    checks.expect("sequence_parallel_size", raw.get("sequence_parallel_size", 1), plan.cp)
+    if plan.cp > 1:
+        # Mirror of UlyssesSPAttentionHF.__init__ and its data loader adapter: the query heads
+        # divide by the size, the key/value heads divide it or by it, and so do the sequences.
+        heads, kv = shape["heads"], shape["kv"]
+        if heads % plan.cp or (kv % plan.cp and plan.cp % kv) or plan.seq_len % plan.cp:
+            checks.reject(f"mirror of UlyssesSPAttentionHF: heads {heads}, kv heads {kv}, "
+                          f"seq {plan.seq_len} against sequence_parallel_size {plan.cp}")
+        checks.expect("Ulysses beside AutoTP or pipeline stages", plan.tp * plan.pp, 1)
     # Sections DeepSpeed reads key by key (no pydantic model forbidding extras): their own keys.
     loose = {
         "pipeline": set(get_pipeline_config({})),

@@ -58,6 +58,8 @@ pub struct Capabilities {
     pub partial_recompute: bool,
     /// The context-parallel exchanges it runs; empty when it has no context parallelism.
     pub cp_comms: &'static [CpComm],
+    /// Whether context parallelism combines with tensor or pipeline parallelism.
+    pub cp_with_model_parallel: bool,
     /// Whether it runs the deduplicated (DeepEP) expert dispatch.
     pub deduplicated_dispatch: bool,
     /// The expert-tensor-parallel sizes it runs.
@@ -127,6 +129,7 @@ const MEGATRON: Capabilities = Capabilities {
     partial_recompute: true,
     // `--cp-comm-type p2p`, `a2a`, `a2a+p2p`; Mesh-Attention is in no release.
     cp_comms: &[CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical],
+    cp_with_model_parallel: true,
     deduplicated_dispatch: true,
     expert_tensor_parallel: ExpertTensorParallel::Any,
     capacity_factor: true,
@@ -188,6 +191,7 @@ const TORCHTITAN: Capabilities = Capabilities {
     selective_recompute: Some(RecomputeKind::Op),
     partial_recompute: false,
     cp_comms: &[CpComm::Ring],
+    cp_with_model_parallel: true,
     deduplicated_dispatch: true,
     expert_tensor_parallel: ExpertTensorParallel::OneOrTp,
     capacity_factor: false,
@@ -228,7 +232,13 @@ const DEEPSPEED: Capabilities = Capabilities {
     sequence_parallel: SequenceParallel::Never,
     selective_recompute: None,
     partial_recompute: true,
-    cp_comms: &[],
+    // Ulysses sequence parallelism for Hugging Face models (Arctic Long Sequence Training, 0.17.0
+    // on: runtime/sequence_parallel/ulysses_sp.py `UlyssesSPAttentionHF`): an all-to-all of the
+    // attention heads, beside ZeRO data parallelism (docs/_tutorials/
+    // ulysses-alst-sequence-parallelism.md shows it with ZeRO only; neither AutoTP nor the
+    // pipeline engine is documented with it).
+    cp_comms: &[CpComm::AllToAll],
+    cp_with_model_parallel: false,
     deduplicated_dispatch: false,
     expert_tensor_parallel: ExpertTensorParallel::One,
     capacity_factor: true,
@@ -407,7 +417,10 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if cp > 1 && caps.cp_comms.is_empty() {
         out.push(Refusal::ContextParallel { cp });
     } else if cp > 1 && !caps.cp_comms.contains(&plan.cp_comm()) {
-        out.push(Refusal::CpComm { comm: plan.cp_comm() });
+        out.push(Refusal::CpComm { engine, comm: plan.cp_comm() });
+    }
+    if cp > 1 && !caps.cp_with_model_parallel && tp * pp > 1 {
+        out.push(Refusal::ContextParallelWithModelParallel { engine, tp, pp });
     }
     if !caps.deduplicated_dispatch
         && plan.ep() > 1
@@ -546,7 +559,7 @@ mod tests {
                     kind: RecomputeKind::Selective,
                     runs: Some(RecomputeKind::Op)
                 },
-                Refusal::CpComm { comm: CpComm::AllToAll },
+                Refusal::CpComm { engine: Engine::Torchtitan, comm: CpComm::AllToAll },
                 Refusal::BalancedSplit { engine: Engine::Torchtitan },
                 Refusal::Precision { engine: Engine::Torchtitan, precision: Precision::Fp8Delayed },
             ]
@@ -560,7 +573,11 @@ mod tests {
                 },
                 Refusal::SequenceParallel { runs: SequenceParallel::Never },
                 Refusal::RecomputeKind { kind: RecomputeKind::Selective, runs: None },
-                Refusal::ContextParallel { cp: 2 },
+                Refusal::ContextParallelWithModelParallel {
+                    engine: Engine::Deepspeed,
+                    tp: 2,
+                    pp: 4
+                },
                 Refusal::BalancedSplit { engine: Engine::Deepspeed },
                 Refusal::Precision { engine: Engine::Deepspeed, precision: Precision::Fp8Delayed },
             ]
@@ -619,6 +636,45 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn deepspeed_runs_ulysses_context_parallelism_beside_zero_only() {
+        let plan = |tp: i64, cp_comm: CpComm| PlanSpec {
+            tp: Some(tp),
+            cp: Some(2),
+            cp_comm: Some(cp_comm),
+            zero: Some(3),
+            sequence_parallel: Some(false),
+            ..PlanSpec::default()
+        };
+        // Llama 3.1 8B at 4096 on 8 GPUs: cp 2 x dp 4, Ulysses' all-to-all of the 32 heads.
+        let ulysses = run(8, Precision::Bf16, plan(1, CpComm::AllToAll));
+        let json: serde_json::Value =
+            serde_json::from_str(&export(Engine::Deepspeed, &ulysses).unwrap()).unwrap();
+        assert_eq!(json["sequence_parallel_size"], 2);
+        // DeepSpeed's data-parallel ranks are the world over the sequence-parallel size.
+        assert_eq!(
+            json["train_batch_size"].as_u64().unwrap(),
+            json["train_micro_batch_size_per_gpu"].as_u64().unwrap()
+                * json["gradient_accumulation_steps"].as_u64().unwrap()
+                * 4
+        );
+        // Without context parallelism the key is absent.
+        let plain = run(8, Precision::Bf16, PlanSpec { zero: Some(3), ..PlanSpec::default() });
+        let text = export(Engine::Deepspeed, &plain).unwrap();
+        assert!(!text.contains("sequence_parallel_size"), "{text}");
+        // A ring, or context parallelism beside AutoTP, is not what it runs.
+        let ring = run(8, Precision::Bf16, plan(1, CpComm::Ring));
+        let refused = refusals(Engine::Deepspeed, &ring);
+        assert_eq!(refused, [Refusal::CpComm { engine: Engine::Deepspeed, comm: CpComm::Ring }]);
+        assert!(refused[0].to_string().ends_with("use --cp-comm all-to-all"));
+        let with_tp = run(8, Precision::Bf16, plan(2, CpComm::AllToAll));
+        assert_eq!(
+            refusals(Engine::Deepspeed, &with_tp),
+            [Refusal::ContextParallelWithModelParallel { engine: Engine::Deepspeed, tp: 2, pp: 1 }]
+        );
+        assert!(refusals(Engine::Megatron, &with_tp).is_empty());
     }
 
     #[test]

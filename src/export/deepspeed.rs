@@ -1,5 +1,5 @@
 //! A DeepSpeed JSON config (`docs/_pages/config-json.md`, reference section 4): batch, precision,
-//! ZeRO, AutoTP and activation checkpointing. Pipeline stages are set in code
+//! ZeRO, AutoTP, Ulysses context parallelism and activation checkpointing. Pipeline stages are set in code
 //! (`PipelineModule(num_stages=...)`), so the config carries them under `pipeline.stages`.
 
 use serde_json::json;
@@ -43,6 +43,11 @@ pub fn config(run: &Run) -> String {
     }
     if plan.tp() > 1 {
         config["tensor_parallel"] = json!({"autotp_size": plan.tp()});
+    }
+    if plan.cp() > 1 {
+        // Arctic Long Sequence Training (docs/_tutorials/ulysses-alst-sequence-parallelism.md):
+        // the script registers `UlyssesSPAttentionHF` with the same size and passes its mpu.
+        config["sequence_parallel_size"] = json!(plan.cp());
     }
     if plan.pp() > 1 {
         config["pipeline"] = json!({"stages": plan.pp(), "partition": "uniform"});

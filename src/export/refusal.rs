@@ -220,8 +220,20 @@ pub enum Refusal {
     },
     /// A context-parallel exchange the engine does not run (Mesh-Attention: none runs it).
     CpComm {
+        /// The engine.
+        engine: Engine,
         /// The plan's exchange.
         comm: CpComm,
+    },
+    /// Context parallelism beside tensor or pipeline parallelism where the engine runs it beside
+    /// data parallelism only.
+    ContextParallelWithModelParallel {
+        /// The engine.
+        engine: Engine,
+        /// Tensor-parallel size.
+        tp: u64,
+        /// Pipeline-parallel size.
+        pp: u64,
     },
     /// The deduplicated (DeepEP) expert dispatch.
     DeduplicatedDispatch,
@@ -270,6 +282,14 @@ pub enum Refusal {
         /// The plan's precision.
         precision: Precision,
     },
+}
+
+/// The `--cp-comm` value an engine runs first (Ulysses' all-to-all for DeepSpeed, else the ring).
+fn cp_comm_runs(engine: Engine) -> &'static str {
+    match engine {
+        Engine::Deepspeed => "all-to-all",
+        Engine::Megatron | Engine::Torchtitan => "ring",
+    }
 }
 
 fn sharding_flag(sharding: Sharding) -> &'static str {
@@ -488,16 +508,27 @@ impl fmt::Display for Refusal {
                 f,
                 "full activation checkpointing applies to every layer; partial recompute is not available; drop --recompute-num-layers {layers}"
             ),
-            Refusal::ContextParallel { .. } => f.write_str(
-                "context parallelism is Ulysses sequence parallelism there, not ring attention; use --cp 1",
+            Refusal::ContextParallel { .. } => {
+                f.write_str("it has no context parallelism; use --cp 1")
+            }
+            Refusal::CpComm { engine, comm: CpComm::Mesh } => write!(
+                f,
+                "no released engine runs Mesh-Attention (Chen et al. 2025); meshplan prices it only; use --cp-comm {}",
+                cp_comm_runs(engine)
             ),
-            Refusal::CpComm { comm: CpComm::Mesh } => f.write_str(
-                "no released engine runs Mesh-Attention (Chen et al. 2025); meshplan prices it only; use --cp-comm ring",
+            Refusal::CpComm { engine: Engine::Deepspeed, comm } => write!(
+                f,
+                "its context parallelism is Ulysses (Arctic Long Sequence Training's UlyssesSPAttentionHF): an all-to-all of the attention heads; {} is not; use --cp-comm all-to-all",
+                comm.name()
             ),
-            Refusal::CpComm { comm } => write!(
+            Refusal::CpComm { comm, .. } => write!(
                 f,
                 "its context parallelism passes keys and values around a ring; {} is Megatron-LM's; use --cp-comm ring",
                 comm.name()
+            ),
+            Refusal::ContextParallelWithModelParallel { tp, pp, .. } => write!(
+                f,
+                "its Ulysses context parallelism (ALST) runs beside ZeRO data parallelism only, not with tp {tp} or pp {pp}; use --tp 1 --pp 1, or --cp 1"
             ),
             Refusal::DeduplicatedDispatch => f.write_str("its AutoEP dispatches one message per token and expert, not DeepEP's deduplicated dispatch; use --expert-dispatch all-to-all"),
             Refusal::ExpertTensorParallel { etp, tp, runs } => match runs {

@@ -135,14 +135,11 @@ fn no_engine_exports_mesh_attention_and_each_names_the_fix() {
         assert!(!engine.capabilities().cp_comms.contains(&CpComm::Mesh), "{engine:?}");
         let refusals = check(engine, &run).unwrap_err().refusals;
         let err = export(engine, &run).unwrap_err().to_string();
-        if engine == Engine::Deepspeed {
-            // DeepSpeed has no ring either: it refuses the context parallelism itself.
-            assert_eq!(refusals, [Refusal::ContextParallel { cp: 4 }]);
-            assert!(err.ends_with("use --cp 1"), "{err}");
-        } else {
-            assert_eq!(refusals, [Refusal::CpComm { comm: CpComm::Mesh }], "{engine:?}");
-            assert!(err.contains("Mesh-Attention") && err.ends_with("use --cp-comm ring"), "{err}");
-        }
+        assert_eq!(refusals, [Refusal::CpComm { engine, comm: CpComm::Mesh }], "{engine:?}");
+        // DeepSpeed's context parallelism is Ulysses' all-to-all, the others' a ring.
+        let fix = if engine == Engine::Deepspeed { "all-to-all" } else { "ring" };
+        assert!(err.contains("Mesh-Attention"), "{err}");
+        assert!(err.ends_with(&format!("use --cp-comm {fix}")), "{err}");
     }
     // Megatron-LM still runs the three exchanges it has.
     assert_eq!(
