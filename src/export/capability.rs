@@ -422,6 +422,16 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if cp > 1 && !caps.cp_with_model_parallel && tp * pp > 1 {
         out.push(Refusal::ContextParallelWithModelParallel { engine, tp, pp });
     }
+    // UlyssesSPAttentionHF replicates key/value heads only by a whole factor: their count must
+    // divide cp or be divided by it (runtime/sequence_parallel/ulysses_sp.py).
+    let kv = run.model().num_kv_heads();
+    if engine == Engine::Deepspeed
+        && cp > 1
+        && plan.cp_comm() == CpComm::AllToAll
+        && !(kv.is_multiple_of(cp) || cp.is_multiple_of(kv))
+    {
+        out.push(Refusal::UlyssesKeyValueHeads { kv, cp });
+    }
     if !caps.deduplicated_dispatch
         && plan.ep() > 1
         && plan.expert_dispatch() == ExpertDispatch::Deduplicated
@@ -675,6 +685,25 @@ mod tests {
             [Refusal::ContextParallelWithModelParallel { engine: Engine::Deepspeed, tp: 2, pp: 1 }]
         );
         assert!(refusals(Engine::Megatron, &with_tp).is_empty());
+        // Nemotron-4 15B's 8 key/value heads over 6 ranks: neither count divides the other, so
+        // UlyssesSPAttentionHF refuses it; Megatron-LM replicates them and runs it.
+        let nemotron = Run::from_spec(&RunSpec {
+            model: crate::presets::model("nemotron4-15b").unwrap(),
+            cluster: ClusterSpec { gpu: crate::presets::gpu("h100-sxm").unwrap(), num_gpus: 24 },
+            training: TrainingSpec {
+                seq_len: 6144,
+                global_batch: 24,
+                micro_batch: Some(1),
+                precision: Some(Precision::Bf16),
+            },
+            plan: PlanSpec { cp: Some(6), ..plan(1, CpComm::AllToAll) },
+            data: None,
+        })
+        .unwrap();
+        let refused = refusals(Engine::Deepspeed, &nemotron);
+        assert_eq!(refused, [Refusal::UlyssesKeyValueHeads { kv: 8, cp: 6 }]);
+        assert!(refused[0].to_string().contains("use a cp that divides 8"));
+        assert!(refusals(Engine::Megatron, &nemotron).is_empty());
     }
 
     #[test]

@@ -225,6 +225,14 @@ pub enum Refusal {
         /// The plan's exchange.
         comm: CpComm,
     },
+    /// Key/value heads that Ulysses (DeepSpeed's ALST) neither splits nor replicates evenly over
+    /// the context-parallel ranks.
+    UlyssesKeyValueHeads {
+        /// Key/value heads of the model.
+        kv: u64,
+        /// Context-parallel size.
+        cp: u64,
+    },
     /// Context parallelism beside tensor or pipeline parallelism where the engine runs it beside
     /// data parallelism only.
     ContextParallelWithModelParallel {
@@ -525,6 +533,10 @@ impl fmt::Display for Refusal {
                 f,
                 "its context parallelism passes keys and values around a ring; {} is Megatron-LM's; use --cp-comm ring",
                 comm.name()
+            ),
+            Refusal::UlyssesKeyValueHeads { kv, cp } => write!(
+                f,
+                "its Ulysses attention splits or replicates the {kv} key/value heads over the context-parallel ranks only when one count divides the other, and cp is {cp}; use a cp that divides {kv} or that {kv} divides"
             ),
             Refusal::ContextParallelWithModelParallel { tp, pp, .. } => write!(
                 f,
