@@ -125,7 +125,12 @@ CASES = [
                    global_batch=4096)),
     # Context-parallel exchanges beyond the ring, and DeepEP's deduplicated expert dispatch.
     dict(name="mg-cp-ulysses", engine="megatron", model="llama3.1-70b", gpus=64,
-         plan=dict(tp=4, cp=4, zero=1, cp_comm="all-to-all", seq_len=32768, global_batch=32)),
+         plan=dict(tp=2, cp=4, zero=1, cp_comm="all-to-all", seq_len=32768, global_batch=32)),
+    # Transformer Engine's a2a needs each TP rank's key/value heads (8 / tp 4 = 2) to divide by
+    # cp (context_parallel.py, AttnFuncWithCPAndQKVOA2A).
+    dict(name="mg-cp-ulysses-kv", engine="megatron", model="llama3.1-70b", gpus=64,
+         plan=dict(tp=4, cp=4, zero=1, cp_comm="all-to-all", seq_len=32768, global_batch=32),
+         refused="needs them to divide"),
     dict(name="mg-cp-hierarchical", engine="megatron", model="llama3.1-70b", gpus=64,
          plan=dict(tp=2, cp=8, zero=1, cp_comm="hierarchical", seq_len=65536, global_batch=16)),
     dict(name="mg-moe-deepep", engine="megatron", model="qwen3-235b-a22b", gpus=256,

@@ -19,7 +19,7 @@ use crate::run::Run;
 use super::Engine;
 pub use super::offload::ActivationOffload;
 use super::refusal::Refusal;
-pub use super::refusal::{ExpertTensorParallel, OffloadMismatch, SequenceParallel};
+pub use super::refusal::{ExpertTensorParallel, OffloadMismatch, SequenceParallel, UlyssesKvHeads};
 
 /// What one engine runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -60,6 +60,8 @@ pub struct Capabilities {
     pub cp_comms: &'static [CpComm],
     /// Whether context parallelism combines with tensor or pipeline parallelism.
     pub cp_with_model_parallel: bool,
+    /// How its all-to-all context parallelism deals the key/value heads over its ranks.
+    pub ulysses_kv_heads: UlyssesKvHeads,
     /// Whether it runs the deduplicated (DeepEP) expert dispatch.
     pub deduplicated_dispatch: bool,
     /// The expert-tensor-parallel sizes it runs.
@@ -130,6 +132,10 @@ const MEGATRON: Capabilities = Capabilities {
     // `--cp-comm-type p2p`, `a2a`, `a2a+p2p`; Mesh-Attention is in no release.
     cp_comms: &[CpComm::Ring, CpComm::AllToAll, CpComm::Hierarchical],
     cp_with_model_parallel: true,
+    // Transformer Engine's a2a (transformer_engine/pytorch/attention/dot_product_attention/
+    // context_parallel.py, `AttnFuncWithCPAndQKVOA2A`): "requires num_heads % cp_size == 0 for
+    // Q, K, V".
+    ulysses_kv_heads: UlyssesKvHeads::Divide,
     deduplicated_dispatch: true,
     expert_tensor_parallel: ExpertTensorParallel::Any,
     capacity_factor: true,
@@ -192,6 +198,8 @@ const TORCHTITAN: Capabilities = Capabilities {
     partial_recompute: false,
     cp_comms: &[CpComm::Ring],
     cp_with_model_parallel: true,
+    // No all-to-all context parallelism.
+    ulysses_kv_heads: UlyssesKvHeads::Divide,
     deduplicated_dispatch: true,
     expert_tensor_parallel: ExpertTensorParallel::OneOrTp,
     capacity_factor: false,
@@ -239,6 +247,8 @@ const DEEPSPEED: Capabilities = Capabilities {
     // pipeline engine is documented with it).
     cp_comms: &[CpComm::AllToAll],
     cp_with_model_parallel: false,
+    // UlyssesSPAttentionHF.__init__: replicates key/value heads by a whole factor.
+    ulysses_kv_heads: UlyssesKvHeads::DivideOrReplicate,
     deduplicated_dispatch: false,
     expert_tensor_parallel: ExpertTensorParallel::One,
     capacity_factor: true,
@@ -422,15 +432,14 @@ pub fn refusals(engine: Engine, run: &Run) -> Vec<Refusal> {
     if cp > 1 && !caps.cp_with_model_parallel && tp * pp > 1 {
         out.push(Refusal::ContextParallelWithModelParallel { engine, tp, pp });
     }
-    // UlyssesSPAttentionHF replicates key/value heads only by a whole factor: their count must
-    // divide cp or be divided by it (runtime/sequence_parallel/ulysses_sp.py).
-    let kv = run.model().num_kv_heads();
-    if engine == Engine::Deepspeed
-        && cp > 1
-        && plan.cp_comm() == CpComm::AllToAll
-        && !(kv.is_multiple_of(cp) || cp.is_multiple_of(kv))
-    {
-        out.push(Refusal::UlyssesKeyValueHeads { kv, cp });
+    // The all-to-all deals each TP rank's key/value heads over its ranks.
+    let (kv, a2a) = (run.model().num_kv_heads() / tp.max(1), plan.cp_a2a());
+    let kv_dealt = match caps.ulysses_kv_heads {
+        UlyssesKvHeads::Divide => kv.is_multiple_of(a2a),
+        UlyssesKvHeads::DivideOrReplicate => kv.is_multiple_of(a2a) || a2a.is_multiple_of(kv),
+    };
+    if cp > 1 && a2a > 1 && kv > 0 && !kv_dealt {
+        out.push(Refusal::UlyssesKeyValueHeads { kv, a2a, rule: caps.ulysses_kv_heads });
     }
     if !caps.deduplicated_dispatch
         && plan.ep() > 1
@@ -686,7 +695,7 @@ mod tests {
         );
         assert!(refusals(Engine::Megatron, &with_tp).is_empty());
         // Nemotron-4 15B's 8 key/value heads over 6 ranks: neither count divides the other, so
-        // UlyssesSPAttentionHF refuses it; Megatron-LM replicates them and runs it.
+        // UlyssesSPAttentionHF refuses it.
         let nemotron = Run::from_spec(&RunSpec {
             model: crate::presets::model("nemotron4-15b").unwrap(),
             cluster: ClusterSpec { gpu: crate::presets::gpu("h100-sxm").unwrap(), num_gpus: 24 },
@@ -701,9 +710,13 @@ mod tests {
         })
         .unwrap();
         let refused = refusals(Engine::Deepspeed, &nemotron);
-        assert_eq!(refused, [Refusal::UlyssesKeyValueHeads { kv: 8, cp: 6 }]);
+        let rule = UlyssesKvHeads::DivideOrReplicate;
+        assert_eq!(refused, [Refusal::UlyssesKeyValueHeads { kv: 8, a2a: 6, rule }]);
         assert!(refused[0].to_string().contains("use a cp that divides 8"));
-        assert!(refusals(Engine::Megatron, &nemotron).is_empty());
+        // Transformer Engine's all-to-all needs them to divide: Megatron-LM refuses it too.
+        let refused = refusals(Engine::Megatron, &nemotron);
+        let rule = UlyssesKvHeads::Divide;
+        assert_eq!(refused, [Refusal::UlyssesKeyValueHeads { kv: 8, a2a: 6, rule }]);
     }
 
     #[test]

@@ -76,6 +76,16 @@ pub enum SequenceParallel {
     Never,
 }
 
+/// How an engine's all-to-all (Ulysses) context parallelism deals each TP rank's key/value heads
+/// over its ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UlyssesKvHeads {
+    /// Split only: the ranks must divide the heads.
+    Divide,
+    /// Split, or replicated by a whole factor where there are fewer heads than ranks.
+    DivideOrReplicate,
+}
+
 /// How a plan's activation offload differs from what an engine runs (`docs/activation-offload.md`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum OffloadMismatch {
@@ -225,13 +235,15 @@ pub enum Refusal {
         /// The plan's exchange.
         comm: CpComm,
     },
-    /// Key/value heads that Ulysses (DeepSpeed's ALST) neither splits nor replicates evenly over
-    /// the context-parallel ranks.
+    /// Key/value heads that the engine's all-to-all context parallelism cannot deal over its
+    /// ranks.
     UlyssesKeyValueHeads {
-        /// Key/value heads of the model.
+        /// Key/value heads per TP rank.
         kv: u64,
-        /// Context-parallel size.
-        cp: u64,
+        /// Ranks of the all-to-all.
+        a2a: u64,
+        /// How the engine deals them.
+        rule: UlyssesKvHeads,
     },
     /// Context parallelism beside tensor or pipeline parallelism where the engine runs it beside
     /// data parallelism only.
@@ -534,9 +546,13 @@ impl fmt::Display for Refusal {
                 "its context parallelism passes keys and values around a ring; {} is Megatron-LM's; use --cp-comm ring",
                 comm.name()
             ),
-            Refusal::UlyssesKeyValueHeads { kv, cp } => write!(
+            Refusal::UlyssesKeyValueHeads { kv, a2a, rule: UlyssesKvHeads::DivideOrReplicate } => write!(
                 f,
-                "its Ulysses attention splits or replicates the {kv} key/value heads over the context-parallel ranks only when one count divides the other, and cp is {cp}; use a cp that divides {kv} or that {kv} divides"
+                "its Ulysses attention splits or replicates the {kv} key/value heads over the context-parallel ranks only when one count divides the other, and cp is {a2a}; use a cp that divides {kv} or that {kv} divides"
+            ),
+            Refusal::UlyssesKeyValueHeads { kv, a2a, rule: UlyssesKvHeads::Divide } => write!(
+                f,
+                "Transformer Engine's all-to-all context parallelism splits each TP rank's {kv} key/value heads over its {a2a} ranks and needs them to divide; use a cp (or all-to-all group) that divides {kv}, or --cp-comm ring"
             ),
             Refusal::ContextParallelWithModelParallel { tp, pp, .. } => write!(
                 f,
