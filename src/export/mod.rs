@@ -9,6 +9,8 @@
 //! GPU's memory.
 
 pub mod capability;
+#[cfg(test)]
+mod capability_tests;
 mod deepspeed;
 mod megatron;
 mod megatron_release;

@@ -234,6 +234,8 @@ pub enum Refusal {
         engine: Engine,
         /// The plan's exchange.
         comm: CpComm,
+        /// The exchange the engine runs first (its capability table's), the one to use instead.
+        instead: CpComm,
     },
     /// Key/value heads that the engine's all-to-all context parallelism cannot deal over its
     /// ranks.
@@ -302,14 +304,6 @@ pub enum Refusal {
         /// The plan's precision.
         precision: Precision,
     },
-}
-
-/// The `--cp-comm` value an engine runs first (Ulysses' all-to-all for DeepSpeed, else the ring).
-fn cp_comm_runs(engine: Engine) -> &'static str {
-    match engine {
-        Engine::Deepspeed => "all-to-all",
-        Engine::Megatron | Engine::Torchtitan => "ring",
-    }
 }
 
 fn sharding_flag(sharding: Sharding) -> &'static str {
@@ -531,12 +525,12 @@ impl fmt::Display for Refusal {
             Refusal::ContextParallel { .. } => {
                 f.write_str("it has no context parallelism; use --cp 1")
             }
-            Refusal::CpComm { engine, comm: CpComm::Mesh } => write!(
+            Refusal::CpComm { comm: CpComm::Mesh, instead, .. } => write!(
                 f,
                 "no released engine runs Mesh-Attention (Chen et al. 2025); meshplan prices it only; use --cp-comm {}",
-                cp_comm_runs(engine)
+                instead.name()
             ),
-            Refusal::CpComm { engine: Engine::Deepspeed, comm } => write!(
+            Refusal::CpComm { engine: Engine::Deepspeed, comm, .. } => write!(
                 f,
                 "its context parallelism is Ulysses (Arctic Long Sequence Training's UlyssesSPAttentionHF): an all-to-all of the attention heads; {} is not; use --cp-comm all-to-all",
                 comm.name()

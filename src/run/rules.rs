@@ -379,6 +379,7 @@ pub(super) fn validate_plan(
         cp_a2a,
         pipeline_split,
         schedule,
+        // `run::with_stack_defaults` has set it from the stack where the plan does not.
         sequence_parallel: tp > 1 && spec.sequence_parallel.unwrap_or(true),
         sharding,
         fsdp,

@@ -171,11 +171,13 @@ fn price_run(
                 return None;
             }
             // Its re-packed micro-batches offload their own activations.
-            let offloaded = priced.host_offload_need_with(priced_window);
-            #[cfg(debug_assertions)]
-            debug_assert_eq!(on_its_own.host_offload_need(), offloaded, "window {window}");
-            if host.is_some_and(|host| offloaded > host) {
-                return None;
+            if let Some(host) = host {
+                let offloaded = priced.host_offload_need_with(priced_window);
+                #[cfg(debug_assertions)]
+                debug_assert_eq!(on_its_own.host_offload_need(), offloaded, "window {window}");
+                if offloaded > host {
+                    return None;
+                }
             }
             let closed_form = step_time_with_imbalance(&breakdown, priced_window.imbalance);
             #[cfg(debug_assertions)]

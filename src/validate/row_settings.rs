@@ -24,7 +24,7 @@ pub(super) fn sharding(
         .filter(|part| !part.is_empty())
         .filter_map(|part| part.parse::<u64>().ok())
         .next_back();
-    if text.contains("fsdp") && !text.contains("fsdp=0") {
+    if stated_fsdp(row) == Some(true) {
         plan.fsdp = Some(true);
         plan.fsdp_mode =
             Some(if text.contains("grad_op") { FsdpMode::GradOp } else { FsdpMode::Full });
@@ -65,10 +65,12 @@ pub(super) fn sharding(
 /// sharding (`Some(false)`), or nothing (`None`: blank or "not stated").
 pub(super) fn stated_fsdp(row: &CalibrationRow) -> Option<bool> {
     let text = row.zero_or_fsdp.trim().to_ascii_lowercase();
-    if text.is_empty() || text.starts_with("not stated") {
+    if text.contains("fsdp") && !text.contains("fsdp=0") {
+        Some(true)
+    } else if text.is_empty() || text.starts_with("not stated") {
         None
     } else {
-        Some(text.contains("fsdp") && !text.contains("fsdp=0"))
+        Some(false)
     }
 }
 

@@ -135,9 +135,14 @@ fn no_engine_exports_mesh_attention_and_each_names_the_fix() {
         assert!(!engine.capabilities().cp_comms.contains(&CpComm::Mesh), "{engine:?}");
         let refusals = check(engine, &run).unwrap_err().refusals;
         let err = export(engine, &run).unwrap_err().to_string();
-        assert_eq!(refusals, [Refusal::CpComm { engine, comm: CpComm::Mesh }], "{engine:?}");
         // DeepSpeed's context parallelism is Ulysses' all-to-all, the others' a ring.
-        let fix = if engine == Engine::Deepspeed { "all-to-all" } else { "ring" };
+        let (instead, fix) = if engine == Engine::Deepspeed {
+            (CpComm::AllToAll, "all-to-all")
+        } else {
+            (CpComm::Ring, "ring")
+        };
+        let mesh = Refusal::CpComm { engine, comm: CpComm::Mesh, instead };
+        assert_eq!(refusals, [mesh], "{engine:?}");
         assert!(err.contains("Mesh-Attention"), "{err}");
         assert!(err.ends_with(&format!("use --cp-comm {fix}")), "{err}");
     }
