@@ -8,6 +8,9 @@
 //! the tasks is `Run::from_spec`'s and is fuzzed either way); asserts no panic, and that every
 //! memory and time figure is finite and non-negative, the step time positive, throughput finite
 //! and positive, and MFU and HFU at most 100 % (`Estimate::check_figures`, what the CLI checks).
+//! Every such run also goes through each engine's capability table (`export::check`, with its
+//! sequence-parallel, context-parallel and key/value-head rules) and, where that accepts it, the
+//! engine's exporter: no panic, and every refusal says something.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
@@ -15,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use arbitrary::Arbitrary;
 use libfuzzer_sys::fuzz_target;
 use meshplan::estimate::{closed_form, estimate_simulated_with};
+use meshplan::export;
 use meshplan::hardware::{ClusterSpec, GpuSpec};
 use meshplan::model::ModelSpec;
 use meshplan::plan::{
@@ -246,6 +250,14 @@ fn non_negative(what: &str, value: f64) {
 fuzz_target!(|input: Input| {
     let spec = spec(&input);
     let Ok(run) = Run::from_spec_with_stack(&spec, stack_of(&spec)) else { return };
+    for engine in Engine::ALL {
+        match export::check(engine, &run) {
+            Ok(()) => {
+                let _ = export::export(engine, &run);
+            }
+            Err(unsupported) => assert!(!unsupported.to_string().is_empty(), "{engine:?}"),
+        }
+    }
     let plan = run.plan();
     let tasks = plan.num_microbatches() * plan.pp() * plan.vp() * 2;
     let estimate = if tasks <= SIMULATED {

@@ -215,6 +215,8 @@ fn deepspeed_runs_ulysses_context_parallelism_beside_zero_only() {
         refusals(Engine::Deepspeed, &with_tp),
         [Refusal::ContextParallelWithModelParallel { engine: Engine::Deepspeed, tp: 2, pp: 1 }]
     );
+    let text = check(Engine::Deepspeed, &with_tp).unwrap_err().to_string();
+    assert!(text.ends_with("not with tp 2 or pp 1; use --tp 1 --pp 1, or --cp 1"), "{text}");
     assert!(refusals(Engine::Megatron, &with_tp).is_empty());
     // Nemotron-4 15B's 8 key/value heads over 6 ranks: neither count divides the other, so
     // UlyssesSPAttentionHF refuses it.
@@ -239,6 +241,9 @@ fn deepspeed_runs_ulysses_context_parallelism_beside_zero_only() {
     let refused = refusals(Engine::Megatron, &nemotron);
     let rule = UlyssesKvHeads::Divide;
     assert_eq!(refused, [Refusal::UlyssesKeyValueHeads { kv: 8, a2a: 6, rule }]);
+    let text = refused[0].to_string();
+    assert!(text.contains("8 key/value heads over its 6 ranks and needs them to divide"), "{text}");
+    assert!(text.ends_with("use a cp (or all-to-all group) that divides 8, or --cp-comm ring"));
 }
 
 #[test]
