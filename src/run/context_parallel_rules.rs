@@ -9,7 +9,9 @@ use crate::violation::Collector;
 /// The context-parallel exchange and its all-to-all size. Ulysses splits each TP rank's heads
 /// over the cp ranks, so `cp` must divide the query heads per TP rank (key/value heads are
 /// replicated when there are fewer); a hierarchical exchange runs its all-to-all over the largest
-/// such divisor of cp whose ranks share an NVLink domain, and a ring over the rest. Mesh-Attention
+/// divisor of cp whose ranks share an NVLink domain and that divides both the query and the
+/// key/value heads per TP rank (Transformer Engine's all-to-all splits each head tensor over its
+/// group, `flash_attn_a2a_communicate`), and a ring over the rest. Mesh-Attention
 /// deals the attention matrix to the cp ranks as a grid of at least two rows and two columns
 /// (a one-row grid is the ring), so cp must have such a factorisation; its ranks run one block
 /// of the tile at a time, so it has no all-to-all.
@@ -37,7 +39,11 @@ pub(super) fn validate_cp_comm(
             cp
         }
         CpComm::Hierarchical => (1..=cp)
-            .filter(|&a| cp.is_multiple_of(a) && heads.is_multiple_of(a) && a * tp <= domain)
+            .filter(|&a| {
+                let kv = model.num_kv_heads() / tp.max(1);
+                let splits = |h: u64| h.is_multiple_of(a);
+                cp.is_multiple_of(a) && splits(heads) && (kv == 0 || splits(kv)) && a * tp <= domain
+            })
             .max()
             .unwrap_or(1),
         CpComm::Mesh => {

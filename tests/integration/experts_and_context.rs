@@ -143,6 +143,17 @@ fn ulysses_blocks_on_its_all_to_alls_where_the_ring_hides_under_attention() {
     };
     let run = self::run("llama3.1-70b", "h100-sxm", 64, 65536, plan);
     assert_eq!(run.plan().cp_a2a(), 4);
+    // On a GB200 NVL72 domain the 64 query heads would allow an all-to-all over 64 ranks, but
+    // Transformer Engine splits the 8 key/value heads over the group too: 8 ranks, then a ring
+    // of 8 (Megatron-LM's --hierarchical-context-parallel-sizes 8 8).
+    let plan = PlanSpec {
+        tp: Some(1),
+        cp: Some(64),
+        cp_comm: Some(CpComm::Hierarchical),
+        ..PlanSpec::default()
+    };
+    let run = self::run("llama3.1-70b", "gb200", 64, 131072, plan);
+    assert_eq!((run.plan().cp_a2a(), run.plan().cp_ring()), (8, 8));
 }
 
 /// Mixtral 8x7B on 32 H100 with tp 8, priced by `stack`, with `plan`'s expert and context sizes.
