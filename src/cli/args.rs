@@ -67,6 +67,14 @@ pub struct EstimateArgs {
     /// Write the run's complete plan (every option explicit) as a plan file for --plan.
     #[arg(long, value_name = "FILE.toml")]
     pub save_plan: Option<PathBuf>,
+    /// Take the performance recipe that the stack (--stack, a NeMo release) publishes for this
+    /// model, GPU, precision and GPU count: it sets the plan options the flags leave unset
+    /// (recompute, Megatron-FSDP, offload, token dispatch, overlaps, BF16 layers) and its
+    /// kernels (TE op fuser, FP8 attention, whole-iteration CUDA graphs), as `meshplan validate`
+    /// does for a published run. A plan file saved with it holds the options, not the kernels:
+    /// give --recipe again beside --plan.
+    #[arg(long)]
+    pub recipe: bool,
     /// Output format; json is one object with units in its key names.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -88,6 +96,10 @@ pub struct SimulateArgs {
     /// pipeline timeline, drawn as inline SVG charts.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
+    /// Take the performance recipe that the stack (--stack, a NeMo release) publishes for this
+    /// model, GPU, precision and GPU count, as `meshplan estimate --recipe` does.
+    #[arg(long)]
+    pub recipe: bool,
     /// Output format; json is one object, times in seconds.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

@@ -43,16 +43,37 @@ pub struct Inputs {
     pub example: bool,
     /// The spec the run was built from (model and cluster inline), for `--save-plan`.
     pub spec: RunSpec,
+    /// With `--recipe`: what the stack's recipe set, and where it was read.
+    pub recipe: Option<String>,
 }
 
 /// Builds the run from the flags, reporting every problem at once.
 pub fn build_run(args: &RunArgs) -> Result<Inputs, Violations> {
+    build_run_with(args, false)
+}
+
+/// Builds the run from the flags, with its stack's performance recipe taken where `recipe` is set
+/// (`recipe.rs`), reporting every problem at once.
+pub fn build_run_with(args: &RunArgs, recipe: bool) -> Result<Inputs, Violations> {
     let mut problems = Collector::default();
     let example = args.model.is_none() && args.plan.is_none();
     let spec = build_spec(&mut problems, args, true);
-    let run = spec.as_ref().and_then(|spec| problems.take(Run::from_spec(spec)));
+    let (spec, run, note) = match spec {
+        Some(spec) if recipe => match problems.take(super::recipe::take(&spec)) {
+            Some(taken) => {
+                let run = problems.take(Run::from_spec_with_stack(&taken.spec, taken.stack));
+                (Some(taken.spec), run, Some(taken.note))
+            }
+            None => (Some(spec), None, None),
+        },
+        Some(spec) => {
+            let run = problems.take(Run::from_spec(&spec));
+            (Some(spec), run, None)
+        }
+        None => (None, None, None),
+    };
     let (run, spec) = problems.finish_with(run.zip(spec), "run")?;
-    Ok(Inputs { run, example, spec })
+    Ok(Inputs { run, example, spec, recipe: note })
 }
 
 /// The run as specified by the flags, before the checks that tie its parts together (what a

@@ -149,6 +149,9 @@ pub fn run_header(inputs: &Inputs) -> String {
         plan.schedule().name(),
     );
     let _ = writeln!(out, "Software: {}", software_label(run));
+    if let Some(note) = &inputs.recipe {
+        let _ = writeln!(out, "Recipe: {note}");
+    }
     if let Some(data) = run.data() {
         let _ = writeln!(out, "Data: {}", data_label(run, data));
     }
@@ -424,6 +427,9 @@ struct RunJson<'a> {
     micro_batch: u64,
     precision: &'static str,
     plan: PlanJson,
+    /// With `--recipe`: what the stack's recipe set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe: Option<&'a str>,
 }
 
 /// A plan in JSON: its label, every option under its file key (the resolved plan, as a plan file
@@ -609,6 +615,7 @@ pub fn estimate_json<W: Serialize>(
             micro_batch: training.micro_batch(),
             precision: training.precision().name(),
             plan: PlanJson::of(run),
+            recipe: inputs.recipe.as_deref(),
         },
         memory: MemoryJson::from(estimate),
         time: TimeJson {

@@ -99,6 +99,18 @@ pub struct EagerOps {
     pub glu_clamp: bool,
 }
 
+/// The kernel and launch choices of a performance recipe that change how a stack prices a run
+/// rather than the plan ([`Stack::with_recipe_kernels`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct RecipeKernels {
+    /// The routed experts' MLP through the Transformer Engine op fuser.
+    pub fused_grouped_mlp: bool,
+    /// FP8 dot-product attention.
+    pub fp8_attention: bool,
+    /// The whole iteration captured in one CUDA graph.
+    pub full_iteration_graphs: bool,
+}
+
 /// A validated software stack.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Stack {
@@ -407,6 +419,21 @@ impl Stack {
     pub fn with_attention(&self, generation: Generation, kernel: AttentionKernel) -> Stack {
         let mut stack = self.clone();
         stack.attention.insert(generation, kernel);
+        stack
+    }
+
+    /// The stack with the kernel and launch choices a performance recipe makes
+    /// ([`Stack::with_fused_grouped_mlp`], [`Stack::with_fp8_attention`],
+    /// [`Stack::with_full_iteration_graphs`]), each where its flag is set.
+    pub fn with_recipe_kernels(&self, choices: RecipeKernels) -> Stack {
+        let mut stack =
+            if choices.fused_grouped_mlp { self.with_fused_grouped_mlp() } else { self.clone() };
+        if choices.fp8_attention {
+            stack = stack.with_fp8_attention();
+        }
+        if choices.full_iteration_graphs {
+            stack = stack.with_full_iteration_graphs();
+        }
         stack
     }
 

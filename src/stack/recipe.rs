@@ -69,6 +69,10 @@ impl Recipe {
     pub fn precisions(&self) -> Option<&[Precision]> {
         self.precisions.as_deref()
     }
+    /// The GPU counts it covers; `None`: every count.
+    pub fn num_gpus(&self) -> Option<&[u64]> {
+        self.num_gpus.as_deref()
+    }
     /// What it sets.
     pub fn settings(&self) -> &RecipeSettings {
         &self.settings

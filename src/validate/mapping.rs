@@ -16,7 +16,7 @@ use super::batch_shape::{BatchShape, batch_shape, virtual_pipeline};
 use super::fit::compare_memory;
 use super::gpu_type::gpu_preset;
 use super::measured::{FlopShape, measured};
-use super::recipe_use::RecipeUse;
+use super::recipe_use::{RecipeUse, StatedOther, Subject};
 use super::row::{CalibrationRow, count, positive};
 use super::row_precision::precision;
 use super::row_settings::{experts_plan, recompute, sharding, stated_fsdp, stated_recompute};
@@ -29,7 +29,7 @@ use crate::plan::{PipelineSplit, PlanSpec, RecomputeKind, TrainingSpec};
 use crate::presets::{self, StackCatalog};
 use crate::run::{Run, RunSpec};
 use crate::sim::SimOptions;
-use crate::stack::{AttentionKernel, Stack};
+use crate::stack::{AttentionKernel, RecipeKernels, Stack};
 
 /// Calibration factor per GPU preset name; a GPU not listed keeps its preset's factor. Fitted by
 /// `calibrate.rs`, applied here to the GPU a row maps to.
@@ -72,14 +72,11 @@ impl Mapped {
         if !changed {
             return Arc::clone(stack);
         }
-        let mut priced =
-            if self.fused_grouped_mlp { stack.with_fused_grouped_mlp() } else { (**stack).clone() };
-        if self.fp8_attention {
-            priced = priced.with_fp8_attention();
-        }
-        if self.full_iteration_graphs {
-            priced = priced.with_full_iteration_graphs();
-        }
+        let mut priced = stack.with_recipe_kernels(RecipeKernels {
+            fused_grouped_mlp: self.fused_grouped_mlp,
+            fp8_attention: self.fp8_attention,
+            full_iteration_graphs: self.full_iteration_graphs,
+        });
         if compile {
             priced = priced.compiled();
         }
@@ -289,18 +286,31 @@ pub(super) fn map_row(
     }
     // Row > the stack's recipe for this model, GPU and precision > the stack's defaults.
     let layers_per_stage = layers.div_ceil(pp);
-    let mut recipe =
-        RecipeUse::find(stack, &row.model, gpu_name, precision, num_gpus, layers_per_stage);
+    let mut recipe = RecipeUse::find(
+        stack,
+        (&row.model, gpu_name),
+        precision,
+        num_gpus,
+        layers_per_stage,
+        Subject::Row,
+    );
     recipe.check_sharding(stated_fsdp(row));
     sharding(row, defaults, dp, &mut plan, &mut assumptions, &mut recipe);
     let from_recipe = stated_recompute(row).is_none() && recipe.recompute(&model, &mut plan);
     let least_recompute = !from_recipe && recompute(row, defaults, &mut plan, &mut assumptions);
-    recipe.other_settings(row, moe, &mut plan);
+    let settings = row.other_settings.to_ascii_lowercase();
+    let stated = StatedOther {
+        offload: settings.contains("offload"),
+        dispatch: settings.contains("dispatcher"),
+        expert_overlap: settings.contains("a2a") || settings.contains("overlap-moe"),
+    };
+    recipe.other_settings(stated, moe, &mut plan);
     let fused_grouped_mlp = moe && recipe.fused_grouped_mlp();
     let fp8_attention = recipe.fp8_attention();
     let full_iteration_graphs = moe && recipe.full_iteration_graphs();
-    let recipe_tp_overlap = recipe.tp_comm_overlap(row, tp);
-    recipe.bf16_layers(row, layers_per_stage, &mut plan);
+    let tp_overlap_stated = settings.contains("async tp") || settings.contains("tp-comm-overlap");
+    let recipe_tp_overlap = recipe.tp_comm_overlap(tp_overlap_stated, tp);
+    recipe.bf16_layers(settings.contains("bf16-layers"), layers_per_stage, &mut plan);
     if let Some(text) = recipe.assumption(stack.id(), gpu_name, precision) {
         assumptions.push(text);
     }
@@ -309,7 +319,6 @@ pub(super) fn map_row(
             assumptions.push(why);
             (generation, kernel)
         });
-    let settings = row.other_settings.to_ascii_lowercase();
     let compiled = settings.contains("torch.compile");
     if compiled && stack.eager_elementwise() {
         assumptions.push(format!(

@@ -20,7 +20,7 @@ mod mapping;
 mod measured;
 mod memory_counter;
 mod rank;
-mod recipe_use;
+pub(crate) mod recipe_use;
 #[cfg(test)]
 mod recipe_use_tests;
 mod row;

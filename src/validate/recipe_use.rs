@@ -6,15 +6,47 @@
 //! recomputed layers than a rank holds) is not the one the row ran: nothing is taken from it, and
 //! the assumption says so. So is a recipe that runs Megatron-FSDP where the row states other
 //! sharding, or the other way round. A recompute module of a part the mapped model lacks is left out.
+//!
+//! `meshplan estimate --recipe` takes a user's plan through the same steps (`cli/recipe.rs`):
+//! there the plan's flags are what is stated, and the texts speak of the plan, not of a row.
 
-use super::row::CalibrationRow;
 use crate::model::ModelSpec;
 use crate::plan::{FsdpMode, PlanSpec, Precision, RecomputeKind, RecomputeModule};
 use crate::stack::{CudaGraphImpl, Recipe, Stack};
 
-/// The recipe covering a row, if any, and what was taken from it.
-pub(super) struct RecipeUse<'a> {
+/// What a recipe fills in: a calibration row's blanks or a user's plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subject {
+    /// A published run (`meshplan validate`).
+    Row,
+    /// A plan from the command line (`--recipe`).
+    Plan,
+}
+
+impl Subject {
+    fn name(self) -> &'static str {
+        match self {
+            Subject::Row => "row",
+            Subject::Plan => "plan",
+        }
+    }
+}
+
+/// Which of a recipe's other settings the row or the plan already states.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct StatedOther {
+    /// Activation offload.
+    pub offload: bool,
+    /// The token dispatcher.
+    pub dispatch: bool,
+    /// Expert-parallel all-to-all overlap.
+    pub expert_overlap: bool,
+}
+
+/// The recipe covering a row (or a plan), if any, and what was taken from it.
+pub(crate) struct RecipeUse<'a> {
     recipe: Option<&'a Recipe>,
+    subject: Subject,
     /// The row's model, as the row names it.
     model: String,
     taken: Vec<String>,
@@ -27,13 +59,13 @@ pub(super) struct RecipeUse<'a> {
 impl<'a> RecipeUse<'a> {
     /// The recipe of `stack` for this model, GPU preset, precision and GPU count, unless its layer
     /// counts do not fit a pipeline rank of `layers_per_stage` layers.
-    pub(super) fn find(
+    pub(crate) fn find(
         stack: &'a Stack,
-        model: &str,
-        gpu: &str,
+        (model, gpu): (&str, &str),
         precision: Precision,
         num_gpus: u64,
         layers_per_stage: u64,
+        subject: Subject,
     ) -> RecipeUse<'a> {
         let recipe = stack.recipe_for(model, gpu, precision, num_gpus);
         let settings = recipe.map(Recipe::settings);
@@ -45,13 +77,17 @@ impl<'a> RecipeUse<'a> {
             full.filter(|n| *n > layers_per_stage)
                 .map(|n| format!("its full recompute of {n} layers"))
         };
-        let ruled_out = misfit.map(|what| {
-            format!(
+        let ruled_out = misfit.map(|what| match subject {
+            Subject::Row => format!(
                 "not used: {what} does not fit the row's {layers_per_stage} layers per pipeline rank, so the row ran another layout"
-            )
+            ),
+            Subject::Plan => format!(
+                "not used: {what} does not fit the plan's {layers_per_stage} layers per pipeline rank"
+            ),
         });
         RecipeUse {
             recipe,
+            subject,
             model: model.to_owned(),
             taken: Vec::new(),
             ruled_out,
@@ -63,7 +99,7 @@ impl<'a> RecipeUse<'a> {
     /// other one (`row_fsdp`: whether the row states Megatron-FSDP, `None` where it states
     /// nothing): the published run then used another configuration than the recipe, so none of
     /// the recipe's settings describe it.
-    pub(super) fn check_sharding(&mut self, row_fsdp: Option<bool>) {
+    pub(crate) fn check_sharding(&mut self, row_fsdp: Option<bool>) {
         let (Some(recipe), Some(row_fsdp)) = (self.recipe, row_fsdp) else { return };
         let recipe_fsdp = recipe.settings().fsdp.unwrap_or(false);
         if self.ruled_out.is_some() || recipe_fsdp == row_fsdp {
@@ -79,6 +115,16 @@ impl<'a> RecipeUse<'a> {
         ));
     }
 
+    /// The recipe that covers the run, used or not.
+    pub(crate) fn recipe(&self) -> Option<&'a Recipe> {
+        self.recipe
+    }
+
+    /// Why the recipe is not used, where the run's layout rules it out.
+    pub(crate) fn ruled_out(&self) -> Option<&str> {
+        self.ruled_out.as_deref()
+    }
+
     /// The recipe, unless the row's layout rules it out.
     fn usable(&self) -> Option<&'a Recipe> {
         self.recipe.filter(|_| self.ruled_out.is_none())
@@ -86,7 +132,7 @@ impl<'a> RecipeUse<'a> {
 
     /// Sets the plan's recompute from the recipe (the row states none); `false` when the recipe
     /// sets no recompute the run can take.
-    pub(super) fn recompute(&mut self, model: &ModelSpec, plan: &mut PlanSpec) -> bool {
+    pub(crate) fn recompute(&mut self, model: &ModelSpec, plan: &mut PlanSpec) -> bool {
         let Some(settings) = self.usable().map(Recipe::settings) else { return false };
         let Some(kind) = settings.recompute else { return false };
         match kind {
@@ -134,7 +180,7 @@ impl<'a> RecipeUse<'a> {
     }
 
     /// Megatron-FSDP from the recipe (the row states no sharding); `true` when taken.
-    pub(super) fn sharding(&mut self, plan: &mut PlanSpec) -> bool {
+    pub(crate) fn sharding(&mut self, plan: &mut PlanSpec) -> bool {
         let fsdp = self.usable().and_then(|recipe| recipe.settings().fsdp);
         if fsdp != Some(true) {
             return false;
@@ -147,12 +193,11 @@ impl<'a> RecipeUse<'a> {
     }
 
     /// Activation offload, token dispatch and expert-parallel overlap from the recipe, where the
-    /// row's settings do not mention them.
-    pub(super) fn other_settings(&mut self, row: &CalibrationRow, moe: bool, plan: &mut PlanSpec) {
+    /// row's settings (or the plan's flags) do not state them.
+    pub(crate) fn other_settings(&mut self, stated: StatedOther, moe: bool, plan: &mut PlanSpec) {
         let Some(settings) = self.usable().map(Recipe::settings) else { return };
-        let text = row.other_settings.to_ascii_lowercase();
         if let Some(n) = settings.offload_activation_layers
-            && !text.contains("offload")
+            && !stated.offload
         {
             plan.offload_activation_layers = Some(n as i64);
             self.taken.push(format!("activation offload {n} layers"));
@@ -162,7 +207,7 @@ impl<'a> RecipeUse<'a> {
         }
         if let Some(dispatch) = settings.expert_dispatch
             && plan.expert_dispatch.is_none()
-            && !text.contains("dispatcher")
+            && !stated.dispatch
         {
             plan.expert_dispatch = Some(dispatch);
             let backend =
@@ -170,8 +215,7 @@ impl<'a> RecipeUse<'a> {
             self.taken.push(format!("expert dispatch {}{backend}", dispatch.name()));
         }
         if let Some(overlap) = settings.expert_comm_overlap
-            && !text.contains("a2a")
-            && !text.contains("overlap-moe")
+            && !stated.expert_overlap
         {
             plan.expert_comm_overlap = Some(overlap);
             self.taken
@@ -180,18 +224,19 @@ impl<'a> RecipeUse<'a> {
     }
 
     /// The layers the recipe keeps in BF16 at the end of the model, unless the row's settings
-    /// name BF16 layers; not taken (and said so) where they exceed the row's layers per pipeline
-    /// stage, which Megatron-Core refuses.
-    pub(super) fn bf16_layers(&mut self, row: &CalibrationRow, stage: u64, plan: &mut PlanSpec) {
+    /// (or the plan's flags) state BF16 layers; not taken (and said so) where they exceed the
+    /// run's layers per pipeline stage, which Megatron-Core refuses.
+    pub(crate) fn bf16_layers(&mut self, stated: bool, stage: u64, plan: &mut PlanSpec) {
         let Some(n) = self.usable().and_then(|recipe| recipe.settings().bf16_layers_at_end) else {
             return;
         };
-        if row.other_settings.to_ascii_lowercase().contains("bf16-layers") {
+        if stated {
             return;
         }
         if n > stage {
             self.dropped.push(format!(
-                "the last {n} layers in BF16 (more than the row's {stage} layers per pipeline stage)"
+                "the last {n} layers in BF16 (more than the {}'s {stage} layers per pipeline stage)",
+                self.subject.name()
             ));
             return;
         }
@@ -199,12 +244,11 @@ impl<'a> RecipeUse<'a> {
         self.taken.push(format!("the last {n} layers in BF16"));
     }
 
-    /// Tensor-parallel communication overlap from the recipe, unless the row's settings name it
-    /// (`async tp`, `tp-comm-overlap`); `None`: the stack's default decides.
-    pub(super) fn tp_comm_overlap(&mut self, row: &CalibrationRow, tp: u64) -> Option<bool> {
+    /// Tensor-parallel communication overlap from the recipe, unless the row's settings (or the
+    /// plan's flags) state it; `None`: the stack's default decides.
+    pub(crate) fn tp_comm_overlap(&mut self, stated: bool, tp: u64) -> Option<bool> {
         let overlap = self.usable().and_then(|recipe| recipe.settings().tp_comm_overlap)?;
-        let text = row.other_settings.to_ascii_lowercase();
-        if tp == 1 || text.contains("async tp") || text.contains("tp-comm-overlap") {
+        if tp == 1 || stated {
             return None;
         }
         self.taken.push(format!("TP communication overlap {}", if overlap { "on" } else { "off" }));
@@ -213,7 +257,7 @@ impl<'a> RecipeUse<'a> {
 
     /// Whether the recipe runs the routed experts' MLP through the Transformer Engine op fuser
     /// (`cutedsl_fused_grouped_mlp`): a kernel choice of the stack, not of the plan.
-    pub(super) fn fused_grouped_mlp(&mut self) -> bool {
+    pub(crate) fn fused_grouped_mlp(&mut self) -> bool {
         let fused = self.usable().and_then(|recipe| recipe.settings().fused_grouped_mlp);
         if fused == Some(true) {
             self.taken.push("TE op-fuser grouped MLP (expert bias and clamp fused)".into());
@@ -223,7 +267,7 @@ impl<'a> RecipeUse<'a> {
 
     /// Whether the recipe captures the whole iteration in one CUDA graph
     /// (`cuda_graph_impl = "full_iteration"`): a launch choice of the stack, not of the plan.
-    pub(super) fn full_iteration_graphs(&mut self) -> bool {
+    pub(crate) fn full_iteration_graphs(&mut self) -> bool {
         let graphs = self.usable().and_then(|recipe| recipe.settings().cuda_graphs);
         let full = graphs == Some(CudaGraphImpl::FullIteration);
         if full {
@@ -234,7 +278,7 @@ impl<'a> RecipeUse<'a> {
 
     /// Whether the recipe runs attention in FP8 (`fp8_dot_product_attention`): a kernel choice
     /// of the stack, not of the plan.
-    pub(super) fn fp8_attention(&mut self) -> bool {
+    pub(crate) fn fp8_attention(&mut self) -> bool {
         let fp8 = self.usable().and_then(|recipe| recipe.settings().fp8_attention);
         if fp8 == Some(true) {
             self.taken.push(
@@ -248,7 +292,7 @@ impl<'a> RecipeUse<'a> {
 
     /// The assumption naming the recipe and what was taken from it; `None` when nothing was
     /// taken or ruled out.
-    pub(super) fn assumption(
+    pub(crate) fn assumption(
         &self,
         stack: &str,
         gpu: &str,
@@ -288,7 +332,7 @@ fn model_has(model: &ModelSpec, module: RecomputeModule) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::RecipeUse;
+    use super::{RecipeUse, Subject};
     use crate::plan::Precision;
     use crate::presets;
 
@@ -301,7 +345,8 @@ mod tests {
         setting: fn(&mut RecipeUse<'_>) -> bool,
     ) -> (bool, String) {
         let stack = presets::stack("nemo-26.06").unwrap();
-        let mut recipe = RecipeUse::find(&stack, model, gpu, precision, gpus, layers);
+        let mut recipe =
+            RecipeUse::find(&stack, (model, gpu), precision, gpus, layers, Subject::Row);
         let set = setting(&mut recipe);
         (set, recipe.assumption(stack.id(), gpu, precision).unwrap_or_default())
     }
@@ -351,8 +396,14 @@ mod tests {
         // another configuration.
         let stack = presets::stack("nemo-25.11").unwrap();
         let find = |row_fsdp: Option<bool>| {
-            let mut recipe =
-                RecipeUse::find(&stack, "LLAMA3_8B", "h100-sxm", Precision::Fp8Current, 8, 32);
+            let mut recipe = RecipeUse::find(
+                &stack,
+                ("LLAMA3_8B", "h100-sxm"),
+                Precision::Fp8Current,
+                8,
+                32,
+                Subject::Row,
+            );
             recipe.check_sharding(row_fsdp);
             let mut plan = crate::plan::PlanSpec::default();
             let model = presets::model("llama3-8b").unwrap();

@@ -22,6 +22,7 @@ mod lengths_parquet;
 mod mesh_attention;
 mod plan_files;
 mod properties;
+mod recipe_flag;
 mod schemas;
 mod support;
 mod tidy;

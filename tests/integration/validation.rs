@@ -287,3 +287,41 @@ fn held_out_figures_hold_what_is_reached() {
     let tau = report().accuracy.rank.weighted_tau_held_out.unwrap();
     assert!(tau >= 0.9, "weighted held-out tau-b {tau:.3}");
 }
+
+/// `estimate --recipe` prices a published run as `validate` does: row 118 (NeMo 26.08,
+/// GPT-OSS 120B on 64 GB300 in MXFP8, ep 16, micro-batch 4, global batch 1280 at 4096 tokens)
+/// comes out at the same throughput from the command line as from its row.
+#[test]
+fn estimate_with_the_recipe_prices_a_published_run_as_validate_does() {
+    let row = report().rows.iter().find(|r| r.row_id == "118").unwrap();
+    let validated = row.predicted_tokens_per_sec_per_gpu.unwrap();
+    let estimate = crate::support::json(&[
+        "estimate",
+        "--model",
+        "gpt-oss-120b",
+        "--gpu",
+        "gb300",
+        "--gpus",
+        "64",
+        "--stack",
+        "nemo-26.08",
+        "--precision",
+        "mxfp8",
+        "--ep",
+        "16",
+        "--micro-batch",
+        "4",
+        "--global-batch",
+        "1280",
+        "--seq-len",
+        "4096",
+        "--recipe",
+        "--format",
+        "json",
+    ]);
+    let estimated = estimate["throughput"]["tokens_per_sec_per_gpu"].as_f64().unwrap();
+    assert!(
+        (estimated / validated - 1.0).abs() < 1e-9,
+        "estimate {estimated}, validate {validated}"
+    );
+}
