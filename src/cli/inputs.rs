@@ -58,19 +58,22 @@ pub fn build_run_with(args: &RunArgs, recipe: bool) -> Result<Inputs, Violations
     let mut problems = Collector::default();
     let example = args.model.is_none() && args.plan.is_none();
     let spec = build_spec(&mut problems, args, true);
-    let (spec, run, note) = match spec {
-        Some(spec) if recipe => match problems.take(super::recipe::take(&spec)) {
-            Some(taken) => {
-                let run = problems.take(Run::from_spec_with_stack(&taken.spec, taken.stack));
-                (Some(taken.spec), run, Some(taken.note))
-            }
-            None => (Some(spec), None, None),
-        },
-        Some(spec) => {
-            let run = problems.take(Run::from_spec(&spec));
+    let taken = match &spec {
+        Some(spec) if recipe => super::recipe::take(spec),
+        _ => Ok(None),
+    };
+    let (spec, run, note) = match (spec, taken) {
+        (Some(_), Ok(Some(taken))) => {
+            let run = problems.take(Run::from_spec_with_stack(&taken.spec, taken.stack));
+            (Some(taken.spec), run, Some(taken.note))
+        }
+        // A recipe that cannot be taken is one problem among those of the run without it.
+        (Some(spec), taken) => {
+            let refused = problems.take(taken).is_none();
+            let run = problems.take(Run::from_spec(&spec)).filter(|_| !refused);
             (Some(spec), run, None)
         }
-        None => (None, None, None),
+        (None, _) => (None, None, None),
     };
     let (run, spec) = problems.finish_with(run.zip(spec), "run")?;
     Ok(Inputs { run, example, spec, recipe: note })

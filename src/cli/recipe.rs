@@ -26,18 +26,12 @@ pub struct WithRecipe {
 
 /// Takes the recipe of the stack `spec` runs on for its model, GPU, precision and GPU count; a
 /// stack with no such recipe, or one whose layer counts do not fit the plan's pipeline, is a
-/// problem naming what the stack does have.
-pub fn take(spec: &RunSpec) -> Result<WithRecipe, Violations> {
+/// problem naming what the stack does have. `None` where the stack is not one of the built-in
+/// ones, which the run's own checks report.
+pub fn take(spec: &RunSpec) -> Result<Option<WithRecipe>, Violations> {
     let engine = spec.plan.engine.unwrap_or(Engine::DEFAULT);
     let id = spec.plan.stack.clone().unwrap_or_else(|| presets::default_stack_id(engine).into());
-    let stack = presets::stack(&id).map_err(|err| {
-        Violations::one(Violation::new(
-            "plan.stack",
-            &id,
-            err.to_string(),
-            "name one of the stacks `meshplan presets` lists",
-        ))
-    })?;
+    let Ok(stack) = presets::stack(&id) else { return Ok(None) };
     let (model, gpu) = (spec.model.name.as_str(), spec.cluster.gpu.name.as_str());
     let precision = spec.training.precision.unwrap_or(Precision::Bf16);
     let num_gpus = u64::try_from(spec.cluster.num_gpus).unwrap_or(0);
@@ -90,7 +84,7 @@ pub fn take(spec: &RunSpec) -> Result<WithRecipe, Violations> {
         )
     });
     let stack = Arc::new(stack.with_recipe_kernels(kernels));
-    Ok(WithRecipe { spec: RunSpec { plan, ..spec.clone() }, stack, note })
+    Ok(Some(WithRecipe { spec: RunSpec { plan, ..spec.clone() }, stack, note }))
 }
 
 /// The problem of a stack with no recipe for the run: what it has for the model, the built-in
@@ -141,8 +135,8 @@ fn describe(recipe: &Recipe) -> String {
     let precisions = recipe.precisions().map_or("every precision".to_owned(), |list| {
         list.iter().map(|p| p.name()).collect::<Vec<_>>().join("/")
     });
-    let counts = recipe.num_gpus().map_or("any GPU count".to_owned(), |list| {
-        list.iter().map(u64::to_string).collect::<Vec<_>>().join("/") + " GPUs"
+    let counts = recipe.num_gpus().map_or(String::new(), |list| {
+        format!(" at {} GPUs", list.iter().map(u64::to_string).collect::<Vec<_>>().join("/"))
     });
-    format!("{} in {precisions} at {counts}", recipe.gpus().join("/"))
+    format!("{} in {precisions}{counts}", recipe.gpus().join("/"))
 }

@@ -81,9 +81,9 @@ impl<'a> RecipeUse<'a> {
             Subject::Row => format!(
                 "not used: {what} does not fit the row's {layers_per_stage} layers per pipeline rank, so the row ran another layout"
             ),
-            Subject::Plan => format!(
-                "not used: {what} does not fit the plan's {layers_per_stage} layers per pipeline rank"
-            ),
+            Subject::Plan => {
+                format!("{what} does not fit the plan's {layers_per_stage} layers per pipeline rank")
+            }
         });
         RecipeUse {
             recipe,

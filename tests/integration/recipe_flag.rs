@@ -69,9 +69,12 @@ fn the_recipe_sets_what_the_flags_leave_and_its_kernels() {
 #[test]
 fn a_stack_without_a_recipe_for_the_run_names_the_ones_it_has() {
     let mut args: Vec<&str> = GPT_OSS.to_vec();
-    args.extend(["4096", "--recipe"]);
+    args.extend(["4096", "--recipe", "--tp", "0"]);
     args[10] = "nvfp4";
     let output = run(&args);
+    // Every problem at once: the recipe's and the run's own.
+    assert!(output.stderr.contains("2 problems in the input"), "{}", output.stderr);
+    assert!(output.stderr.contains("- plan.tp = 0"), "{}", output.stderr);
     assert_eq!(output.code, 2, "{}", output.stderr);
     assert!(
         output.stderr.contains(
@@ -80,7 +83,9 @@ fn a_stack_without_a_recipe_for_the_run_names_the_ones_it_has() {
         "{}",
         output.stderr
     );
-    assert!(output.stderr.contains("its recipes for this model cover"), "{}", output.stderr);
+    let covered =
+        "its recipes for this model cover h100-sxm in bf16/fp8-current; b200 in bf16/mxfp8;";
+    assert!(output.stderr.contains(covered), "{}", output.stderr);
     // A stack with no recipes at all names the releases that have one for the run.
     let output = run(&["estimate", "--model", "llama3-70b", "--gpu", "gb300", "--recipe"]);
     assert_eq!(output.code, 2, "{}", output.stderr);
@@ -92,4 +97,29 @@ fn a_stack_without_a_recipe_for_the_run_names_the_ones_it_has() {
     let fix = "pass --stack with a release that publishes one (nemo-25.11, nemo-26.02, ";
     assert!(output.stderr.contains(fix), "{}", output.stderr);
     assert!(output.stderr.contains(", nemo-26.08), or drop --recipe"), "{}", output.stderr);
+}
+
+#[test]
+fn a_recipe_whose_layer_counts_do_not_fit_the_pipeline_is_refused() {
+    // NeMo 25.07's Llama 3 70B on GB200 in BF16 recomputes 20 layers per stage with
+    // Megatron-FSDP (recommended_model_configs/model_configs_gb200.csv@v2.4.0).
+    let args = |pp| {
+        let mut args = vec!["estimate", "--model", "llama3-70b", "--gpu", "gb200", "--gpus", "64"];
+        args.extend(["--stack", "nemo-25.07", "--recipe", "--pp", pp]);
+        args
+    };
+    let output = run(&args("8"));
+    assert_eq!(output.code, 2, "{}", output.stderr);
+    let expected = "recipe = nemo-25.07 LLAMA3_70B on gb200 bf16: its full recompute of 20 layers \
+                    does not fit the plan's 10 layers per pipeline rank";
+    assert!(output.stderr.contains(expected), "{}", output.stderr);
+    let mut fits = args("2");
+    fits.extend(["--format", "json"]);
+    let estimate = json(&fits);
+    let plan = &estimate["run"]["plan"];
+    assert_eq!(
+        (plan["recompute"].as_str(), plan["recompute_num_layers"].as_i64()),
+        (Some("full"), Some(20))
+    );
+    assert_eq!(plan["fsdp"], true);
 }
