@@ -66,7 +66,8 @@ fn groups(plan: &PlanSpec) -> [(&'static str, bool, PlanSpec); 8] {
 
 /// For a run that does not fit (`base` holds its model and cluster), the fastest plan that fits
 /// found by changing one group of options at a time, fastest first (ties by peak memory, then
-/// group order). Groups whose search finds no plan that fits give none.
+/// group order). Groups whose search finds no plan that fits give none, and a change an earlier
+/// group found is listed once, under that group.
 pub fn fit_suggestions(base: &RunSpec, run: &Run) -> Result<Vec<FitSuggestion>, SearchError> {
     let resolved = crate::plan_file::resolved_spec(base, run);
     let engine = run.plan().engine();
@@ -87,7 +88,10 @@ pub fn fit_suggestions(base: &RunSpec, run: &Run) -> Result<Vec<FitSuggestion>, 
         let report = search(&spec, &|_, _| {})?;
         if let Some(plan) = report.plans.into_iter().next() {
             let flags = crate::plan_diff::flags_between(run, &plan.run);
-            found.push(FitSuggestion { group, flags, plan });
+            // Freeing two groups may find the change that freeing one of them found.
+            if found.iter().all(|s: &FitSuggestion| s.flags != flags) {
+                found.push(FitSuggestion { group, flags, plan });
+            }
         }
     }
     found.sort_by(|a, b| super::rank::order(&a.plan, &b.plan));
@@ -115,8 +119,33 @@ mod tests {
         assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
         let groups: Vec<&str> = found.iter().map(|s| s.group).collect();
         assert!(groups.contains(&"recompute") && groups.contains(&"sharding"), "{groups:?}");
+        // Each change is listed once, under the fewest groups that find it.
+        for (i, a) in found.iter().enumerate() {
+            assert!(found[i + 1..].iter().all(|b| b.flags != a.flags), "{found:?}");
+        }
         let recompute = found.iter().find(|s| s.group == "recompute").unwrap();
         assert!(recompute.flags[0].starts_with("--recompute "), "{:?}", recompute.flags);
+    }
+
+    #[test]
+    fn a_change_two_groups_find_is_listed_once() {
+        // Llama 3 70B on 64 GB300, tp 1 pp 4 with micro-batches of 2 in MXFP8 (NeMo 26.02.01's
+        // published layout): full recompute of 10 layers fits, found by freeing recompute and by
+        // freeing sharding and recompute together.
+        let plan = PlanSpec {
+            tp: Some(1),
+            pp: Some(4),
+            stack: Some("nemo-26.02.01".into()),
+            ..PlanSpec::default()
+        };
+        let mut base = crate::run::test_spec("llama3-70b", 64, 8192, 256, 2, plan);
+        base.cluster.gpu = crate::presets::gpu("gb300").unwrap();
+        base.training.precision = Some(crate::plan::Precision::Mxfp8);
+        let run = Run::from_spec(&base).unwrap();
+        let found = fit_suggestions(&base, &run).unwrap();
+        let recompute = found.iter().find(|s| s.group == "recompute").unwrap();
+        assert!(recompute.flags.iter().any(|f| f.starts_with("--recompute ")), "{found:?}");
+        assert!(found.iter().filter(|s| s.flags == recompute.flags).count() == 1, "{found:?}");
     }
 
     #[test]
