@@ -40,7 +40,7 @@ _WHOLE_RUN = {
 }
 
 # Flags that take no value: present when True.
-_SWITCHES = {"in_memory_checkpoints", "allow_over_capacity"}
+_SWITCHES = {"in_memory_checkpoints", "allow_over_capacity", "recipe"}
 
 
 class MeshplanError(Exception):

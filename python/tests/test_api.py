@@ -25,6 +25,23 @@ def test_estimate_equals_the_cli_json_for_the_same_inputs(cli):
     assert again.to_dict() == result.to_dict()
 
 
+def test_the_stacks_recipe_is_a_switch(cli):
+    run = dict(
+        model="gpt-oss-120b", gpu="gb300", gpus=64, stack="nemo-26.08", precision="mxfp8", ep=16,
+        micro_batch=4, global_batch=1280, seq_len=4096,
+    )
+    result = meshplan.estimate(**run, recipe=True)
+    code, out, err = cli(
+        "estimate", "--model", "gpt-oss-120b", "--gpu", "gb300", "--gpus", "64", "--stack",
+        "nemo-26.08", "--precision", "mxfp8", "--ep", "16", "--micro-batch", "4",
+        "--global-batch", "1280", "--seq-len", "4096", "--recipe", "--format", "json",
+    )
+    assert code == 0, err
+    assert result.to_dict() == json.loads(out)
+    assert "whole-iteration CUDA graph" in result.run.recipe
+    assert "recipe" not in meshplan.estimate(**run, recipe=False).run.to_dict()
+
+
 def test_the_built_in_example_matches_the_cli(cli):
     code, out, err = cli("estimate", "--format", "json")
     assert code == 0, err
