@@ -45,6 +45,8 @@ pub struct Inputs {
     pub spec: RunSpec,
     /// With `--recipe`: what the stack's recipe set, and where it was read.
     pub recipe: Option<String>,
+    /// Without `--recipe`, where the stack has a recipe for the run: which one `--recipe` takes.
+    pub recipe_available: Option<String>,
 }
 
 /// Builds the run from the flags, reporting every problem at once.
@@ -76,7 +78,8 @@ pub fn build_run_with(args: &RunArgs, recipe: bool) -> Result<Inputs, Violations
         (None, _) => (None, None, None),
     };
     let (run, spec) = problems.finish_with(run.zip(spec), "run")?;
-    Ok(Inputs { run, example, spec, recipe: note })
+    let recipe_available = if note.is_none() { super::recipe::available(&run) } else { None };
+    Ok(Inputs { run, example, spec, recipe: note, recipe_available })
 }
 
 /// The run as specified by the flags, before the checks that tie its parts together (what a

@@ -6,12 +6,12 @@
 
 use std::sync::Arc;
 
-use crate::RunSpec;
 use crate::plan::{Engine, Precision};
 use crate::presets;
 use crate::stack::{Recipe, RecipeKernels, Stack};
 use crate::validate::recipe_use::{RecipeUse, StatedOther, Subject};
 use crate::violation::{Violation, Violations};
+use crate::{Run, RunSpec};
 
 /// A run spec with its stack's recipe taken.
 #[derive(Debug)]
@@ -85,6 +85,20 @@ pub fn take(spec: &RunSpec) -> Result<Option<WithRecipe>, Violations> {
     });
     let stack = Arc::new(stack.with_recipe_kernels(kernels));
     Ok(Some(WithRecipe { spec: RunSpec { plan, ..spec.clone() }, stack, note }))
+}
+
+/// Where the run's stack has a recipe for its model, GPU, precision and GPU count: the recipe
+/// `--recipe` would take, named as its file names it.
+pub fn available(run: &Run) -> Option<String> {
+    let (model, gpu) = (run.model().name(), run.cluster().gpu().name());
+    let precision = run.training().precision();
+    let recipe = run.stack().recipe_for(model, gpu, precision, run.cluster().num_gpus())?;
+    Some(format!(
+        "{} recipe for {} on {gpu} {}",
+        run.stack().id(),
+        recipe.model_named(model),
+        precision.name()
+    ))
 }
 
 /// The problem of a stack with no recipe for the run: what it has for the model, the built-in

@@ -152,6 +152,9 @@ pub fn run_header(inputs: &Inputs) -> String {
     if let Some(note) = &inputs.recipe {
         let _ = writeln!(out, "Recipe: {note}");
     }
+    if let Some(recipe) = &inputs.recipe_available {
+        let _ = writeln!(out, "Recipe: not taken; --recipe takes the {recipe}");
+    }
     if let Some(data) = run.data() {
         let _ = writeln!(out, "Data: {}", data_label(run, data));
     }
@@ -430,6 +433,9 @@ struct RunJson<'a> {
     /// With `--recipe`: what the stack's recipe set.
     #[serde(skip_serializing_if = "Option::is_none")]
     recipe: Option<&'a str>,
+    /// Without `--recipe`: the recipe the stack has for the run, which `--recipe` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe_available: Option<&'a str>,
 }
 
 /// A plan in JSON: its label, every option under its file key (the resolved plan, as a plan file
@@ -616,6 +622,7 @@ pub fn estimate_json<W: Serialize>(
             precision: training.precision().name(),
             plan: PlanJson::of(run),
             recipe: inputs.recipe.as_deref(),
+            recipe_available: inputs.recipe_available.as_deref(),
         },
         memory: MemoryJson::from(estimate),
         time: TimeJson {

@@ -157,6 +157,12 @@ struct SimulationJson<'a> {
     plan: String,
     /// The software stack that priced the run.
     stack: &'a str,
+    /// With `--recipe`: what the stack's recipe set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe: Option<&'a str>,
+    /// Without `--recipe`: the recipe the stack has for the run, which `--recipe` takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    recipe_available: Option<&'a str>,
     schedule: &'static str,
     microbatches: u32,
     step_time_s: f64,
@@ -178,6 +184,8 @@ fn json(
         model: inputs.run.model().name(),
         plan: plan.label(),
         stack: inputs.run.stack().id(),
+        recipe: inputs.recipe.as_deref(),
+        recipe_available: inputs.recipe_available.as_deref(),
         schedule: plan.schedule().name(),
         microbatches: simulation.program.microbatches,
         step_time_s: simulation.step_time().value(),

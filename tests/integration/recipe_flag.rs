@@ -42,6 +42,23 @@ fn the_recipe_sets_what_the_flags_leave_and_its_kernels() {
     let plain = gpt_oss(&[]);
     let recipe = gpt_oss(&["--recipe"]);
     assert!(plain["run"].get("recipe").is_none());
+    // Without --recipe the run names the recipe its stack has for it.
+    let available = "nemo-26.08 recipe for GPT_OSS_120B on gb300 mxfp8";
+    assert_eq!(plain["run"]["recipe_available"], available);
+    assert!(recipe["run"].get("recipe_available").is_none());
+    let mut text: Vec<&str> = GPT_OSS.to_vec();
+    text.push("4096");
+    let output = run(&text);
+    assert!(
+        output.stdout.contains(&format!("Recipe: not taken; --recipe takes the {available}\n"))
+    );
+    // simulate takes it the same way and says so in its JSON.
+    text[0] = "simulate";
+    text.extend(["--recipe", "--runs", "1", "--format", "json"]);
+    let simulated = json(&text);
+    assert_eq!(simulated["recipe"], recipe["run"]["recipe"]);
+    let step = |v: &serde_json::Value| v["step_time_s"].as_f64().unwrap();
+    assert!((step(&simulated) / step(&recipe["throughput"]) - 1.0).abs() < 1e-9);
     let note = recipe["run"]["recipe"].as_str().unwrap();
     for taken in [
         "nemo-26.08 recipe for GPT_OSS_120B on gb300 mxfp8",
