@@ -48,6 +48,9 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
         if inputs.example {
             facts.push(("Note".to_owned(), "the built-in example (no --model given)".to_owned()));
         }
+        if let Some(note) = &inputs.recipe {
+            facts.push(("Recipe".to_owned(), note.clone()));
+        }
         let plan = inputs.run.plan();
         let label = format!("{}, schedule {}", plan.label(), plan.schedule().name());
         let view = PlanView::new(label, &estimate, &simulation).with_data(&inputs.run);

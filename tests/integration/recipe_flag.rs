@@ -140,3 +140,12 @@ fn a_recipe_whose_layer_counts_do_not_fit_the_pipeline_is_refused() {
     );
     assert_eq!(plan["fsdp"], true);
 }
+
+#[test]
+fn the_report_names_the_recipe_taken() {
+    let mut args: Vec<&str> = GPT_OSS.to_vec();
+    args[0] = "simulate";
+    args.extend(["4096", "--recipe", "--runs", "1"]);
+    let page = crate::support::report(&args, &["memory", "step-time", "timeline"]);
+    assert!(page.contains("nemo-26.08 recipe for GPT_OSS_120B on gb300 mxfp8: no recompute"));
+}
