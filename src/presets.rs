@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use crate::hardware::GpuSpec;
 use crate::model::ModelSpec;
-use crate::plan::Engine;
+use crate::plan::{Engine, PlanSpec};
 use crate::stack::{Stack, StackSpec, merge_inherited};
 
 /// One embedded preset file.
@@ -135,6 +135,13 @@ pub fn default_stack_id(engine: Engine) -> &'static str {
         Engine::Torchtitan => "torchtitan-0.2",
         Engine::Deepspeed => "deepspeed",
     }
+}
+
+/// The id of the stack a plan runs on: the one it names, else its engine's default.
+pub fn plan_stack_id(plan: &PlanSpec) -> String {
+    plan.stack
+        .clone()
+        .unwrap_or_else(|| default_stack_id(plan.engine.unwrap_or(Engine::DEFAULT)).to_owned())
 }
 
 /// Why a preset could not be produced.

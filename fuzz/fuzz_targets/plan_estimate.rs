@@ -10,7 +10,10 @@
 //! and positive, and MFU and HFU at most 100 % (`Estimate::check_figures`, what the CLI checks).
 //! Every such run also goes through each engine's capability table (`export::check`, with its
 //! sequence-parallel, context-parallel and key/value-head rules) and, where that accepts it, the
-//! engine's exporter: no panic, and every refusal says something.
+//! engine's exporter: no panic, and every refusal says something. And its stack's performance
+//! recipe is taken as `--recipe` takes it (`cli::recipe::take`): the run with it validates or
+//! not without a panic, its closed form passes the same checks, and a recipe that cannot be
+//! taken says why.
 #![no_main]
 
 use std::sync::{Arc, OnceLock};
@@ -142,9 +145,7 @@ fn presets() -> &'static Presets {
 
 /// The stack the run is validated with: the one the plan names, else its engine's default.
 fn stack_of(spec: &RunSpec) -> Arc<Stack> {
-    let id = spec.plan.stack.clone().unwrap_or_else(|| {
-        presets::default_stack_id(spec.plan.engine.unwrap_or(Engine::DEFAULT)).into()
-    });
+    let id = presets::plan_stack_id(&spec.plan);
     Arc::clone(presets().stacks.get(&id).expect("a built-in stack"))
 }
 
@@ -257,6 +258,18 @@ fuzz_target!(|input: Input| {
             }
             Err(unsupported) => assert!(!unsupported.to_string().is_empty(), "{engine:?}"),
         }
+    }
+    match meshplan::cli::recipe::take(&spec, &presets().stacks) {
+        Ok(Some(taken)) => {
+            assert!(!taken.note.is_empty());
+            if let Ok(with) = Run::from_spec_with_stack(&taken.spec, taken.stack) {
+                if let Err(err) = closed_form(&with).check_figures() {
+                    panic!("with the recipe: {err} ({})", with.plan().label());
+                }
+            }
+        }
+        Ok(None) => {}
+        Err(problems) => assert!(problems.list().iter().all(|p| !p.to_string().is_empty())),
     }
     let plan = run.plan();
     let tasks = plan.num_microbatches() * plan.pp() * plan.vp() * 2;

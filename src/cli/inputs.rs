@@ -11,9 +11,9 @@ use crate::hardware::{ClusterSpec, GpuSpec};
 use crate::model::ModelSpec;
 use crate::plan::{PlanSpec, Precision, TrainingSpec};
 use crate::plan_file;
-use crate::presets::{self, PresetError};
+use crate::presets::{self, PresetError, StackCatalog};
 use crate::units::{parse_bandwidth, parse_seconds};
-use crate::violation::{Collector, Violations, toml_error_line};
+use crate::violation::{Collector, Violation, Violations, toml_error_line};
 use crate::{Run, RunSpec};
 
 use super::args::RunArgs;
@@ -61,7 +61,12 @@ pub fn build_run_with(args: &RunArgs, recipe: bool) -> Result<Inputs, Violations
     let example = args.model.is_none() && args.plan.is_none();
     let spec = build_spec(&mut problems, args, true);
     let taken = match &spec {
-        Some(spec) if recipe => super::recipe::take(spec),
+        Some(spec) if recipe => StackCatalog::builtin()
+            .map_err(|err| {
+                let why = format!("the built-in stacks do not read: {err}");
+                Violations::one(Violation::new("recipe", "--recipe", why, "drop --recipe"))
+            })
+            .and_then(|stacks| super::recipe::take(spec, &stacks)),
         _ => Ok(None),
     };
     let (spec, run, note) = match (spec, taken) {

@@ -14,7 +14,7 @@ mod lengths_parquet;
 mod parquet_pages;
 mod presets;
 mod read;
-mod recipe;
+pub mod recipe;
 mod render;
 mod render_data;
 mod search;

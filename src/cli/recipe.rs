@@ -6,8 +6,9 @@
 
 use std::sync::Arc;
 
-use crate::plan::{Engine, Precision};
+use crate::plan::Precision;
 use crate::presets;
+use crate::presets::StackCatalog;
 use crate::stack::{Recipe, RecipeKernels, Stack};
 use crate::validate::recipe_use::{RecipeUse, StatedOther, Subject};
 use crate::violation::{Violation, Violations};
@@ -26,12 +27,11 @@ pub struct WithRecipe {
 
 /// Takes the recipe of the stack `spec` runs on for its model, GPU, precision and GPU count; a
 /// stack with no such recipe, or one whose layer counts do not fit the plan's pipeline, is a
-/// problem naming what the stack does have. `None` where the stack is not one of the built-in
-/// ones, which the run's own checks report.
-pub fn take(spec: &RunSpec) -> Result<Option<WithRecipe>, Violations> {
-    let engine = spec.plan.engine.unwrap_or(Engine::DEFAULT);
-    let id = spec.plan.stack.clone().unwrap_or_else(|| presets::default_stack_id(engine).into());
-    let Ok(stack) = presets::stack(&id) else { return Ok(None) };
+/// problem naming what the stack does have. `stacks` are the stacks the run may name (the
+/// built-in ones, read once); `None` where it names another, which the run's own checks report.
+pub fn take(spec: &RunSpec, stacks: &StackCatalog) -> Result<Option<WithRecipe>, Violations> {
+    let id = presets::plan_stack_id(&spec.plan);
+    let Some(stack) = stacks.get(&id) else { return Ok(None) };
     let (model, gpu) = (spec.model.name.as_str(), spec.cluster.gpu.name.as_str());
     let precision = spec.training.precision.unwrap_or(Precision::Bf16);
     let num_gpus = u64::try_from(spec.cluster.num_gpus).unwrap_or(0);
@@ -40,9 +40,10 @@ pub fn take(spec: &RunSpec) -> Result<Option<WithRecipe>, Violations> {
     let stage = layers.div_ceil(pp);
     let mut plan = spec.plan.clone();
     let mut recipe =
-        RecipeUse::find(&stack, (model, gpu), precision, num_gpus, stage, Subject::Plan);
+        RecipeUse::find(stack, (model, gpu), precision, num_gpus, stage, Subject::Plan);
     let Some(found) = recipe.recipe() else {
-        return Err(Violations::one(missing(&stack, model, gpu, precision, num_gpus)));
+        let run = (model, gpu, precision, num_gpus);
+        return Err(Violations::one(missing(stacks, stack, run)));
     };
     let name = found.model_named(model).to_owned();
     if let Some(why) = recipe.ruled_out() {
@@ -101,40 +102,41 @@ pub fn available(run: &Run) -> Option<String> {
     ))
 }
 
-/// The problem of a stack with no recipe for the run: what it has for the model, the built-in
-/// stacks that have one, or the models it has recipes for.
-fn missing(stack: &Stack, model: &str, gpu: &str, precision: Precision, gpus: u64) -> Violation {
-    let for_model: Vec<String> = stack
-        .recipes()
-        .iter()
-        .filter(|r| r.gpus().iter().any(|g| r.covers_model_on(model, g)))
-        .map(describe)
-        .collect();
-    // The built-in stacks that do have one for the run.
-    let others: Vec<String> = presets::StackCatalog::builtin()
-        .map(|catalog| {
-            catalog
-                .all()
-                .filter(|other| other.recipe_for(model, gpu, precision, gpus).is_some())
-                .map(|other| other.id().to_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    let fix = if !for_model.is_empty() {
-        format!("its recipes for this model cover {}", for_model.join("; "))
-    } else if !others.is_empty() {
-        format!(
-            "pass --stack with a release that publishes one ({}), or drop --recipe",
-            others.join(", ")
-        )
-    } else if stack.recipes().is_empty() {
-        "pass --stack with a NeMo release that publishes recipes (nemo-25.07 and later), or drop --recipe".to_owned()
+/// The problem of a stack with no recipe for the run (model, GPU, precision, GPU count): what it
+/// has for the model, the other `stacks` that have one, or the models it has recipes for.
+fn missing(
+    stacks: &StackCatalog,
+    stack: &Stack,
+    (model, gpu, precision, gpus): (&str, &str, Precision, u64),
+) -> Violation {
+    let for_model: Vec<String> =
+        stack.recipes().iter().filter(|r| r.covers_model(model)).map(describe).collect();
+    let fix = if for_model.is_empty() {
+        // The other stacks that do have one for the run.
+        let others: Vec<&str> = stacks
+            .all()
+            .filter(|other| other.recipe_for(model, gpu, precision, gpus).is_some())
+            .map(|other| other.id())
+            .collect();
+        if !others.is_empty() {
+            format!(
+                "pass --stack with a release that publishes one ({}), or drop --recipe",
+                others.join(", ")
+            )
+        } else if stack.recipes().is_empty() {
+            "pass --stack with a NeMo release that publishes recipes (nemo-25.07 and later), or drop --recipe".to_owned()
+        } else {
+            let mut models: Vec<&str> = stack
+                .recipes()
+                .iter()
+                .flat_map(|r| r.models().iter().map(String::as_str))
+                .collect();
+            models.sort_unstable();
+            models.dedup();
+            format!("its recipes cover the models {}; or drop --recipe", models.join(", "))
+        }
     } else {
-        let mut models: Vec<&str> =
-            stack.recipes().iter().flat_map(|r| r.models().iter().map(String::as_str)).collect();
-        models.sort_unstable();
-        models.dedup();
-        format!("its recipes cover the models {}; or drop --recipe", models.join(", "))
+        format!("its recipes for this model cover {}", for_model.join("; "))
     };
     Violation::new(
         "recipe",

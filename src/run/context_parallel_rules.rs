@@ -25,6 +25,7 @@ pub(super) fn validate_cp_comm(
 ) -> (CpComm, u64) {
     let kind = spec.cp_comm.unwrap_or(CpComm::Ring);
     let heads = model.num_attention_heads() / tp.max(1);
+    let kv_heads = model.num_kv_heads() / tp.max(1);
     let a2a = match kind {
         CpComm::Ring => 1,
         CpComm::AllToAll => {
@@ -40,9 +41,11 @@ pub(super) fn validate_cp_comm(
         }
         CpComm::Hierarchical => (1..=cp)
             .filter(|&a| {
-                let kv = model.num_kv_heads() / tp.max(1);
                 let splits = |h: u64| h.is_multiple_of(a);
-                cp.is_multiple_of(a) && splits(heads) && (kv == 0 || splits(kv)) && a * tp <= domain
+                cp.is_multiple_of(a)
+                    && splits(heads)
+                    && (kv_heads == 0 || splits(kv_heads))
+                    && a * tp <= domain
             })
             .max()
             .unwrap_or(1),

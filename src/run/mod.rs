@@ -98,8 +98,7 @@ impl Run {
     /// plan names (or its engine's default stack) read from the built-in presets.
     pub fn from_spec(spec: &RunSpec) -> Result<Run, Violations> {
         let engine = spec.plan.engine.unwrap_or(Engine::DEFAULT);
-        let id =
-            spec.plan.stack.clone().unwrap_or_else(|| presets::default_stack_id(engine).to_owned());
+        let id = presets::plan_stack_id(&spec.plan);
         match presets::stack(&id) {
             Ok(stack) => Run::from_spec_with_stack(spec, Arc::new(stack)),
             Err(err) => {

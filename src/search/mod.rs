@@ -335,8 +335,7 @@ pub fn template(spec: &SearchSpec) -> Template {
         ..PlanSpec::default()
     };
     let plan = searched.overridden_by(&spec.base.plan);
-    let engine = plan.engine.unwrap_or(Engine::DEFAULT);
-    let id = plan.stack.clone().unwrap_or_else(|| presets::default_stack_id(engine).to_owned());
+    let id = presets::plan_stack_id(&plan);
     // Read once for every candidate; a stack that does not read is reported by each
     // candidate's validation.
     let stack = presets::stack(&id).ok().map(Arc::new);

@@ -89,10 +89,14 @@ impl Recipe {
         self.models.get(index).map_or("", String::as_str)
     }
 
+    /// Whether it covers runs of this model (on some GPU, precision and GPU count).
+    pub fn covers_model(&self, model: &str) -> bool {
+        self.model_keys.contains(&model_key(model))
+    }
+
     /// Whether it covers runs of this model on this GPU preset (at some precision and GPU count).
     pub fn covers_model_on(&self, model: &str, gpu: &str) -> bool {
-        self.model_keys.contains(&model_key(model))
-            && self.gpus.iter().any(|g| g.eq_ignore_ascii_case(gpu.trim()))
+        self.covers_model(model) && self.gpus.iter().any(|g| g.eq_ignore_ascii_case(gpu.trim()))
     }
 
     /// Whether it covers a run of this model, GPU preset, precision and GPU count.

@@ -2,33 +2,11 @@
 //! and sets its kernels, as `meshplan validate` does for a published run; a stack without one
 //! for the run is a problem that names what it has.
 
-use crate::support::{json, run};
-
-/// GPT-OSS 120B on 64 GB300 in MXFP8 with ep 16 (Megatron-Bridge v0.6.0's 64-GPU recipe).
-const GPT_OSS: [&str; 18] = [
-    "estimate",
-    "--model",
-    "gpt-oss-120b",
-    "--gpu",
-    "gb300",
-    "--gpus",
-    "64",
-    "--stack",
-    "nemo-26.08",
-    "--precision",
-    "mxfp8",
-    "--ep",
-    "16",
-    "--micro-batch",
-    "4",
-    "--global-batch",
-    "1280",
-    "--seq-len",
-];
+use crate::support::{GPT_OSS_ROW_118, json, run};
 
 fn gpt_oss(extra: &[&str]) -> serde_json::Value {
-    let mut args: Vec<&str> = GPT_OSS.to_vec();
-    args.extend(["4096", "--format", "json"]);
+    let mut args: Vec<&str> = GPT_OSS_ROW_118.to_vec();
+    args.extend(["--format", "json"]);
     args.extend(extra);
     json(&args)
 }
@@ -46,8 +24,7 @@ fn the_recipe_sets_what_the_flags_leave_and_its_kernels() {
     let available = "nemo-26.08 recipe for GPT_OSS_120B on gb300 mxfp8";
     assert_eq!(plain["run"]["recipe_available"], available);
     assert!(recipe["run"].get("recipe_available").is_none());
-    let mut text: Vec<&str> = GPT_OSS.to_vec();
-    text.push("4096");
+    let mut text: Vec<&str> = GPT_OSS_ROW_118.to_vec();
     let output = run(&text);
     assert!(
         output.stdout.contains(&format!("Recipe: not taken; --recipe takes the {available}\n"))
@@ -85,8 +62,8 @@ fn the_recipe_sets_what_the_flags_leave_and_its_kernels() {
 
 #[test]
 fn a_stack_without_a_recipe_for_the_run_names_the_ones_it_has() {
-    let mut args: Vec<&str> = GPT_OSS.to_vec();
-    args.extend(["4096", "--recipe", "--tp", "0"]);
+    let mut args: Vec<&str> = GPT_OSS_ROW_118.to_vec();
+    args.extend(["--recipe", "--tp", "0"]);
     args[10] = "nvfp4";
     let output = run(&args);
     // Every problem at once: the recipe's and the run's own.
@@ -143,9 +120,9 @@ fn a_recipe_whose_layer_counts_do_not_fit_the_pipeline_is_refused() {
 
 #[test]
 fn the_report_names_the_recipe_taken() {
-    let mut args: Vec<&str> = GPT_OSS.to_vec();
+    let mut args: Vec<&str> = GPT_OSS_ROW_118.to_vec();
     args[0] = "simulate";
-    args.extend(["4096", "--recipe", "--runs", "1"]);
+    args.extend(["--recipe", "--runs", "1"]);
     let page = crate::support::report(&args, &["memory", "step-time", "timeline"]);
     assert!(page.contains("nemo-26.08 recipe for GPT_OSS_120B on gb300 mxfp8: no recompute"));
 }

@@ -139,6 +139,31 @@ pub fn report(args: &[&str], charts: &[&str]) -> String {
     page
 }
 
+/// `meshplan estimate` of calibration row 118 (NeMo 26.08, GPT-OSS 120B on 64 GB300 in MXFP8,
+/// ep 16, micro-batches of 4, global batch 1280, 4096 tokens), with Megatron-Bridge v0.6.0's
+/// 64-GPU recipe for it in the stack; index 10 is the precision.
+pub const GPT_OSS_ROW_118: [&str; 19] = [
+    "estimate",
+    "--model",
+    "gpt-oss-120b",
+    "--gpu",
+    "gb300",
+    "--gpus",
+    "64",
+    "--stack",
+    "nemo-26.08",
+    "--precision",
+    "mxfp8",
+    "--ep",
+    "16",
+    "--micro-batch",
+    "4",
+    "--global-batch",
+    "1280",
+    "--seq-len",
+    "4096",
+];
+
 /// The closed-form estimate of WLB-LLM's Llama 2 7B layout at context `seq` on `data` (Table 1:
 /// tp 8 at 128K and tp 4 at 64K, cp 2, pp 4, dp 1 on tp x 8 H100, a global batch of pp = 4
 /// micro-batches), re-packing `window` global batches together (0: packed as they arrive).

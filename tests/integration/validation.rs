@@ -295,30 +295,9 @@ fn held_out_figures_hold_what_is_reached() {
 fn estimate_with_the_recipe_prices_a_published_run_as_validate_does() {
     let row = report().rows.iter().find(|r| r.row_id == "118").unwrap();
     let validated = row.predicted_tokens_per_sec_per_gpu.unwrap();
-    let estimate = crate::support::json(&[
-        "estimate",
-        "--model",
-        "gpt-oss-120b",
-        "--gpu",
-        "gb300",
-        "--gpus",
-        "64",
-        "--stack",
-        "nemo-26.08",
-        "--precision",
-        "mxfp8",
-        "--ep",
-        "16",
-        "--micro-batch",
-        "4",
-        "--global-batch",
-        "1280",
-        "--seq-len",
-        "4096",
-        "--recipe",
-        "--format",
-        "json",
-    ]);
+    let mut args = crate::support::GPT_OSS_ROW_118.to_vec();
+    args.extend(["--recipe", "--format", "json"]);
+    let estimate = crate::support::json(&args);
     let estimated = estimate["throughput"]["tokens_per_sec_per_gpu"].as_f64().unwrap();
     assert!(
         (estimated / validated - 1.0).abs() < 1e-9,
