@@ -67,6 +67,20 @@ pub struct EstimateArgs {
     /// Write the run's complete plan (every option explicit) as a plan file for --plan.
     #[arg(long, value_name = "FILE.toml")]
     pub save_plan: Option<PathBuf>,
+    /// The stack's performance recipe.
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
+    /// Output format; json is one object with units in its key names.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// How much to train, and the failures, checkpoints and price of the whole run.
+    #[command(flatten)]
+    pub whole: WholeRunArgs,
+}
+
+/// `--recipe`, shared by `estimate` and `simulate`.
+#[derive(Debug, Clone, Copy, Default, Args)]
+pub struct RecipeArgs {
     /// Take the performance recipe that the stack (--stack, a NeMo release) publishes for this
     /// model, GPU, precision and GPU count: it sets the plan options the flags leave unset
     /// (recompute, Megatron-FSDP, offload, token dispatch, overlaps, BF16 layers) and its
@@ -75,12 +89,6 @@ pub struct EstimateArgs {
     /// give --recipe again beside --plan.
     #[arg(long)]
     pub recipe: bool,
-    /// Output format; json is one object with units in its key names.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-    /// How much to train, and the failures, checkpoints and price of the whole run.
-    #[command(flatten)]
-    pub whole: WholeRunArgs,
 }
 
 /// `meshplan simulate` flags.
@@ -96,10 +104,9 @@ pub struct SimulateArgs {
     /// pipeline timeline, drawn as inline SVG charts.
     #[arg(long, value_name = "FILE.html")]
     pub report: Option<PathBuf>,
-    /// Take the performance recipe that the stack (--stack, a NeMo release) publishes for this
-    /// model, GPU, precision and GPU count, as `meshplan estimate --recipe` does.
-    #[arg(long)]
-    pub recipe: bool,
+    /// The stack's performance recipe.
+    #[command(flatten)]
+    pub recipe: RecipeArgs,
     /// Output format; json is one object, times in seconds.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,

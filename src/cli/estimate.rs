@@ -13,7 +13,7 @@ pub fn run(args: &EstimateArgs) -> Result<String, CliError> {
     // Every problem of the run and of the whole-run flags at once.
     let mut problems = Collector::default();
     let goodput = problems.take(args.whole.goodput());
-    let inputs = problems.take(inputs::build_run_with(&args.run, args.recipe));
+    let inputs = problems.take(inputs::build_run_with(&args.run, args.recipe.recipe));
     let (inputs, goodput) = problems.finish_with(inputs.zip(goodput), "run")?;
     let options = crate::sim::SimOptions { timeline: false };
     let (estimate, _) = crate::estimate::estimate_simulated_with(&inputs.run, options)

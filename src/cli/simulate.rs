@@ -17,7 +17,7 @@ pub fn run(args: &SimulateArgs) -> Result<String, CliError> {
     // Every problem of the run and of the whole-run flags at once.
     let mut problems = Collector::default();
     let goodput = problems.take(args.whole.goodput());
-    let inputs = problems.take(inputs::build_run_with(&args.run, args.recipe));
+    let inputs = problems.take(inputs::build_run_with(&args.run, args.recipe.recipe));
     if args.runs == 0 || args.runs > crate::limits::DRAWN_RUNS {
         problems.add(
             "runs",
